@@ -1,0 +1,182 @@
+//! `credit compare`: how differently estimators credit the same steps. Distributions, pairwise
+//! rank correlation and sign agreement, credit by (trajectory success × action validity), invalid
+//! actions that receive positive credit (MGR's argument, `spec-mgr.md` §2.1), mean credit by step
+//! position, and per task.
+
+use super::stats::{kendall_tau_b, mean, spearman, Distribution};
+use crate::batch::StepBatch;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Step positions at and beyond this share one bucket.
+pub const POSITION_CAP: u32 = 50;
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Comparison {
+    pub methods: Vec<String>,
+    pub distributions: BTreeMap<String, Distribution>,
+    pub pairwise: Vec<Pair>,
+    pub cells: BTreeMap<String, Vec<Cell>>,
+    pub invalid_credit: BTreeMap<String, InvalidCredit>,
+    pub by_position: BTreeMap<String, Vec<Position>>,
+    pub per_task: Vec<TaskRow>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Pair {
+    pub a: String,
+    pub b: String,
+    /// `None` (null) when one method is constant over the steps.
+    pub spearman: Option<f64>,
+    pub kendall_tau_b: Option<f64>,
+    /// Share of steps where sign(a) = sign(b) (0 counts as its own sign).
+    pub sign_agreement: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Cell {
+    pub success: bool,
+    pub valid: bool,
+    pub steps: usize,
+    pub mean: f64,
+    pub share_positive: f64,
+    pub share_negative: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct InvalidCredit {
+    pub invalid_steps: usize,
+    /// #{invalid, A > 0} / #{invalid}.
+    pub invalid_positive_share: f64,
+    pub invalid_steps_in_success: usize,
+    /// #{invalid, A > 0, trajectory succeeded} / #{invalid, trajectory succeeded}.
+    pub invalid_positive_share_in_success: f64,
+    /// #{sign(A) = v} / #steps, with v = ±1 and A = 0 a disagreement.
+    pub sign_agreement_with_validity: f64,
+    pub mean_on_invalid: f64,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct Position {
+    /// 0-based step position; the last bucket holds every position ≥ `POSITION_CAP`.
+    pub position: u32,
+    pub steps: usize,
+    pub mean: f64,
+    pub mean_success: Option<f64>,
+    pub mean_failure: Option<f64>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct TaskRow {
+    pub task: String,
+    pub steps: usize,
+    pub mean: BTreeMap<String, f64>,
+    pub invalid_positive_share: BTreeMap<String, f64>,
+}
+
+fn sign(x: f64) -> i8 {
+    if x > 0.0 { 1 } else if x < 0.0 { -1 } else { 0 }
+}
+
+/// Compares the advantage columns `advantages` (method label → one value per row).
+pub fn compare(batch: &StepBatch, advantages: &[(String, Vec<f64>)]) -> Comparison {
+    let valid = batch.valid();
+    let success: Vec<bool> = batch.traj_of_row.iter().map(|&t| batch.trajs[t as usize].success).collect();
+    let methods: Vec<String> = advantages.iter().map(|(m, _)| m.clone()).collect();
+
+    let distributions = advantages.iter().map(|(m, a)| (m.clone(), Distribution::of(a))).collect();
+
+    let mut pairwise = Vec::new();
+    for i in 0..advantages.len() {
+        for j in i + 1..advantages.len() {
+            let (a, b) = (&advantages[i].1, &advantages[j].1);
+            let agree = a.iter().zip(b).filter(|(x, y)| sign(**x) == sign(**y)).count();
+            pairwise.push(Pair {
+                a: advantages[i].0.clone(),
+                b: advantages[j].0.clone(),
+                spearman: spearman(a, b),
+                kendall_tau_b: kendall_tau_b(a, b),
+                sign_agreement: agree as f64 / a.len().max(1) as f64,
+            });
+        }
+    }
+
+    let mut cells = BTreeMap::new();
+    let mut invalid_credit = BTreeMap::new();
+    let mut by_position = BTreeMap::new();
+    for (m, a) in advantages {
+        let mut rows = Vec::new();
+        for s in [true, false] {
+            for v in [true, false] {
+                let vals: Vec<f64> = (0..a.len()).filter(|&r| success[r] == s && valid[r] == v).map(|r| a[r]).collect();
+                let n = vals.len().max(1) as f64;
+                rows.push(Cell {
+                    success: s,
+                    valid: v,
+                    steps: vals.len(),
+                    mean: mean(&vals),
+                    share_positive: vals.iter().filter(|&&x| x > 0.0).count() as f64 / n,
+                    share_negative: vals.iter().filter(|&&x| x < 0.0).count() as f64 / n,
+                });
+            }
+        }
+        cells.insert(m.clone(), rows);
+
+        let invalid: Vec<usize> = (0..a.len()).filter(|&r| !valid[r]).collect();
+        let invalid_succ: Vec<usize> = invalid.iter().copied().filter(|&r| success[r]).collect();
+        let positive = |rows: &[usize]| rows.iter().filter(|&&r| a[r] > 0.0).count() as f64 / rows.len().max(1) as f64;
+        let agree = (0..a.len()).filter(|&r| sign(a[r]) == if valid[r] { 1 } else { -1 }).count();
+        invalid_credit.insert(
+            m.clone(),
+            InvalidCredit {
+                invalid_steps: invalid.len(),
+                invalid_positive_share: positive(&invalid),
+                invalid_steps_in_success: invalid_succ.len(),
+                invalid_positive_share_in_success: positive(&invalid_succ),
+                sign_agreement_with_validity: agree as f64 / a.len().max(1) as f64,
+                mean_on_invalid: mean(&invalid.iter().map(|&r| a[r]).collect::<Vec<_>>()),
+            },
+        );
+
+        let mut acc: BTreeMap<u32, [(f64, usize); 2]> = BTreeMap::new();
+        for r in 0..a.len() {
+            let e = acc.entry(batch.position[r].min(POSITION_CAP)).or_default();
+            let k = if success[r] { 0 } else { 1 };
+            e[k].0 += a[r];
+            e[k].1 += 1;
+        }
+        let positions = acc
+            .into_iter()
+            .map(|(position, [(ss, sn), (fs, fn_)])| Position {
+                position,
+                steps: sn + fn_,
+                mean: (ss + fs) / (sn + fn_) as f64,
+                mean_success: (sn > 0).then(|| ss / sn as f64),
+                mean_failure: (fn_ > 0).then(|| fs / fn_ as f64),
+            })
+            .collect();
+        by_position.insert(m.clone(), positions);
+    }
+
+    let mut per_task = Vec::new();
+    if let Some(tasks) = batch.tasks() {
+        let mut rows_of: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+        for r in 0..batch.len() {
+            rows_of.entry(tasks.get(r).unwrap_or("(none)").to_string()).or_default().push(r);
+        }
+        for (task, rows) in rows_of {
+            let invalid: Vec<usize> = rows.iter().copied().filter(|&r| !valid[r]).collect();
+            per_task.push(TaskRow {
+                task,
+                steps: rows.len(),
+                mean: advantages.iter().map(|(m, a)| (m.clone(), mean(&rows.iter().map(|&r| a[r]).collect::<Vec<_>>()))).collect(),
+                invalid_positive_share: advantages
+                    .iter()
+                    .map(|(m, a)| (m.clone(), invalid.iter().filter(|&&r| a[r] > 0.0).count() as f64 / invalid.len().max(1) as f64))
+                    .collect(),
+            });
+        }
+    }
+
+    Comparison { methods, distributions, pairwise, cells, invalid_credit, by_position, per_task }
+}

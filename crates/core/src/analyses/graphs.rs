@@ -1,0 +1,160 @@
+//! State-graph statistics (GraphGPO's view of the logs): nodes, edges, merge ratio, reachability,
+//! distance-to-goal histogram, revisits, dead ends, and the paper's headline counts: progress steps
+//! inside failed trajectories and non-progress steps inside successful ones (Fig. 1: 22.0% and 65.3%).
+
+use crate::batch::StepBatch;
+use crate::graph::{GroupGraph, NodeKind};
+use polars::prelude::{PlHashMap, PlHashSet};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct GraphStats {
+    pub groups: usize,
+    pub groups_with_success: usize,
+    /// State nodes (SUCCESS and FAIL nodes excluded).
+    pub nodes: usize,
+    /// Distinct (s, a, s′) edges.
+    pub edges: usize,
+    pub steps: usize,
+    /// Steps per state node: how much the trajectories merge.
+    pub steps_per_node: f64,
+    pub nodes_reaching_success: usize,
+    /// Share of state nodes that can reach SUCCESS.
+    pub share_nodes_reaching_success: f64,
+    /// d(s) → state nodes at that distance, for nodes that reach SUCCESS.
+    pub distance_histogram: BTreeMap<u32, usize>,
+    /// Steps whose state was already visited earlier in the same trajectory.
+    pub revisit_steps: usize,
+    pub trajectories_with_cycles: usize,
+    /// Steps into a state that cannot reach SUCCESS, in groups that have a success.
+    pub dead_end_steps: usize,
+    pub failed_steps: usize,
+    /// Steps of failed trajectories with d(s′) < d(s).
+    pub progress_steps_in_failures: usize,
+    pub share_progress_in_failures: f64,
+    pub success_steps: usize,
+    /// Steps of successful trajectories with d(s′) ≥ d(s).
+    pub non_progress_steps_in_successes: usize,
+    pub share_non_progress_in_successes: f64,
+}
+
+impl GraphStats {
+    fn add(&mut self, o: &GraphStats) {
+        self.groups += o.groups;
+        self.groups_with_success += o.groups_with_success;
+        self.nodes += o.nodes;
+        self.edges += o.edges;
+        self.steps += o.steps;
+        for (d, n) in &o.distance_histogram {
+            *self.distance_histogram.entry(*d).or_default() += n;
+        }
+        self.revisit_steps += o.revisit_steps;
+        self.trajectories_with_cycles += o.trajectories_with_cycles;
+        self.dead_end_steps += o.dead_end_steps;
+        self.failed_steps += o.failed_steps;
+        self.progress_steps_in_failures += o.progress_steps_in_failures;
+        self.success_steps += o.success_steps;
+        self.non_progress_steps_in_successes += o.non_progress_steps_in_successes;
+        self.nodes_reaching_success += o.nodes_reaching_success;
+    }
+
+    fn finish(mut self) -> Self {
+        let ratio = |a: usize, b: usize| if b == 0 { 0.0 } else { a as f64 / b as f64 };
+        self.steps_per_node = ratio(self.steps, self.nodes);
+        self.share_nodes_reaching_success = ratio(self.nodes_reaching_success, self.nodes);
+        self.share_progress_in_failures = ratio(self.progress_steps_in_failures, self.failed_steps);
+        self.share_non_progress_in_successes = ratio(self.non_progress_steps_in_successes, self.success_steps);
+        self
+    }
+}
+
+fn group_stats(batch: &StepBatch, g: usize) -> GraphStats {
+    let graph = GroupGraph::build(batch, g);
+    let state = |n: petgraph::graph::NodeIndex| matches!(graph.graph[n], NodeKind::State { .. });
+    let states: Vec<_> = graph.graph.node_indices().filter(|&n| state(n)).collect();
+    let mut s = GraphStats {
+        groups: 1,
+        groups_with_success: graph.success.is_some() as usize,
+        nodes: states.len(),
+        nodes_reaching_success: states.iter().filter(|n| graph.reaches_success[n.index()]).count(),
+        ..Default::default()
+    };
+    for n in &states {
+        if graph.reaches_success[n.index()] {
+            *s.distance_histogram.entry(graph.distance[n.index()].round() as u32).or_default() += 1;
+        }
+    }
+    let mut edges: PlHashSet<(u32, &str, u32)> = PlHashSet::default();
+    let mut step_of_row: PlHashMap<u32, (u32, u32)> = PlHashMap::default();
+    for &(row, source, target) in &graph.endpoints {
+        edges.insert((source.index() as u32, GroupGraph::action(batch, row), target.index() as u32));
+        step_of_row.insert(row, (source.index() as u32, target.index() as u32));
+    }
+    s.edges = edges.len();
+    s.steps = graph.endpoints.len();
+    for &t in &batch.groups[g].trajs {
+        let traj = &batch.trajs[t as usize];
+        let mut seen = PlHashSet::default();
+        let mut cycle = false;
+        for &row in &traj.rows {
+            let (source, target) = step_of_row[&row];
+            if !seen.insert(source) {
+                s.revisit_steps += 1;
+                cycle = true;
+            }
+            if graph.success.is_some() && !graph.reaches_success[target as usize] {
+                s.dead_end_steps += 1;
+            }
+            let progress = graph.distance[target as usize] < graph.distance[source as usize];
+            if traj.success {
+                s.success_steps += 1;
+                s.non_progress_steps_in_successes += !progress as usize;
+            } else {
+                s.failed_steps += 1;
+                s.progress_steps_in_failures += progress as usize;
+            }
+        }
+        s.trajectories_with_cycles += cycle as usize;
+    }
+    s
+}
+
+/// Statistics over every group, overall and per iteration (empty without an `iteration` column).
+pub fn graph_stats(batch: &StepBatch) -> (GraphStats, Vec<(i64, GraphStats)>) {
+    let mut overall = GraphStats::default();
+    let mut per_iteration: BTreeMap<i64, GraphStats> = BTreeMap::new();
+    for g in 0..batch.groups.len() {
+        let s = group_stats(batch, g);
+        overall.add(&s);
+        if let Some(it) = batch.groups[g].iteration {
+            per_iteration.entry(it).or_default().add(&s);
+        }
+    }
+    (overall.finish(), per_iteration.into_iter().map(|(i, s)| (i, s.finish())).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batch::testing::batch;
+
+    #[test]
+    fn hand_counted_group() {
+        // T1 (success): A → B → SUCCESS. T2 (fail): A → C → C → FAIL.
+        // d: SUCCESS 0, B 1, A 2; C cannot reach SUCCESS → d_max + 1 = 3.
+        let b = batch(&[
+            ("g", "T1", 0, "A", 0.0, true), ("g", "T1", 1, "B", 1.0, true),
+            ("g", "T2", 0, "A", 0.0, true), ("g", "T2", 1, "C", 0.0, true), ("g", "T2", 2, "C", 0.0, true),
+        ]);
+        let (s, per_iteration) = graph_stats(&b);
+        assert!(per_iteration.is_empty());
+        assert_eq!((s.groups, s.groups_with_success, s.nodes, s.nodes_reaching_success), (1, 1, 3, 2));
+        assert_eq!((s.edges, s.steps), (5, 5));
+        assert_eq!(s.distance_histogram, BTreeMap::from([(1, 1), (2, 1)]));
+        assert_eq!((s.revisit_steps, s.trajectories_with_cycles, s.dead_end_steps), (1, 1, 3));
+        assert_eq!((s.failed_steps, s.progress_steps_in_failures), (3, 0));
+        assert_eq!((s.success_steps, s.non_progress_steps_in_successes), (2, 0));
+        assert!((s.steps_per_node - 5.0 / 3.0).abs() < 1e-12);
+    }
+}

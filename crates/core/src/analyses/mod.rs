@@ -1,0 +1,8 @@
+//! Analyses over a batch and the methods' columns: what is in the logs ([`summary`]) and how
+//! differently the estimators credit the same steps ([`compare`]). Results are plain serialisable
+//! structs; the binary renders them as text or JSON.
+
+pub mod compare;
+pub mod graphs;
+pub mod stats;
+pub mod summary;

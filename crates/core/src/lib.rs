@@ -1,0 +1,18 @@
+//! credit-core: ingest rollout logs into a columnar [`batch::StepBatch`], compute every published
+//! group-based advantage estimator over it ([`methods`]), and analyse the result ([`analyses`]).
+//!
+//! Data flows one way: `ingest` → `batch` → `methods` → `analyses`. Nothing here prints, draws or
+//! trains: the `credit` binary and the report crate decide how results are shown.
+
+pub mod batch;
+pub mod error;
+pub mod ingest;
+pub mod schema;
+
+pub use batch::StepBatch;
+pub use error::{Error, Result};
+pub mod methods;
+pub mod profile;
+pub mod analyses;
+pub mod output;
+pub mod graph;

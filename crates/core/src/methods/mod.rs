@@ -1,0 +1,224 @@
+//! The advantage estimators: one module per method, each a pure function from the batch to
+//! columns (`advantages(&StepBatch, &Params) -> Result<Advantages>`), its presets (`Params::paper()`,
+//! `Params::verl()`) beside the equations they set. [`Method`] is the closed set the CLI dispatches on.
+
+pub mod gigpo;
+pub mod graphgpo;
+pub mod grpo;
+pub mod group_stats;
+pub mod mgr;
+pub mod proxmo;
+pub mod rloo;
+pub mod tfidf;
+
+use crate::batch::StepBatch;
+use crate::error::{Error, Result};
+use crate::profile::Profile;
+use serde::{de::DeserializeOwned, Serialize};
+
+/// One output column of a method.
+#[derive(Clone, Debug)]
+pub struct Output {
+    pub name: String,
+    pub values: Values,
+}
+
+#[derive(Clone, Debug)]
+pub enum Values {
+    F64(Vec<f64>),
+    I64(Vec<i64>),
+}
+
+/// A method's result: `adv_<label>` first, then its parts (`<label>_<part>`), one value per row,
+/// in batch order; `notes` says what the caller should know (e.g. no TF-IDF vocabulary).
+#[derive(Clone, Debug)]
+pub struct Advantages {
+    pub columns: Vec<Output>,
+    pub notes: Vec<String>,
+}
+
+impl Advantages {
+    pub fn advantage(&self) -> &[f64] {
+        match &self.columns[0].values {
+            Values::F64(v) => v,
+            Values::I64(_) => unreachable!("the advantage column is f64"),
+        }
+    }
+
+    pub(crate) fn new(label: &str, advantage: Vec<f64>) -> Self {
+        Advantages { columns: vec![Output { name: format!("adv_{label}"), values: Values::F64(advantage) }], notes: Vec::new() }
+    }
+
+    pub(crate) fn part(mut self, label: &str, part: &str, values: Values) -> Self {
+        self.columns.push(Output { name: format!("{label}_{part}"), values });
+        self
+    }
+
+    /// The column `name`, if this result has it (tests and analyses).
+    pub fn column(&self, name: &str) -> Option<&Values> {
+        self.columns.iter().find(|c| c.name == name).map(|c| &c.values)
+    }
+}
+
+/// Every method `credit` knows, in the order `--methods all` runs them.
+pub const ALL: &[&str] = &["grpo", "drgrpo", "rloo", "gigpo", "proxmo", "graphgpo", "mgr"];
+
+/// A configured estimator.
+#[derive(Clone, Debug)]
+pub enum Method {
+    Grpo { label: &'static str, params: grpo::Params },
+    Rloo(rloo::Params),
+    Gigpo(gigpo::Params),
+    Graphgpo(graphgpo::Params),
+    Proxmo(proxmo::Params),
+    Mgr(mgr::Params),
+}
+
+impl Method {
+    /// The method `name` with the preset of `profile`.
+    pub fn preset(name: &str, profile: Profile) -> Result<Method> {
+        Ok(match name {
+            "grpo" => Method::Grpo { label: "grpo", params: grpo::Params::preset(profile) },
+            "drgrpo" | "dr_grpo" | "dr-grpo" => {
+                Method::Grpo { label: "drgrpo", params: grpo::Params { norm: group_stats::Norm::Mean, ..grpo::Params::preset(profile) } }
+            }
+            "rloo" => Method::Rloo(rloo::Params::preset(profile)),
+            "gigpo" => Method::Gigpo(gigpo::Params::preset(profile)),
+            "graphgpo" => Method::Graphgpo(graphgpo::Params::preset(profile)),
+            "proxmo" => Method::Proxmo(proxmo::Params::preset(profile)),
+            "mgr" => Method::Mgr(mgr::Params::preset(profile)),
+            other => {
+                return Err(Error::Param(format!("unknown method `{other}` (expected one of {}, or `all`)", ALL.join(", "))))
+            }
+        })
+    }
+
+    /// The name used in column names (`adv_<label>`) and in `--set <label>.param=value`.
+    pub fn label(&self) -> &'static str {
+        match self {
+            Method::Grpo { label, .. } => label,
+            Method::Rloo(_) => "rloo",
+            Method::Gigpo(_) => "gigpo",
+            Method::Graphgpo(_) => "graphgpo",
+            Method::Proxmo(_) => "proxmo",
+            Method::Mgr(_) => "mgr",
+        }
+    }
+
+    /// Sets one parameter from text (`--set gigpo.omega=0.5`, `--gamma 0.9`).
+    pub fn set(&mut self, key: &str, value: &str) -> Result<()> {
+        let label = self.label();
+        match self {
+            Method::Grpo { params, .. } => set_field(params, label, key, value),
+            Method::Rloo(p) => set_field(p, label, key, value),
+            Method::Gigpo(p) => set_field(p, label, key, value),
+            Method::Graphgpo(p) => set_field(p, label, key, value),
+            Method::Proxmo(p) => set_field(p, label, key, value),
+            Method::Mgr(p) => set_field(p, label, key, value),
+        }
+    }
+
+    /// Whether the method has a parameter `key` (for flags shared by several methods).
+    pub fn has_param(&self, key: &str) -> bool {
+        self.params_json().get(key).is_some()
+    }
+
+    /// Every parameter in use, for the output's metadata.
+    pub fn params_json(&self) -> serde_json::Value {
+        let v = match self {
+            Method::Grpo { params, .. } => serde_json::to_value(params),
+            Method::Rloo(p) => serde_json::to_value(p),
+            Method::Gigpo(p) => serde_json::to_value(p),
+            Method::Graphgpo(p) => serde_json::to_value(p),
+            Method::Proxmo(p) => serde_json::to_value(p),
+            Method::Mgr(p) => serde_json::to_value(p),
+        };
+        v.unwrap_or(serde_json::Value::Null)
+    }
+
+    /// Checks the parameters once; estimators then assume them valid.
+    pub fn check(&self) -> Result<()> {
+        let label = self.label();
+        let json = self.params_json();
+        for key in ["gamma", "omega", "tau", "eps"] {
+            if let Some(x) = json.get(key).and_then(|v| v.as_f64()) {
+                let ok = match key {
+                    "gamma" => (0.0..=1.0).contains(&x),
+                    "tau" => x > 0.0,
+                    _ => x >= 0.0,
+                };
+                if !ok {
+                    return Err(Error::Param(format!("{label}.{key} = {x} is out of range")));
+                }
+            }
+        }
+        match self {
+            Method::Proxmo(p) => p.check(),
+            Method::Mgr(p) => p.check(),
+            _ => Ok(()),
+        }
+    }
+
+    /// Runs the estimator.
+    pub fn advantages(&self, batch: &StepBatch) -> Result<Advantages> {
+        match self {
+            Method::Grpo { label, params } => grpo::advantages(batch, params, label),
+            Method::Rloo(p) => rloo::advantages(batch, p),
+            Method::Gigpo(p) => gigpo::advantages(batch, p),
+            Method::Graphgpo(p) => graphgpo::advantages(batch, p),
+            Method::Proxmo(p) => proxmo::advantages(batch, p),
+            Method::Mgr(p) => mgr::advantages(batch, p),
+        }
+    }
+}
+
+/// Parses `grpo,gigpo` or `all` into method names.
+pub fn parse_list(list: &str) -> Result<Vec<String>> {
+    let mut names = Vec::new();
+    for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        if name == "all" {
+            names.extend(ALL.iter().map(|s| s.to_string()));
+        } else {
+            names.push(name.to_string());
+        }
+    }
+    names.dedup();
+    if names.is_empty() {
+        return Err(Error::Param("no methods given (e.g. `--methods grpo,gigpo` or `--methods all`)".into()));
+    }
+    Ok(names)
+}
+
+/// Sets one field of a serde-serialisable parameter struct from text, typed by its current value.
+fn set_field<P: Serialize + DeserializeOwned>(params: &mut P, label: &str, key: &str, value: &str) -> Result<()> {
+    use serde_json::Value;
+    let mut json = serde_json::to_value(&*params).map_err(|e| Error::Param(e.to_string()))?;
+    let Some(map) = json.as_object_mut() else { unreachable!("params serialise to objects") };
+    let Some(current) = map.get(key) else {
+        let keys: Vec<&String> = map.keys().collect();
+        return Err(Error::Param(format!(
+            "unknown parameter `{label}.{key}` (known: {})",
+            keys.iter().map(|k| k.as_str()).collect::<Vec<_>>().join(", ")
+        )));
+    };
+    let bad = |what: &str| Error::Param(format!("`{label}.{key}={value}`: expected {what}"));
+    let parsed = match current {
+        Value::Number(n) if n.is_u64() => Value::from(value.parse::<u64>().map_err(|_| bad("a non-negative integer"))?),
+        Value::Number(_) => {
+            let x: f64 = value.parse().map_err(|_| bad("a number"))?;
+            if !x.is_finite() {
+                return Err(bad("a finite number"));
+            }
+            Value::from(x)
+        }
+        Value::Bool(_) => Value::from(value.parse::<bool>().map_err(|_| bad("true or false"))?),
+        Value::Null => match value.parse::<f64>() {
+            Ok(x) => Value::from(x),
+            Err(_) => Value::from(value),
+        },
+        _ => Value::from(value),
+    };
+    map.insert(key.to_string(), parsed);
+    *params = serde_json::from_value(json).map_err(|e| Error::Param(format!("`{label}.{key}={value}`: {e}")))?;
+    Ok(())
+}

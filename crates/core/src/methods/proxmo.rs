@@ -1,0 +1,422 @@
+//! ProxMO: Polarized Signal Controller + Proximity-based Soft Aggregation (Fang et al. 2026,
+//! arXiv 2602.19225, Eq. 5–12; `spec-proxmo-gigpo.md` §3).
+//!
+//! A(a_t^(i)) = Ã^E(τ_i) + ω·A^S(a_t^(i))                                          (Eq. 12)
+//! - PSC (Eq. 6–7): Ã^E = w(R, p_g)·A^E, w = 1 + β·f, with d = 1 − p and the power form of the
+//!   reference code: f(success) = σ(d^α) − ½, f(failure) = σ(−p^α) − ½ (`linear`: σ(α·d) − ½,
+//!   σ(−α·p) − ½). p_g is the group's success rate.
+//! - PSA (Eq. 8–11): TF-IDF vectors of `obs` (see [`super::tfidf`]), fitted once per batch (per
+//!   iteration, or the whole input without an `iteration` column); w_ij = softmax_j(sim(i,j)/τ) over
+//!   the rows j of i's group (scope `group`) or of i's group at the same step position (`same_t`);
+//!   B_i = Σ_j w_ij R_j and A^S_i = R_i − B_i, with R the discounted returns (γ).
+//!   Computed per group over distinct texts (O(Σ U_g²) sparse dot products), never as a dense
+//!   batch × batch matrix. If the vocabulary is empty, A^S = 0 for every row of that fit.
+//!
+//! Profiles (reference: ProxMO-RL `core_proxmo.py::compute_proxmo_outcome_advantage`, mode
+//! `soft_grouping`):
+//! - `paper`: A^E is the z-score over trajectories, α = 4, β = 0.1, p = share of successful
+//!   trajectories, the weight chosen by the trajectory's success, no penalty.
+//! - `verl`: A^E = score − μ over step rows (`soft_grouping` forces `remove_std`), α = 4,
+//!   β = 0.05/(σ(1) − ½) = 0.216395, p = clamp(row mean of scores, 0, 1) (0 for a one-row group),
+//!   success = row score > 0.5, invalid penalty 0.1 after discounting, τ = 0.1.
+
+use super::group_stats::{episode_advantages, episode_scores, episode_stats, step_returns, Norm};
+use super::tfidf::{dot, fit_transform};
+use super::{Advantages, Values};
+use crate::batch::StepBatch;
+use crate::error::{Error, Result};
+use crate::profile::{Conventions, Profile};
+use crate::schema::columns::{ITERATION, OBS};
+use polars::prelude::PlHashMap;
+use serde::{Deserialize, Serialize};
+
+/// σ(1) − ½, the largest |f|.
+pub const F_MAX: f64 = 0.2310585786300049;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PscForm {
+    Power,
+    Linear,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SuccessRate {
+    /// Share of the group's trajectories that succeeded (paper).
+    Trajectories,
+    /// clamp(row-level mean of the episode scores, 0, 1), success = row score > 0.5 (reference code).
+    ClampedRowMean,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PsaScope {
+    /// Every row of the group (reference code, App. A.2).
+    Group,
+    /// Only rows of the group at the same step position (the literal Eq. 10).
+    #[serde(alias = "same-t")]
+    SameT,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct Params {
+    #[serde(flatten)]
+    pub conv: Conventions,
+    /// Episode normalisation: `mean_std` (paper Eq. 5) or `mean` (reference `soft_grouping`).
+    pub episode_norm: Norm,
+    /// Whether PSC modulates the episode term.
+    pub psc: bool,
+    pub psc_form: PscForm,
+    /// α, the exponent (power form) or slope (linear form).
+    pub psc_alpha: f64,
+    /// β; ignored when `psc_target_range` is set.
+    pub psc_beta: f64,
+    /// The code's parametrisation: β = target / (σ(1) − ½).
+    pub psc_target_range: Option<f64>,
+    pub success_rate: SuccessRate,
+    /// τ, the softmax temperature of PSA.
+    pub tau: f64,
+    pub psa_scope: PsaScope,
+    pub max_features: u64,
+    /// ω, the weight of the step term.
+    pub omega: f64,
+}
+
+impl Params {
+    pub fn paper() -> Self {
+        Params {
+            conv: Conventions::of(Profile::Paper),
+            episode_norm: Norm::MeanStd,
+            psc: true,
+            psc_form: PscForm::Power,
+            psc_alpha: 4.0,
+            psc_beta: 0.1,
+            psc_target_range: None,
+            success_rate: SuccessRate::Trajectories,
+            tau: 0.1,
+            psa_scope: PsaScope::Group,
+            max_features: 1024,
+            omega: 1.0,
+        }
+    }
+
+    pub fn verl() -> Self {
+        Params {
+            conv: Conventions::of(Profile::Verl),
+            episode_norm: Norm::Mean,
+            psc_beta: 0.05 / F_MAX,
+            success_rate: SuccessRate::ClampedRowMean,
+            ..Self::paper()
+        }
+    }
+
+    pub fn preset(profile: Profile) -> Self {
+        match profile {
+            Profile::Paper => Self::paper(),
+            Profile::Verl => Self::verl(),
+        }
+    }
+
+    pub fn beta(&self) -> f64 {
+        self.psc_target_range.map_or(self.psc_beta, |t| t / F_MAX)
+    }
+
+    pub fn check(&self) -> Result<()> {
+        if self.max_features == 0 {
+            return Err(Error::Param("proxmo.max_features must be at least 1".into()));
+        }
+        Ok(())
+    }
+
+    /// w(success, p) of the PSC (Eq. 7).
+    pub fn weight(&self, success: bool, p: f64) -> f64 {
+        let sigmoid = |x: f64| 1.0 / (1.0 + (-x).exp());
+        let (a, d) = (self.psc_alpha, 1.0 - p);
+        let f = match (self.psc_form, success) {
+            (PscForm::Power, true) => sigmoid(d.powf(a)) - 0.5,
+            (PscForm::Power, false) => sigmoid(-p.powf(a)) - 0.5,
+            (PscForm::Linear, true) => sigmoid(a * d) - 0.5,
+            (PscForm::Linear, false) => sigmoid(-a * p) - 0.5,
+        };
+        1.0 + self.beta() * f
+    }
+}
+
+/// Columns `adv_proxmo`, `proxmo_episode` (Ã^E), `proxmo_weight` (w), `proxmo_success_rate` (p),
+/// `proxmo_step` (A^S), `proxmo_baseline` (B), `proxmo_step_return` (R_t).
+pub fn advantages(batch: &StepBatch, params: &Params) -> Result<Advantages> {
+    let conv = &params.conv;
+    let scores = episode_scores(batch, conv);
+    let stats = episode_stats(batch, &scores, conv.stats_over, conv.std_ddof);
+    let plain = episode_advantages(batch, &scores, &stats, params.episode_norm, conv.eps);
+
+    // PSC: p per group, success per row, weight per row.
+    let p_group: Vec<f64> = match params.success_rate {
+        SuccessRate::Trajectories => batch
+            .groups
+            .iter()
+            .map(|g| g.trajs.iter().filter(|&&t| batch.trajs[t as usize].success).count() as f64 / g.trajs.len() as f64)
+            .collect(),
+        SuccessRate::ClampedRowMean => stats.mean.iter().map(|m| m.clamp(0.0, 1.0)).collect(),
+    };
+    let mut weight = vec![1.0; batch.len()];
+    let mut p_row = vec![0.0; batch.len()];
+    for r in 0..batch.len() {
+        let p = p_group[batch.group_of_row[r] as usize];
+        p_row[r] = p;
+        if params.psc {
+            let success = match params.success_rate {
+                SuccessRate::Trajectories => batch.trajs[batch.traj_of_row[r] as usize].success,
+                SuccessRate::ClampedRowMean => scores[r] > 0.5,
+            };
+            weight[r] = params.weight(success, p);
+        }
+    }
+    let episode: Vec<f64> = plain.iter().zip(&weight).map(|(a, w)| a * w).collect();
+
+    let returns = step_returns(batch, conv)?;
+    let (baseline, empty_fits) = soft_baselines(batch, &returns, params)?;
+    let step: Vec<f64> = returns.iter().zip(&baseline).map(|(r, b)| b.map_or(0.0, |b| r - b)).collect();
+    let baseline: Vec<f64> = baseline.iter().zip(&returns).map(|(b, r)| b.unwrap_or(*r)).collect();
+    let advantage = episode.iter().zip(&step).map(|(e, s)| e + params.omega * s).collect();
+    let mut out = Advantages::new("proxmo", advantage)
+        .part("proxmo", "episode", Values::F64(episode))
+        .part("proxmo", "weight", Values::F64(weight))
+        .part("proxmo", "success_rate", Values::F64(p_row))
+        .part("proxmo", "step", Values::F64(step))
+        .part("proxmo", "baseline", Values::F64(baseline))
+        .part("proxmo", "step_return", Values::F64(returns));
+    if empty_fits > 0 {
+        out.notes.push(format!(
+            "proxmo: {empty_fits} TF-IDF fit(s) had an empty vocabulary (observations with only one-character tokens); A^S = 0 for their rows, as the reference code does"
+        ));
+    }
+    if !batch.has(OBS) {
+        out.notes.push("proxmo: no `obs` column; every observation is empty, so PSA weights are uniform over each group".into());
+    }
+    Ok(out)
+}
+
+/// B_i for every row (None where the fit's vocabulary is empty) and the number of empty fits.
+fn soft_baselines(batch: &StepBatch, returns: &[f64], params: &Params) -> Result<(Vec<Option<f64>>, usize)> {
+    let obs = batch.texts(OBS);
+    // Fit scopes: one per iteration, or the whole batch.
+    let mut scopes: Vec<Vec<usize>> = Vec::new();
+    if batch.has(ITERATION) {
+        let mut by_iteration: std::collections::BTreeMap<Option<i64>, Vec<usize>> = Default::default();
+        for (g, group) in batch.groups.iter().enumerate() {
+            by_iteration.entry(group.iteration).or_default().push(g);
+        }
+        scopes.extend(by_iteration.into_values());
+    } else {
+        scopes.push((0..batch.groups.len()).collect());
+    }
+    let mut baseline = vec![None; batch.len()];
+    let mut empty_fits = 0;
+    for groups in scopes {
+        let rows: Vec<u32> = groups.iter().flat_map(|&g| batch.group_rows(g)).collect();
+        let corpus = fit_transform(rows.iter().map(|&r| obs.and_then(|o| o.get(r as usize))), params.max_features as usize);
+        if corpus.vocabulary_size == 0 {
+            empty_fits += 1;
+            continue;
+        }
+        let mut doc = vec![0u32; 0];
+        doc.resize(batch.len(), 0);
+        for (k, &r) in rows.iter().enumerate() {
+            doc[r as usize] = corpus.doc_of_row[k];
+        }
+        for &g in &groups {
+            let group_rows: Vec<u32> = batch.group_rows(g).collect();
+            match params.psa_scope {
+                PsaScope::Group => aggregate(&group_rows, &doc, &corpus.vectors, returns, params.tau, &mut baseline),
+                PsaScope::SameT => {
+                    let mut by_t: std::collections::BTreeMap<u32, Vec<u32>> = Default::default();
+                    for &r in &group_rows {
+                        by_t.entry(batch.position[r as usize]).or_default().push(r);
+                    }
+                    for subset in by_t.values() {
+                        aggregate(subset, &doc, &corpus.vectors, returns, params.tau, &mut baseline);
+                    }
+                }
+            }
+        }
+    }
+    Ok((baseline, empty_fits))
+}
+
+/// B_i = Σ_j softmax_j(sim(i,j)/τ)·R_j over `rows`, computed over their distinct texts: rows with
+/// the same text share similarities, so each distinct text carries its count and its return sum.
+fn aggregate(rows: &[u32], doc: &[u32], vectors: &[Vec<(u32, f64)>], returns: &[f64], tau: f64, out: &mut [Option<f64>]) {
+    let mut index: PlHashMap<u32, usize> = PlHashMap::with_capacity_and_hasher(rows.len(), Default::default());
+    let mut distinct: Vec<(u32, f64, f64)> = Vec::new(); // (doc, count, return sum)
+    for &r in rows {
+        let d = doc[r as usize];
+        let k = *index.entry(d).or_insert_with(|| {
+            distinct.push((d, 0.0, 0.0));
+            distinct.len() - 1
+        });
+        distinct[k].1 += 1.0;
+        distinct[k].2 += returns[r as usize];
+    }
+    let u = distinct.len();
+    let mut sims = vec![0.0; u * u];
+    for a in 0..u {
+        sims[a * u + a] = dot(&vectors[distinct[a].0 as usize], &vectors[distinct[a].0 as usize]);
+        for b in a + 1..u {
+            let s = dot(&vectors[distinct[a].0 as usize], &vectors[distinct[b].0 as usize]);
+            sims[a * u + b] = s;
+            sims[b * u + a] = s;
+        }
+    }
+    let mut value = vec![0.0; u];
+    for a in 0..u {
+        let row = &sims[a * u..(a + 1) * u];
+        let max = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+        let (mut num, mut den) = (0.0, 0.0);
+        for (b, &s) in row.iter().enumerate() {
+            let e = ((s - max) / tau).exp();
+            num += e * distinct[b].2;
+            den += e * distinct[b].1;
+        }
+        value[a] = num / den;
+    }
+    for &r in rows {
+        out[r as usize] = Some(value[index[&doc[r as usize]]]);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batch::testing::{assert_close, batch, spec_4_1};
+
+    fn part<'a>(a: &'a Advantages, name: &str) -> &'a [f64] {
+        match a.column(name) {
+            Some(Values::F64(v)) => v,
+            _ => panic!("no column {name}"),
+        }
+    }
+
+    #[test]
+    fn vector_4_7_psc_weights() {
+        // spec-proxmo-gigpo.md §4.7: (p, power β=0.1 s/f, power β=0.216395 s/f, linear β=0.1 s/f).
+        let table = [
+            (0.0, 1.0231, 1.0000, 1.0500, 1.0000, 1.0482, 1.0000),
+            (0.125, 1.0142, 1.0000, 1.0308, 1.0000, 1.0471, 0.9878),
+            (0.25, 1.0078, 0.9999, 1.0170, 0.9998, 1.0453, 0.9769),
+            (0.5, 1.0016, 0.9984, 1.0034, 0.9966, 1.0381, 0.9619),
+            (0.75, 1.0001, 0.9922, 1.0002, 0.9830, 1.0231, 0.9547),
+            (0.875, 1.0000, 0.9858, 1.0000, 0.9692, 1.0122, 0.9529),
+            (1.0, 1.0000, 0.9769, 1.0000, 0.9500, 1.0000, 0.9518),
+        ];
+        let paper = Params::paper();
+        let code = Params { psc_target_range: Some(0.05), ..Params::paper() };
+        let linear = Params { psc_form: PscForm::Linear, ..Params::paper() };
+        for (p, ps, pf, cs, cf, ls, lf) in table {
+            for (params, s, f) in [(&paper, ps, pf), (&code, cs, cf), (&linear, ls, lf)] {
+                assert!((params.weight(true, p) - s).abs() < 1e-4, "success p={p}");
+                assert!((params.weight(false, p) - f).abs() < 1e-4, "failure p={p}");
+            }
+        }
+        assert!((Params::verl().beta() - 0.216395).abs() < 1e-6);
+    }
+
+    #[test]
+    fn vector_4_5_proxmo_paper() {
+        let a = advantages(&spec_4_1(1.0, None), &Params::paper()).unwrap();
+        assert_close(
+            part(&a, "proxmo_baseline"),
+            &[0.2257, 0.2270, 0.9967, 0.2257, 0.2270, 0.0376, 0.2257, 0.0376, 0.2257, 0.2270, 0.2270, 0.9342, 1.0, 0.9342, 0.9342, 1.0],
+            1e-4,
+        );
+        assert_close(
+            part(&a, "proxmo_step"),
+            &[0.6768, 0.7230, 0.0033, -0.2257, -0.2270, -0.0376, -0.2257, -0.0376, -0.2257, -0.2270, -0.2270, 0.0158, 0.0, -0.0317, 0.0158, 0.0],
+            1e-4,
+        );
+        let w: Vec<f64> = [1.007845; 3].into_iter().chain([0.999902; 8]).chain([1.0; 5]).collect();
+        assert_close(part(&a, "proxmo_weight"), &w, 1e-6);
+        assert_close(
+            a.advantage(),
+            &[2.1886, 2.2347, 1.5151, -0.7256, -0.7270, -0.5375, -0.7256, -0.5375, -0.7256, -0.7270, -0.7270, 0.0158, 0.0, -0.0317, 0.0158, 0.0],
+            1e-4,
+        );
+        // The last column of §4.5: the code's β = 0.216395.
+        let code = Params { psc_beta: 0.216395, ..Params::paper() };
+        let a = advantages(&spec_4_1(1.0, None), &code).unwrap();
+        assert_close(
+            a.advantage(),
+            &[2.2023, 2.2484, 1.5288, -0.7256, -0.7269, -0.5375, -0.7256, -0.5375, -0.7256, -0.7269, -0.7269, 0.0158, 0.0, -0.0317, 0.0158, 0.0],
+            1e-4,
+        );
+    }
+
+    #[test]
+    fn vector_4_5_psa_same_t() {
+        let p = Params { psa_scope: PsaScope::SameT, ..Params::paper() };
+        let a = advantages(&spec_4_1(1.0, None), &p).unwrap();
+        assert_close(
+            part(&a, "proxmo_step"),
+            &[0.6769, 0.6429, 0.0010, -0.2256, -0.3071, -0.0003, -0.2256, -0.0694, -0.2256, -0.3071, -0.0006, 0.0237, 0.0, -0.0238, 0.0, 0.0],
+            1e-4,
+        );
+    }
+
+    #[test]
+    fn vector_4_6_proxmo_verl() {
+        let a = advantages(&spec_4_1(10.0, Some(9)), &Params::verl()).unwrap();
+        assert_close(
+            part(&a, "proxmo_episode"),
+            &[7.2818, 7.2818, 7.2818, -2.5823, -2.5823, -2.5823, -2.5823, -2.5823, -2.5823, -2.6773, -2.5823, 0.0, 0.0, 0.0, 0.0, 0.0],
+            1e-4,
+        );
+        assert_close(
+            part(&a, "proxmo_step"),
+            &[6.7684, 7.2537, 0.0334, -2.2566, -2.2463, -0.3718, -2.2566, -0.3718, -2.2566, -2.3463, -2.2463, 0.1582, 0.0003, -0.3168, 0.1582, 0.0003],
+            1e-4,
+        );
+        assert_close(
+            a.advantage(),
+            &[14.0502, 14.5355, 7.3152, -4.8388, -4.8286, -2.9541, -4.8388, -2.9541, -4.8388, -5.0236, -4.8286, 0.1582, 0.0003, -0.3168, 0.1582, 0.0003],
+            1e-4,
+        );
+    }
+
+    #[test]
+    fn vector_4_7_psa_empty_observation() {
+        // Texts ["", "go north", "go north"], returns [1, 0, 0.5] (one trajectory per row, γ irrelevant).
+        let b = batch(&[("g", "a", 0, "", 1.0, true), ("g", "b", 0, "go north", 0.0, true), ("g", "c", 0, "go north", 0.5, true)]);
+        let a = advantages(&b, &Params::paper()).unwrap();
+        assert_close(part(&a, "proxmo_baseline"), &[0.5, 0.250017, 0.250017], 1e-6);
+        assert_close(part(&a, "proxmo_step"), &[0.5, -0.250017, 0.249983], 1e-6);
+    }
+
+    #[test]
+    fn vector_4_7_empty_vocabulary_gives_zero_step_term() {
+        let b = batch(&[("g", "a", 0, "", 1.0, true), ("g", "b", 0, "a", 0.0, true), ("g", "c", 0, "1 2", 0.5, true)]);
+        let a = advantages(&b, &Params::verl()).unwrap();
+        assert_close(part(&a, "proxmo_step"), &[0.0, 0.0, 0.0], 0.0);
+        assert_eq!(a.notes.len(), 1);
+    }
+
+    #[test]
+    fn exact_duplicates_only_equal_gigpo_mean_norm_step() {
+        // Property (issue 3): a group whose observations are exact duplicates or mutually
+        // dissimilar behaves like GiGPO mean_norm's step part up to e^{-1/τ} leakage; with τ small
+        // and orthogonal texts the two agree to 1e-9.
+        let rows = [
+            ("g", "a", 0, "alpha beta", 0.0, true), ("g", "a", 1, "gamma delta", 1.0, true),
+            ("g", "b", 0, "alpha beta", 0.0, true), ("g", "b", 1, "gamma delta", 0.0, true),
+            ("g", "c", 0, "alpha beta", 0.0, true), ("g", "c", 1, "epsilon zeta", 0.0, true),
+        ];
+        let b = batch(&rows);
+        let p = Params { tau: 0.01, ..Params::paper() };
+        let prox = advantages(&b, &p).unwrap();
+        let gig = super::super::gigpo::advantages(&b, &super::super::gigpo::Params { mode: Norm::Mean, ..super::super::gigpo::Params::paper() }).unwrap();
+        assert_close(part(&prox, "proxmo_step"), match gig.column("gigpo_step") {
+            Some(Values::F64(v)) => v,
+            _ => panic!(),
+        }, 1e-9);
+    }
+}

@@ -1,0 +1,184 @@
+//! TF-IDF vectors compatible with scikit-learn's `TfidfVectorizer(max_features=1024)` defaults,
+//! for ProxMO's PSA (`spec-proxmo-gigpo.md` §3.2, step 1).
+//!
+//! - text lower-cased; tokens are the matches of `(?u)\b\w\w+\b`, i.e. maximal runs of word
+//!   characters (Unicode alphanumerics and `_`) at least two characters long;
+//! - unigrams, every row a document (duplicates count), min_df = 1, max_df = 1.0;
+//! - more than `max_features` terms: keep those with the highest total count over the corpus;
+//!   ties are broken alphabetically (sklearn's own tie-break comes from an unstable argsort);
+//! - tf = raw count, idf(w) = ln((1 + n)/(1 + df(w))) + 1 (smooth_idf), v = tf·idf, L2-normalised,
+//!   then divided once more by (‖v‖ + 1e-8) as the ProxMO code does.
+//!
+//! Identical texts are tokenised once; vectors are sparse and sorted by term id.
+
+use polars::prelude::PlHashMap;
+
+/// A fitted corpus: one sparse vector per distinct text.
+pub struct Corpus {
+    /// Sparse L2-normalised vectors, (term, weight) sorted by term.
+    pub vectors: Vec<Vec<(u32, f64)>>,
+    /// For each input document (row), its distinct-text index.
+    pub doc_of_row: Vec<u32>,
+    /// Terms kept after `max_features`.
+    pub vocabulary_size: usize,
+}
+
+/// Maximal runs of word characters, lower-cased, at least two characters long.
+fn tokens(text: &str) -> impl Iterator<Item = String> + '_ {
+    text.split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .filter(|t| t.chars().nth(1).is_some())
+        .map(|t| t.to_lowercase())
+}
+
+/// Fits on `documents` (every row a document; `None` is an empty document) and returns each
+/// document's vector.
+pub fn fit_transform<'a>(documents: impl Iterator<Item = Option<&'a str>>, max_features: usize) -> Corpus {
+    let mut distinct: PlHashMap<&str, u32> = PlHashMap::default();
+    let mut texts: Vec<&str> = Vec::new();
+    let mut multiplicity: Vec<u64> = Vec::new();
+    let mut doc_of_row = Vec::new();
+    for doc in documents {
+        let text = doc.unwrap_or("");
+        let id = *distinct.entry(text).or_insert_with(|| {
+            texts.push(text);
+            multiplicity.push(0);
+            (texts.len() - 1) as u32
+        });
+        multiplicity[id as usize] += 1;
+        doc_of_row.push(id);
+    }
+    let n_docs = doc_of_row.len() as f64;
+
+    // Term counts per distinct text; corpus totals and document frequencies weighted by multiplicity.
+    let mut term_ids: PlHashMap<String, u32> = PlHashMap::default();
+    let mut terms: Vec<String> = Vec::new();
+    let mut total: Vec<u64> = Vec::new();
+    let mut df: Vec<u64> = Vec::new();
+    let mut counts: Vec<Vec<(u32, u32)>> = Vec::with_capacity(texts.len());
+    let mut local: PlHashMap<u32, u32> = PlHashMap::default();
+    for (d, text) in texts.iter().enumerate() {
+        local.clear();
+        for token in tokens(text) {
+            let id = match term_ids.get(&token) {
+                Some(&id) => id,
+                None => {
+                    let id = terms.len() as u32;
+                    term_ids.insert(token.clone(), id);
+                    terms.push(token);
+                    total.push(0);
+                    df.push(0);
+                    id
+                }
+            };
+            *local.entry(id).or_default() += 1;
+        }
+        let m = multiplicity[d];
+        let mut doc: Vec<(u32, u32)> = local.iter().map(|(&t, &c)| (t, c)).collect();
+        for &(t, c) in &doc {
+            total[t as usize] += m * c as u64;
+            df[t as usize] += m;
+        }
+        doc.sort_unstable();
+        counts.push(doc);
+    }
+
+    // Keep the `max_features` most frequent terms, ties alphabetically.
+    let mut order: Vec<u32> = (0..terms.len() as u32).collect();
+    if order.len() > max_features {
+        order.sort_by(|&a, &b| total[b as usize].cmp(&total[a as usize]).then_with(|| terms[a as usize].cmp(&terms[b as usize])));
+        order.truncate(max_features);
+    }
+    let mut keep = vec![false; terms.len()];
+    for &t in &order {
+        keep[t as usize] = true;
+    }
+    let idf: Vec<f64> = df.iter().map(|&d| ((1.0 + n_docs) / (1.0 + d as f64)).ln() + 1.0).collect();
+
+    let vectors = counts
+        .into_iter()
+        .map(|doc| {
+            let mut v: Vec<(u32, f64)> =
+                doc.into_iter().filter(|&(t, _)| keep[t as usize]).map(|(t, c)| (t, c as f64 * idf[t as usize])).collect();
+            let norm = v.iter().map(|(_, w)| w * w).sum::<f64>().sqrt();
+            if norm > 0.0 {
+                let unit_norm = 1.0 + 1e-8;
+                for (_, w) in &mut v {
+                    *w /= norm * unit_norm;
+                }
+            }
+            v
+        })
+        .collect();
+    Corpus { vectors, doc_of_row, vocabulary_size: order.len() }
+}
+
+/// Dot product of two sparse vectors sorted by term.
+pub fn dot(a: &[(u32, f64)], b: &[(u32, f64)]) -> f64 {
+    let (mut i, mut j, mut s) = (0, 0, 0.0);
+    while i < a.len() && j < b.len() {
+        match a[i].0.cmp(&b[j].0) {
+            std::cmp::Ordering::Less => i += 1,
+            std::cmp::Ordering::Greater => j += 1,
+            std::cmp::Ordering::Equal => {
+                s += a[i].1 * b[j].1;
+                i += 1;
+                j += 1;
+            }
+        }
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TEXTS: [&str; 6] = [
+        "you are in the middle of a room",
+        "you arrive at countertop 1 you see a mug 1",
+        "you pick up the mug 1 from the countertop 1",
+        "you arrive at countertop 1 you see a knife 1 and a mug 1",
+        "you are in the hallway",
+        "you open the door",
+    ];
+    // The 16 rows of spec §4.1: A B C A B D A D A B B P Q P P Q.
+    const ROWS: [usize; 16] = [0, 1, 2, 0, 1, 3, 0, 3, 0, 1, 1, 4, 5, 4, 4, 5];
+
+    #[test]
+    fn vector_4_2_cosine_similarities() {
+        // spec-proxmo-gigpo.md §4.2 (checked there against scikit-learn 1.9.1).
+        let corpus = fit_transform(ROWS.iter().map(|&i| Some(TEXTS[i])), 1024);
+        let expected = [
+            [1.0000, 0.0893, 0.1557, 0.0682, 0.4818, 0.1470],
+            [0.0893, 1.0000, 0.2663, 0.7630, 0.1124, 0.1032],
+            [0.1557, 0.2663, 1.0000, 0.2032, 0.1958, 0.1799],
+            [0.0682, 0.7630, 0.2032, 1.0000, 0.0857, 0.0788],
+            [0.4818, 0.1124, 0.1958, 0.0857, 1.0000, 0.1849],
+            [0.1470, 0.1032, 0.1799, 0.0788, 0.1849, 1.0000],
+        ];
+        let first_row_of = |text: usize| ROWS.iter().position(|&r| r == text).unwrap();
+        for a in 0..6 {
+            for b in 0..6 {
+                let va = &corpus.vectors[corpus.doc_of_row[first_row_of(a)] as usize];
+                let vb = &corpus.vectors[corpus.doc_of_row[first_row_of(b)] as usize];
+                assert!((dot(va, vb) - expected[a][b]).abs() < 1e-4, "sim({a},{b}) = {}", dot(va, vb));
+            }
+        }
+        assert_eq!(corpus.vocabulary_size, 20);
+    }
+
+    #[test]
+    fn single_character_tokens_give_an_empty_vocabulary() {
+        // §4.7: TF-IDF on ["", "a", "1 2"] has an empty vocabulary.
+        let corpus = fit_transform(["", "a", "1 2"].into_iter().map(Some), 1024);
+        assert_eq!(corpus.vocabulary_size, 0);
+    }
+
+    #[test]
+    fn max_features_keeps_most_frequent_then_alphabetical() {
+        let corpus = fit_transform(["bb aa cc cc", "dd aa"].into_iter().map(Some), 2);
+        // totals: aa 2, cc 2, bb 1, dd 1 → keep aa, cc.
+        assert_eq!(corpus.vocabulary_size, 2);
+        assert_eq!(corpus.vectors[1].len(), 1);
+    }
+}

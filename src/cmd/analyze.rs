@@ -1,0 +1,124 @@
+//! `credit analyze [PATHS]`: what is in the logs, in one screen (or `--format json`).
+
+use super::{load, Format, Globals};
+use crate::config::ProjectFile;
+use crate::exit::ExitCode;
+use anyhow::Result;
+use credit_core::analyses::summary::{summarize, SizeDistribution, Summary};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    pub globals: Globals,
+}
+
+pub fn run(args: Args) -> Result<ExitCode> {
+    let project = ProjectFile::load(args.globals.config.as_deref())?;
+    let ingested = load(&args.globals, &project)?;
+    let summary = summarize(&ingested.batch, &ingested.report);
+    match args.globals.format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&summary)?),
+        Format::Text => print!("{}", render(&summary)),
+    }
+    Ok(ExitCode::Ok)
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.1}%", 100.0 * x)
+}
+
+fn buckets(d: &SizeDistribution, of_steps: bool) -> String {
+    let v = if of_steps { d.pct_steps } else { d.pct_clusters };
+    format!("{:>6.1}% {:>6.1}% {:>6.1}% {:>6.1}%", v[0], v[1], v[2], v[3])
+}
+
+pub fn render(s: &Summary) -> String {
+    use std::fmt::Write;
+    let mut o = String::new();
+    let iterations = s.iterations.map_or(String::new(), |i| format!(", {i} iterations"));
+    let _ = writeln!(o, "{} files, {} rows{iterations}, {} groups, {} trajectories", s.files, s.rows, s.groups, s.trajectories);
+    let r = &s.rollouts_per_group;
+    let _ = writeln!(
+        o,
+        "rollouts per group: min {} / mean {:.1} / max {}; {} group(s) with a single rollout",
+        r.min, r.mean, r.max, r.single_rollout_groups
+    );
+    let _ = writeln!(o, "\nsuccess: {} of trajectories", pct(s.success.overall));
+    for (title, rates) in [("per task", &s.success.per_task), ("per iteration", &s.success.per_iteration)] {
+        if !rates.is_empty() {
+            let _ = writeln!(o, "  {title}:");
+            for rate in rates {
+                let _ = writeln!(o, "    {:<32} {:>7}  ({} trajectories)", rate.key, pct(rate.rate), rate.trajectories);
+            }
+        }
+    }
+    let _ = writeln!(o, "\ntrajectory length      n   mean  median  max");
+    for (name, l) in [("success", &s.length.success), ("failure", &s.length.failure)] {
+        let _ = writeln!(o, "  {name:<16} {:>5} {:>6.1} {:>7.1} {:>4}", l.trajectories, l.mean, l.median, l.max);
+    }
+    let inv = &s.invalid_actions;
+    let logged = if inv.logged { "" } else { " (no `valid` column)" };
+    let _ = writeln!(o, "\ninvalid actions: {} of steps ({} steps){logged}", pct(inv.rate), inv.steps);
+    for rate in &inv.per_task {
+        let _ = writeln!(o, "    {:<32} {:>7}  ({} steps)", rate.key, pct(rate.rate), rate.trajectories);
+    }
+    let d = &s.degenerate;
+    let _ = writeln!(
+        o,
+        "\ndegenerate groups (GRPO signal 0): {} all-success + {} all-fail = {} of groups, {} of steps",
+        d.all_success_groups,
+        d.all_fail_groups,
+        pct(d.share_of_groups),
+        pct(d.share_of_steps)
+    );
+    let g = &s.step_groups;
+    let _ = writeln!(o, "\nexact-anchor step groups: {} clusters over {} steps, mean size {:.2}", g.overall.clusters, g.overall.steps, g.overall.mean_size);
+    let _ = writeln!(o, "                       size 1  size 2  size 3   >3");
+    let _ = writeln!(o, "  % of steps          {}", buckets(&g.overall, true));
+    let _ = writeln!(o, "  % of clusters       {}", buckets(&g.overall, false));
+    for (it, dist) in &g.per_iteration {
+        let _ = writeln!(o, "  iteration {it:<6} steps {}", buckets(dist, true));
+    }
+    let gr = &s.graph;
+    let _ = writeln!(
+        o,
+        "\nstate graphs (GraphGPO): {} state nodes, {} edges, {:.2} steps per node; {} of nodes reach success ({} of {} groups have one)",
+        gr.nodes,
+        gr.edges,
+        gr.steps_per_node,
+        pct(gr.share_nodes_reaching_success),
+        gr.groups_with_success,
+        gr.groups
+    );
+    let hist: Vec<String> = gr.distance_histogram.iter().map(|(d, n)| format!("{d}:{n}")).collect();
+    let _ = writeln!(o, "  distance to goal (d:nodes): {}", hist.join(" "));
+    let _ = writeln!(
+        o,
+        "  progress steps in failed trajectories: {} ({} of {}); non-progress steps in successful ones: {} ({} of {})",
+        pct(gr.share_progress_in_failures),
+        gr.progress_steps_in_failures,
+        gr.failed_steps,
+        pct(gr.share_non_progress_in_successes),
+        gr.non_progress_steps_in_successes,
+        gr.success_steps
+    );
+    let _ = writeln!(
+        o,
+        "  revisits: {} steps, {} trajectories with cycles; dead-end steps: {}",
+        gr.revisit_steps, gr.trajectories_with_cycles, gr.dead_end_steps
+    );
+    if s.padding_duplicates > 0 {
+        let _ = writeln!(o, "\npadding duplicates dropped: {} rows (exact copies of earlier rows, as verl-agent's adjust_batch makes)", s.padding_duplicates);
+    }
+    if !s.skipped.is_empty() {
+        let list: Vec<String> = s.skipped.iter().map(|(k, v)| format!("{v} {k}")).collect();
+        let _ = writeln!(o, "\nskipped rows (--lenient): {}", list.join(", "));
+    }
+    if !s.diagnostics.is_empty() {
+        let _ = writeln!(o, "\nworth a look:");
+        for d in &s.diagnostics {
+            let _ = writeln!(o, "  - {d}");
+        }
+    }
+    o
+}

@@ -1,0 +1,195 @@
+//! `credit graph [PATHS] --group ID|--all|--top N --color-by METHOD --out DIR`: GraphGPO state
+//! graphs as Graphviz DOT (nodes labelled by distance to goal, edges coloured by a method's mean
+//! advantage, with a legend), plus SVG and PNG when Graphviz `dot` is installed.
+
+use super::{load, Format, Globals, MethodArgs};
+use crate::config::ProjectFile;
+use crate::exit::ExitCode;
+use anyhow::{bail, Context, Result};
+use credit_core::graph::{GroupGraph, NodeKind};
+use credit_core::output::write_atomic;
+use credit_core::StepBatch;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    pub globals: Globals,
+    #[command(flatten)]
+    pub methods: MethodArgs,
+    /// The group to draw (its `group_id`; every iteration's group of that id).
+    #[arg(long, value_name = "ID", conflicts_with_all = ["all", "top"])]
+    pub group: Option<String>,
+    /// Draw every group.
+    #[arg(long)]
+    pub all: bool,
+    /// Draw the N largest groups (by steps) [default: 1 when no group is chosen].
+    #[arg(long, value_name = "N")]
+    pub top: Option<usize>,
+    /// The method whose advantage colours the edges.
+    #[arg(long, value_name = "METHOD", default_value = "graphgpo")]
+    pub color_by: String,
+    /// Output folder (created if missing).
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+}
+
+pub fn run(args: Args) -> Result<ExitCode> {
+    let project = ProjectFile::load(args.globals.config.as_deref())?;
+    let mut method_args = args.methods;
+    method_args.methods = Some(args.color_by.clone());
+    let plan = method_args.plan(&project, &args.color_by)?;
+    let ingested = load(&args.globals, &project)?;
+    let batch = &ingested.batch;
+    let method = &plan.methods[0];
+    let advantage = method.advantages(batch).with_context(|| format!("computing {}", method.label()))?;
+    let values = advantage.advantage();
+
+    let mut chosen: Vec<usize> = (0..batch.groups.len()).collect();
+    if let Some(id) = &args.group {
+        chosen.retain(|&g| &batch.groups[g].id == id);
+        if chosen.is_empty() {
+            let some: Vec<&str> = batch.groups.iter().take(5).map(|g| g.id.as_str()).collect();
+            bail!("no group `{id}` in the logs (groups include: {})", some.join(", "));
+        }
+    } else if !args.all {
+        chosen.sort_by_key(|&g| std::cmp::Reverse(batch.groups[g].n_rows));
+        chosen.truncate(args.top.unwrap_or(1));
+    }
+
+    std::fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
+    let dot_available = std::process::Command::new("dot").arg("-V").output().is_ok_and(|o| o.status.success());
+    let mut written = Vec::new();
+    for g in chosen {
+        let group = &batch.groups[g];
+        let name = file_stem(&group.id, group.iteration);
+        let dot_path = args.out.join(format!("{name}.dot"));
+        let text = to_dot(batch, g, &GroupGraph::build(batch, g), values, method.label());
+        write_atomic(&dot_path, |f| std::io::Write::write_all(f, text.as_bytes()).map_err(|source| credit_core::Error::Io { path: dot_path.clone(), source }))?;
+        written.push(dot_path.clone());
+        if dot_available {
+            for format in ["svg", "png"] {
+                let target = args.out.join(format!("{name}.{format}"));
+                render(&dot_path, &target, format)?;
+                written.push(target);
+            }
+        }
+    }
+    let note = (!dot_available).then_some("Graphviz `dot` is not installed: wrote DOT files only (install graphviz for SVG and PNG)");
+    match args.globals.format {
+        Format::Json => println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "written": written, "note": note }))?),
+        Format::Text => {
+            for path in &written {
+                println!("wrote {}", path.display());
+            }
+            if let Some(note) = note {
+                eprintln!("note: {note}");
+            }
+        }
+    }
+    Ok(ExitCode::Ok)
+}
+
+/// Runs `dot` into a temporary file beside the target, then renames it into place.
+fn render(dot_path: &Path, target: &Path, format: &str) -> Result<()> {
+    let tmp = target.with_extension(format!("{format}.tmp"));
+    let status = std::process::Command::new("dot")
+        .arg(format!("-T{format}"))
+        .arg("-o")
+        .arg(&tmp)
+        .arg(dot_path)
+        .status()
+        .context("running Graphviz `dot`")?;
+    if !status.success() {
+        let _ = std::fs::remove_file(&tmp);
+        bail!("Graphviz `dot -T{format}` failed on {}", dot_path.display());
+    }
+    std::fs::rename(&tmp, target).with_context(|| format!("renaming into {}", target.display()))
+}
+
+fn file_stem(id: &str, iteration: Option<i64>) -> String {
+    let safe: String = id.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).take(64).collect();
+    match iteration {
+        Some(i) => format!("group-{safe}-it{i}"),
+        None => format!("group-{safe}"),
+    }
+}
+
+/// A diverging colour for t ∈ [−1, 1]: blue (negative) through grey (0) to red (positive).
+fn colour(t: f64) -> String {
+    let t = t.clamp(-1.0, 1.0);
+    let grey = [0.72, 0.72, 0.72];
+    let end = if t < 0.0 { [0.13, 0.40, 0.67] } else { [0.70, 0.09, 0.17] };
+    let a = t.abs();
+    let c: Vec<u8> = (0..3).map(|i| ((grey[i] * (1.0 - a) + end[i] * a) * 255.0).round() as u8).collect();
+    format!("#{:02x}{:02x}{:02x}", c[0], c[1], c[2])
+}
+
+fn escape(s: &str) -> String {
+    s.replace('\\', "\\\\").replace('"', "\\\"")
+}
+
+fn to_dot(batch: &StepBatch, g: usize, graph: &GroupGraph, values: &[f64], method: &str) -> String {
+    // Distinct (s, a, s′) edges with their occurrences' mean advantage.
+    let mut edges: BTreeMap<(usize, String, usize), (f64, usize)> = BTreeMap::new();
+    for &(row, s, t) in &graph.endpoints {
+        let e = edges.entry((s.index(), GroupGraph::action(batch, row).to_string(), t.index())).or_default();
+        e.0 += values[row as usize];
+        e.1 += 1;
+    }
+    let scale = edges.values().map(|(sum, n)| (sum / *n as f64).abs()).fold(0.0, f64::max).max(1e-12);
+    let group = &batch.groups[g];
+    let successes = group.trajs.iter().filter(|&&t| batch.trajs[t as usize].success).count();
+    let mut o = String::new();
+    let _ = writeln!(o, "digraph credit {{");
+    let _ = writeln!(o, "  rankdir=LR; fontname=\"DejaVu Sans\"; fontsize=12; labelloc=t;");
+    let _ = writeln!(
+        o,
+        "  label=\"group {} — {} trajectories ({} successful), {} steps; edges: mean adv_{} per (state, action, next state)\";",
+        escape(&group.id),
+        group.trajs.len(),
+        successes,
+        group.n_rows,
+        method
+    );
+    let _ = writeln!(o, "  node [shape=box, style=\"rounded,filled\", fontname=\"DejaVu Sans\", fontsize=10];");
+    let _ = writeln!(o, "  edge [fontname=\"DejaVu Sans\", fontsize=9];");
+    for n in graph.graph.node_indices() {
+        let d = graph.distance[n.index()];
+        let reach = graph.reaches_success[n.index()];
+        let (shape, fill) = match graph.graph[n] {
+            NodeKind::Success => ("doublecircle", "#a6dba0"),
+            NodeKind::Fail { .. } => ("octagon", "#d9d9d9"),
+            NodeKind::State { .. } if reach => ("box", "#f7f7f7"),
+            NodeKind::State { .. } => ("box", "#e0e0e0"),
+        };
+        let distance = if reach { format!("d={d}") } else { format!("d={d} (no path)") };
+        let text = graph.label(batch, n, 48);
+        let _ = writeln!(o, "  n{} [shape={shape}, fillcolor=\"{fill}\", label=\"{}\\n{}\"];", n.index(), distance, escape(&text));
+    }
+    for ((s, action, t), (sum, count)) in &edges {
+        let mean = sum / *count as f64;
+        let short: String = action.chars().take(28).collect();
+        let times = if *count > 1 { format!(" ×{count}") } else { String::new() };
+        let _ = writeln!(
+            o,
+            "  n{s} -> n{t} [color=\"{}\", penwidth={:.1}, label=\"{}{} ({:+.3})\"];",
+            colour(mean / scale),
+            1.0 + (*count as f64).ln(),
+            escape(&short),
+            times,
+            mean
+        );
+    }
+    // Legend: the colour scale from −max to +max.
+    let _ = writeln!(o, "  subgraph cluster_legend {{ label=\"adv_{method} (edge colour)\"; fontsize=10; style=rounded;");
+    for (i, t) in [-1.0, -0.5, 0.0, 0.5, 1.0].iter().enumerate() {
+        let _ = writeln!(o, "    legend{i} [shape=box, style=filled, fillcolor=\"{}\", label=\"{:+.3}\", fontsize=9];", colour(*t), t * scale);
+    }
+    let _ = writeln!(o, "    legend0 -> legend1 -> legend2 -> legend3 -> legend4 [style=invis];");
+    let _ = writeln!(o, "  }}");
+    let _ = writeln!(o, "}}");
+    o
+}

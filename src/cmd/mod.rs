@@ -1,0 +1,196 @@
+//! The command line: one file per subcommand, each with its `Args` and `run`. Flags shared by
+//! every subcommand live in [`Globals`]; flags shared by the method commands in [`MethodArgs`].
+
+mod advantages;
+mod analyze;
+mod compare;
+mod graph;
+
+use crate::config::{column_map, ProjectFile};
+use crate::exit::ExitCode;
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use credit_core::ingest::{read_paths, IngestOptions, Ingested};
+use credit_core::methods::{parse_list, Method};
+use credit_core::profile::Profile;
+use std::path::PathBuf;
+
+/// Credit assignment diagnostics for multi-turn LLM-agent RL: recompute, compare and report
+/// the per-step advantages of every published group-based estimator from your rollout logs.
+#[derive(Debug, Parser)]
+#[command(name = "credit", version, about, max_term_width = 100)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// What is in the logs: groups, success, lengths, invalid actions, degenerate groups, step groups.
+    Analyze(analyze::Args),
+    /// Per-step advantages of any methods, written to .parquet, .jsonl or .csv.
+    Advantages(advantages::Args),
+    /// The methods side by side: distributions, rank agreement, credit on invalid actions.
+    Compare(compare::Args),
+    /// GraphGPO state graphs as Graphviz DOT (and SVG/PNG), edges coloured by a method's advantage.
+    Graph(graph::Args),
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Format {
+    Text,
+    Json,
+}
+
+/// Flags every subcommand takes.
+#[derive(Debug, Args)]
+pub struct Globals {
+    /// Input files or directories (JSONL, .jsonl.gz, .jsonl.zst, Parquet; directories recursively).
+    ///
+    /// Default: the `inputs` of `credit.toml`, else `./logs`.
+    pub paths: Vec<PathBuf>,
+    /// Output format of what is printed.
+    #[arg(long, value_enum, default_value = "text", global = true)]
+    pub format: Format,
+    /// Skip bad rows and report counts per reason instead of stopping at the first one.
+    #[arg(long, global = true)]
+    pub lenient: bool,
+    /// A column-mapping file: `source_name = "canonical_name"` pairs (or a `[columns]` table).
+    #[arg(long, value_name = "MAP.toml", global = true)]
+    pub schema: Option<PathBuf>,
+    /// The project file (default: ./credit.toml when present).
+    #[arg(long, value_name = "credit.toml", global = true)]
+    pub config: Option<PathBuf>,
+    /// A trajectory succeeds when R(τ) exceeds this and no `success` column is logged [default: 0.5].
+    #[arg(long, value_name = "X", global = true)]
+    pub success_threshold: Option<f64>,
+}
+
+/// Flags of the commands that run methods.
+#[derive(Debug, Args)]
+pub struct MethodArgs {
+    /// Methods, comma-separated, or `all` (grpo, drgrpo, rloo, gigpo, proxmo, graphgpo, mgr).
+    #[arg(long, value_name = "LIST")]
+    pub methods: Option<String>,
+    /// `paper` (the papers' equations) or `verl` (what the reference training code computes).
+    #[arg(long, value_name = "PRESET")]
+    pub preset: Option<String>,
+    /// Invalid-action penalty c for every method that has one [paper: 0, verl: 0.1].
+    #[arg(long, value_name = "X")]
+    pub invalid_penalty: Option<f64>,
+    /// Discount γ of the step returns for every method that has one [default: 0.95].
+    #[arg(long, value_name = "X")]
+    pub gamma: Option<f64>,
+    /// Seed of MGR's gate (`--set mgr.seed=…`).
+    #[arg(long, value_name = "N")]
+    pub seed: Option<u64>,
+    /// Any parameter: `--set gigpo.omega=0.5` (repeatable; see docs/methods.md).
+    #[arg(long = "set", value_name = "METHOD.PARAM=VALUE")]
+    pub set: Vec<String>,
+}
+
+pub fn run(cli: Cli) -> Result<ExitCode> {
+    match cli.command {
+        Command::Analyze(args) => analyze::run(args),
+        Command::Advantages(args) => advantages::run(args),
+        Command::Compare(args) => compare::run(args),
+        Command::Graph(args) => graph::run(args),
+    }
+}
+
+/// Reads the inputs with a spinner; prints `--lenient` skips as a warning.
+pub fn load(globals: &Globals, project: &ProjectFile) -> Result<Ingested> {
+    let options = IngestOptions {
+        columns: column_map(project, globals.schema.as_deref())?,
+        lenient: globals.lenient,
+        success_threshold: globals.success_threshold.or(project.success_threshold).unwrap_or(0.5),
+        ..IngestOptions::default()
+    };
+    let paths = project.inputs(&globals.paths);
+    let bar = crate::progress::spinner("reading logs", globals.format == Format::Json);
+    let ingested = read_paths(&paths, &options).context("reading the logs")?;
+    bar.finish_and_clear();
+    let skipped = ingested.report.skipped_total();
+    if skipped > 0 {
+        let reasons: Vec<String> = ingested.report.skipped.iter().map(|(r, n)| format!("{n} {}", r.as_str())).collect();
+        eprintln!("warning: --lenient skipped {skipped} row(s): {}", reasons.join(", "));
+        for example in &ingested.report.skipped_examples {
+            eprintln!("  {example}");
+        }
+    }
+    Ok(ingested)
+}
+
+/// The resolved methods: preset < credit.toml < flags.
+pub struct Plan {
+    pub profile: Profile,
+    pub methods: Vec<Method>,
+}
+
+impl MethodArgs {
+    pub fn plan(&self, project: &ProjectFile, default_methods: &str) -> Result<Plan> {
+        let preset = self.preset.as_deref().or(project.preset.as_deref()).unwrap_or("paper");
+        let profile: Profile = preset.parse().map_err(anyhow::Error::msg)?;
+        let list = match (&self.methods, &project.methods) {
+            (Some(list), _) => list.clone(),
+            (None, Some(list)) => list.join(","),
+            (None, None) => default_methods.to_string(),
+        };
+        let mut methods = parse_list(&list)?.iter().map(|n| Method::preset(n, profile)).collect::<Result<Vec<_>, _>>()?;
+
+        // Keys every method may have: the file's values, then the flags' on top.
+        let mut shared: Vec<(&str, String)> = Vec::new();
+        let text = |v: Option<f64>| v.map(|x| x.to_string());
+        for (key, file, flag) in [
+            ("invalid_penalty", text(project.invalid_penalty), text(self.invalid_penalty)),
+            ("gamma", text(project.gamma), text(self.gamma)),
+            ("seed", project.seed.map(|s| s.to_string()), self.seed.map(|s| s.to_string())),
+        ] {
+            shared.extend([file, flag].into_iter().flatten().map(|v| (key, v)));
+        }
+        let mut settings = project.param_settings()?;
+        for item in &self.set {
+            let (key, value) = item
+                .split_once('=')
+                .with_context(|| format!("`--set {item}`: expected METHOD.PARAM=VALUE, e.g. `--set gigpo.omega=0.5`"))?;
+            settings.push((key.trim().to_string(), value.trim().to_string()));
+        }
+        // Shared keys first, then per-method settings (file, then flags).
+        for method in &mut methods {
+            for (key, value) in &shared {
+                if method.has_param(key) {
+                    method.set(key, value)?;
+                }
+            }
+        }
+        for (key, value) in &settings {
+            let (label, param) = key
+                .split_once('.')
+                .with_context(|| format!("`{key}={value}`: expected METHOD.PARAM=VALUE, e.g. `gigpo.omega=0.5`"))?;
+            let mut matched = false;
+            for method in methods.iter_mut().filter(|m| m.label() == label) {
+                method.set(param, value)?;
+                matched = true;
+            }
+            if !matched && !credit_core::methods::ALL.contains(&label) {
+                anyhow::bail!("`{key}={value}`: unknown method `{label}`");
+            }
+        }
+        for method in &methods {
+            method.check()?;
+        }
+        Ok(Plan { profile, methods })
+    }
+}
+
+/// The metadata written with every result: preset and every parameter in use.
+pub fn metadata(plan: &Plan, notes: &[String]) -> serde_json::Value {
+    let params: serde_json::Map<String, serde_json::Value> =
+        plan.methods.iter().map(|m| (m.label().to_string(), m.params_json())).collect();
+    serde_json::json!({
+        "credit_version": env!("CARGO_PKG_VERSION"),
+        "preset": plan.profile,
+        "params": params,
+        "notes": notes,
+    })
+}

@@ -1,0 +1,142 @@
+//! `credit advantages`: the binary end to end on the real fixtures, against the reference columns,
+//! plus output formats, metadata, and the order-independence and zero-sum properties.
+
+use crate::util::{f, fixture, json, read_jsonl, stderr, Run};
+use std::collections::HashMap;
+
+fn advantages(run: &Run, input: &str, extra: &[&str], out: &str) -> Vec<serde_json::Value> {
+    let mut args = vec!["advantages".to_string(), fixture(input).display().to_string(), "-o".into(), out.into()];
+    args.extend(extra.iter().map(|s| s.to_string()));
+    let o = run.credit(&args);
+    assert!(o.status.success(), "{}", stderr(&o));
+    read_jsonl(&run.path(out))
+}
+
+fn assert_column(got: &[serde_json::Value], reference: &[serde_json::Value], ours: &str, theirs: &str) {
+    assert_eq!(got.len(), reference.len());
+    for (i, (g, r)) in got.iter().zip(reference).enumerate() {
+        assert_eq!(g["traj_id"], r["traj_uid"], "row {i}: same row order as the input");
+        assert_eq!(g["step"], r["step"]);
+        let (a, b) = (f(&g[ours]), f(&r[theirs]));
+        assert!((a - b).abs() <= 1e-4, "row {i}: {ours} = {a}, reference {theirs} = {b}");
+    }
+}
+
+#[test]
+fn verl_preset_reproduces_reference_columns() {
+    for name in ["textworld", "sokoban"] {
+        let run = Run::new();
+        let input = format!("real/{name}.jsonl");
+        let pen01 = read_jsonl(&fixture(&format!("reference/{name}.ref-pen01.jsonl")));
+        let pen0 = read_jsonl(&fixture(&format!("reference/{name}.ref.jsonl")));
+        let prox = read_jsonl(&fixture(&format!("reference/{name}.proxmo-ref.jsonl")));
+
+        let got = advantages(&run, &input, &["--preset", "verl", "--methods", "grpo,gigpo,proxmo,graphgpo"], "a.jsonl");
+        assert_column(&got, &pen01, "adv_grpo", "grpo_cross_steps");
+        assert_column(&got, &pen01, "adv_graphgpo", "graphgpo_mean_std_norm");
+        assert_column(&got, &pen01, "graphgpo_reward", "graph_step_return");
+        assert_column(&got, &pen01, "adv_gigpo", "gigpo_mean_std_norm");
+        assert_column(&got, &prox, "adv_proxmo", "proxmo_ref_pen01");
+
+        let got = advantages(&run, &input, &["--preset", "verl", "--methods", "grpo,gigpo,proxmo,graphgpo", "--invalid-penalty", "0"], "b.jsonl");
+        assert_column(&got, &pen0, "adv_grpo", "grpo_cross_steps");
+        assert_column(&got, &pen0, "adv_graphgpo", "graphgpo_mean_std_norm");
+        assert_column(&got, &pen0, "graphgpo_reward", "graph_step_return");
+        assert_column(&got, &pen0, "adv_gigpo", "gigpo_mean_std_norm");
+        assert_column(&got, &prox, "adv_proxmo", "proxmo_ref_pen0");
+
+        let got = advantages(&run, &input, &["--preset", "paper", "--invalid-penalty", "0", "--methods", "grpo"], "c.jsonl");
+        assert_column(&got, &pen0, "adv_grpo", "grpo_per_traj");
+    }
+}
+
+#[test]
+fn metadata_records_preset_and_parameters() {
+    let run = Run::new();
+    advantages(&run, "real/textworld.jsonl", &["--preset", "verl", "--methods", "gigpo", "--set", "gigpo.omega=0.5"], "a.jsonl");
+    let meta: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(run.path("a.jsonl.meta.json")).unwrap()).unwrap();
+    assert_eq!(meta["preset"], "verl");
+    assert_eq!(meta["params"]["gigpo"]["omega"], 0.5);
+    assert_eq!(meta["params"]["gigpo"]["invalid_penalty"], 0.1);
+    assert_eq!(meta["params"]["gigpo"]["stats_over"], "rows");
+
+    // Parquet carries the same metadata in its footer; CSV gets a sidecar.
+    let out = run.credit(["advantages", fixture("real/textworld.jsonl").to_str().unwrap(), "--methods", "all", "-o", "a.parquet"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let bytes = std::fs::read(run.path("a.parquet")).unwrap();
+    assert_eq!(&bytes[..4], b"PAR1");
+    let footer = String::from_utf8_lossy(&bytes);
+    assert!(footer.contains("\"preset\": \"paper\"") && footer.contains("credit_version"));
+    let out = run.credit(["advantages", fixture("real/textworld.jsonl").to_str().unwrap(), "--methods", "grpo,mgr", "-o", "a.csv"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let csv = std::fs::read_to_string(run.path("a.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 405);
+    assert!(csv.lines().next().unwrap().starts_with("group_id,traj_id,step,adv_grpo"));
+    assert!(run.path("a.csv.meta.json").exists());
+}
+
+#[test]
+fn every_method_writes_its_columns() {
+    let run = Run::new();
+    let got = advantages(&run, "real/sokoban.jsonl", &["--methods", "all", "--format", "json"], "all.jsonl");
+    assert_eq!(got.len(), 1078);
+    for key in [
+        "adv_grpo", "adv_drgrpo", "adv_rloo", "adv_gigpo", "gigpo_step", "gigpo_group_size", "adv_proxmo", "proxmo_weight", "proxmo_baseline", "adv_graphgpo", "graphgpo_distance",
+        "graphgpo_reward", "graphgpo_group_size",
+        "adv_mgr", "mgr_local", "mgr_global",
+    ] {
+        assert!(got[0].get(key).is_some(), "missing {key}");
+    }
+}
+
+#[test]
+fn results_do_not_depend_on_row_order() {
+    // Reverse the file's lines: every method must give each (traj_id, step) the same value.
+    let run = Run::new();
+    let text = std::fs::read_to_string(fixture("real/textworld.jsonl")).unwrap();
+    let reversed: Vec<&str> = text.lines().rev().collect();
+    std::fs::write(run.path("reversed.jsonl"), reversed.join("\n")).unwrap();
+    let methods = ["--methods", "all", "--preset", "verl"];
+    let forward = advantages(&run, "real/textworld.jsonl", &methods, "f.jsonl");
+    let out = run.credit(["advantages", "reversed.jsonl", "--methods", "all", "--preset", "verl", "-o", "r.jsonl"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let backward = read_jsonl(&run.path("r.jsonl"));
+    let key = |r: &serde_json::Value| (r["traj_id"].as_str().unwrap().to_string(), r["step"].as_i64().unwrap());
+    let by_key: HashMap<_, _> = backward.iter().map(|r| (key(r), r)).collect();
+    for row in &forward {
+        let other = by_key[&key(row)];
+        for (column, value) in row.as_object().unwrap() {
+            if let Some(x) = value.as_f64() {
+                let y = f(&other[column]);
+                assert!((x - y).abs() < 1e-9, "{column} at {:?}: {x} vs {y}", key(row));
+            }
+        }
+    }
+}
+
+#[test]
+fn grpo_paper_sums_to_zero_over_each_groups_trajectories() {
+    let run = Run::new();
+    let got = advantages(&run, "real/sokoban.jsonl", &["--methods", "grpo", "--preset", "paper"], "g.jsonl");
+    let mut per_traj: HashMap<(String, String), f64> = HashMap::new();
+    for r in &got {
+        per_traj.insert((r["group_id"].as_str().unwrap().into(), r["traj_id"].as_str().unwrap().into()), f(&r["adv_grpo"]));
+    }
+    let mut per_group: HashMap<String, f64> = HashMap::new();
+    for ((g, _), a) in per_traj {
+        *per_group.entry(g).or_default() += a;
+    }
+    assert_eq!(per_group.len(), 8);
+    for (g, sum) in per_group {
+        assert!(sum.abs() < 1e-9, "group {g}: Σ = {sum}");
+    }
+}
+
+#[test]
+fn json_format_describes_the_output() {
+    let run = Run::new();
+    let out = run.credit(["advantages", fixture("real/textworld.jsonl").to_str().unwrap(), "--methods", "grpo", "-o", "x.parquet", "--format", "json"]);
+    let v = json(&out);
+    assert_eq!(v["rows"], 404);
+    assert_eq!(v["columns"][3], "adv_grpo");
+}

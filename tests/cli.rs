@@ -1,0 +1,9 @@
+//! CLI tests: the real `credit` binary on the shipped fixtures. One test binary (`autotests =
+//! false`), a module per subcommand, plus `errors` for every bad-input fixture.
+
+mod advantages;
+mod analyze;
+mod compare;
+mod errors;
+mod graph;
+mod util;
