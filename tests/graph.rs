@@ -13,7 +13,7 @@ fn writes_dot_and_renders_when_graphviz_exists() {
     assert_eq!(dots.len(), 2, "{written:?}");
     let text = std::fs::read_to_string(run.path(dots[0])).unwrap();
     assert!(text.starts_with("digraph credit {"));
-    assert!(text.contains("SUCCESS") && text.contains("d=0") && text.contains("cluster_legend") && text.contains("adv_graphgpo"));
+    assert!(text.contains("SUCCESS") && text.contains("d=0") && text.contains("legend [shape=plaintext") && text.contains("adv_graphgpo"));
     let has_dot = std::process::Command::new("dot").arg("-V").output().is_ok_and(|o| o.status.success());
     if has_dot {
         for ext in ["svg", "png"] {

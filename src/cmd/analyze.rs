@@ -48,7 +48,7 @@ pub fn render(s: &Summary) -> String {
         if !rates.is_empty() {
             let _ = writeln!(o, "  {title}:");
             for rate in rates {
-                let _ = writeln!(o, "    {:<32} {:>7}  ({} trajectories)", rate.key, pct(rate.rate), rate.trajectories);
+                let _ = writeln!(o, "    {:<32} {:>7}  ({} trajectories)", rate.key, pct(rate.rate), rate.n);
             }
         }
     }
@@ -60,7 +60,7 @@ pub fn render(s: &Summary) -> String {
     let logged = if inv.logged { "" } else { " (no `valid` column)" };
     let _ = writeln!(o, "\ninvalid actions: {} of steps ({} steps){logged}", pct(inv.rate), inv.steps);
     for rate in &inv.per_task {
-        let _ = writeln!(o, "    {:<32} {:>7}  ({} steps)", rate.key, pct(rate.rate), rate.trajectories);
+        let _ = writeln!(o, "    {:<32} {:>7}  ({} steps)", rate.key, pct(rate.rate), rate.n);
     }
     let d = &s.degenerate;
     let _ = writeln!(

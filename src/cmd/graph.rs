@@ -144,7 +144,7 @@ fn to_dot(batch: &StepBatch, g: usize, graph: &GroupGraph, values: &[f64], metho
     let successes = group.trajs.iter().filter(|&&t| batch.trajs[t as usize].success).count();
     let mut o = String::new();
     let _ = writeln!(o, "digraph credit {{");
-    let _ = writeln!(o, "  rankdir=LR; fontname=\"DejaVu Sans\"; fontsize=12; labelloc=t;");
+    let _ = writeln!(o, "  rankdir=TB; nodesep=0.25; ranksep=0.45; fontname=\"DejaVu Sans\"; fontsize=14; labelloc=t;");
     let _ = writeln!(
         o,
         "  label=\"group {} — {} trajectories ({} successful), {} steps; edges: mean adv_{} per (state, action, next state)\";",
@@ -166,8 +166,16 @@ fn to_dot(batch: &StepBatch, g: usize, graph: &GroupGraph, values: &[f64], metho
             NodeKind::State { .. } => ("box", "#e0e0e0"),
         };
         let distance = if reach { format!("d={d}") } else { format!("d={d} (no path)") };
-        let text = graph.label(batch, n, 48);
-        let _ = writeln!(o, "  n{} [shape={shape}, fillcolor=\"{fill}\", label=\"{}\\n{}\"];", n.index(), distance, escape(&text));
+        let text = graph.label(batch, n, 40);
+        let tooltip = graph.label(batch, n, 400);
+        let _ = writeln!(
+            o,
+            "  n{} [shape={shape}, fillcolor=\"{fill}\", label=\"{}\\n{}\", tooltip=\"{}\"];",
+            n.index(),
+            distance,
+            escape(&text),
+            escape(&tooltip)
+        );
     }
     for ((s, action, t), (sum, count)) in &edges {
         let mean = sum / *count as f64;
@@ -183,13 +191,15 @@ fn to_dot(batch: &StepBatch, g: usize, graph: &GroupGraph, values: &[f64], metho
             mean
         );
     }
-    // Legend: the colour scale from −max to +max.
-    let _ = writeln!(o, "  subgraph cluster_legend {{ label=\"adv_{method} (edge colour)\"; fontsize=10; style=rounded;");
-    for (i, t) in [-1.0, -0.5, 0.0, 0.5, 1.0].iter().enumerate() {
-        let _ = writeln!(o, "    legend{i} [shape=box, style=filled, fillcolor=\"{}\", label=\"{:+.3}\", fontsize=9];", colour(*t), t * scale);
-    }
-    let _ = writeln!(o, "    legend0 -> legend1 -> legend2 -> legend3 -> legend4 [style=invis];");
-    let _ = writeln!(o, "  }}");
+    // Legend: the colour scale from −max to +max, as one table.
+    let cells: String = [-1.0, -0.5, 0.0, 0.5, 1.0]
+        .iter()
+        .map(|t| format!("<td bgcolor=\"{}\" width=\"60\">{:+.3}</td>", colour(*t), t * scale))
+        .collect();
+    let _ = writeln!(
+        o,
+        "  legend [shape=plaintext, label=<<table border=\"0\" cellborder=\"1\" cellspacing=\"0\" cellpadding=\"4\"><tr><td colspan=\"5\">edge colour: mean adv_{method}; d = distance to success</td></tr><tr>{cells}</tr></table>>];"
+    );
     let _ = writeln!(o, "}}");
     o
 }

@@ -114,7 +114,12 @@ impl GroupGraph {
             NodeKind::State { row, from_next } => {
                 let column = if *from_next { NEXT_OBS } else { OBS };
                 let text = batch.texts(column).and_then(|o| o.get(*row as usize)).unwrap_or("(no obs)");
-                let flat: String = text.split_whitespace().collect::<Vec<_>>().join(" ");
+                // Start at the first line that reads as words (observations often open with banners
+                // or board art), then flatten whitespace.
+                let wordy = |l: &&str| l.split_whitespace().filter(|w| w.chars().all(|c| c.is_alphabetic() || ".,'!?:;".contains(c)) && w.len() > 1).count() >= 3;
+                let start = text.lines().position(|l| wordy(&l)).unwrap_or(0);
+                let rest: Vec<&str> = text.lines().skip(start).collect();
+                let flat: String = rest.join(" ").split_whitespace().collect::<Vec<_>>().join(" ");
                 if flat.chars().count() > max_chars {
                     format!("{}…", flat.chars().take(max_chars).collect::<String>())
                 } else {

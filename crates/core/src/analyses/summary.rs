@@ -45,10 +45,11 @@ pub struct RolloutsPerGroup {
     pub single_rollout_groups: usize,
 }
 
+/// A rate within one task or iteration: `n` counts trajectories (success) or steps (invalid actions).
 #[derive(Clone, Debug, Serialize)]
 pub struct Rate {
     pub key: String,
-    pub trajectories: usize,
+    pub n: usize,
     pub rate: f64,
 }
 
@@ -156,7 +157,7 @@ pub fn summarize(batch: &StepBatch, report: &IngestReport) -> Summary {
             e.0 += 1;
             e.1 += traj.success as usize;
         }
-        acc.into_iter().map(|(key, (n, s))| Rate { key, trajectories: n, rate: s as f64 / n as f64 }).collect()
+        acc.into_iter().map(|(key, (n, s))| Rate { key, n, rate: s as f64 / n as f64 }).collect()
     };
     let n_success = batch.trajs.iter().filter(|t| t.success).count();
     let success = Success {
@@ -189,7 +190,7 @@ pub fn summarize(batch: &StepBatch, report: &IngestReport) -> Summary {
         logged: batch.has(crate::schema::columns::VALID),
         steps: invalid_count,
         rate: invalid_count as f64 / batch.len().max(1) as f64,
-        per_task: per_task_invalid.into_iter().map(|(key, (n, i))| Rate { key, trajectories: n, rate: i as f64 / n as f64 }).collect(),
+        per_task: per_task_invalid.into_iter().map(|(key, (n, i))| Rate { key, n, rate: i as f64 / n as f64 }).collect(),
     };
 
     let (mut all_success, mut all_fail, mut degenerate_steps) = (0, 0, 0);
