@@ -3,6 +3,7 @@
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ExitCode {
     Ok,
+    GateFailed,
     Error,
 }
 
@@ -10,6 +11,7 @@ impl From<ExitCode> for std::process::ExitCode {
     fn from(code: ExitCode) -> Self {
         match code {
             ExitCode::Ok => std::process::ExitCode::from(0),
+            ExitCode::GateFailed => std::process::ExitCode::from(1),
             ExitCode::Error => std::process::ExitCode::from(2),
         }
     }

@@ -140,3 +140,50 @@ fn json_format_describes_the_output() {
     assert_eq!(v["rows"], 404);
     assert_eq!(v["columns"][3], "adv_grpo");
 }
+
+#[test]
+fn spa_and_hisr_reproduce_the_spec_vectors_from_logged_signals() {
+    // fixtures/spec/spa-hisr.jsonl: trajectory `a` is T-SPA-1 and trajectory `b` is T-HISR-1 of
+    // ../shared/spec/spec-spa-hisr.md (A9, B9), each carrying the other method's columns too.
+    let run = Run::new();
+    let close = |rows: &[&serde_json::Value], column: &str, expected: &[f64]| {
+        assert_eq!(rows.len(), expected.len());
+        for (row, e) in rows.iter().zip(expected) {
+            assert!((f(&row[column]) - e).abs() <= 1e-4, "{column} at step {}: {} vs {e}", row["step"], row[column]);
+        }
+    };
+    let got = advantages(&run, "spec/spa-hisr.jsonl", &["--methods", "spa,hisr"], "s.jsonl");
+    let (a, b): (Vec<_>, Vec<_>) = got.iter().partition(|r| r["traj_id"] == "a");
+    // T-SPA-1 (α = 1, β = 0.5, γ = 0.99, λ = 0.95, V logged).
+    close(&a, "spa_reward", &[0.55, 0.70, -0.10, 1.30]);
+    close(&a, "spa_potential", &[0.05, 0.25, 0.15, 0.95]);
+    close(&a, "spa_return", &[2.4064, 1.8751, 1.1870, 1.3000]);
+    close(&a, "adv_spa", &[1.4330, 0.7379, 0.1573, 0.6000]);
+    // SPA on `b` by hand: ĉ = [0.1, 0.2, 0.1, 0.3, 0.3], g = [1, 1, 0, 1, 1] → r = ĉ + 0.5·g.
+    close(&b, "spa_reward", &[0.6, 0.7, 0.1, 0.8, 0.8]);
+    // T-HISR-1 (β = 0.3, α = 0.3, L1, end placement, V logged).
+    close(&b, "hisr_importance", &[1.3956, 2.7183, 0.8465, 1.3956, 1.3956]);
+    close(&b, "hisr_modulated", &[0.0491, 0.3132, 0.3132, 0.6377, 0.6377]);
+    close(&b, "hisr_reward", &[0.3343, 0.3000, 0.2193, 0.3000, 0.7464]);
+    close(&b, "adv_hisr", &[1.2652, 0.8898, 0.6335, 0.3416, -0.0536]);
+    // HISR on `a` by hand: z = 1 per turn, z(s) = [2, 2], r̂ = [0.3, 0.7] → r^him = [0.3, 0.7];
+    // r = 0.7·[0, 0.3, 0, 0.7] + 0.3·[1, 1, 0, 1] = [0.3, 0.51, 0, 0.79].
+    close(&a, "hisr_reward", &[0.3, 0.51, 0.0, 0.79]);
+
+    // Every parameter through `--set`: critic-free SPA (T-SPA-1), spread HISR (T-HISR-1).
+    let got = advantages(&run, "spec/spa-hisr.jsonl", &["--methods", "spa,hisr", "--set", "spa.use_value=false", "--set", "hisr.place=spread"], "t.jsonl");
+    let (a, b): (Vec<_>, Vec<_>) = got.iter().partition(|r| r["traj_id"] == "a");
+    close(&a, "adv_spa", &[2.2014, 1.7559, 1.12265, 1.3000]);
+    close(&b, "hisr_reward", &[0.3343, 0.4096, 0.1096, 0.5232, 0.5232]);
+    let meta: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(run.path("t.jsonl.meta.json")).unwrap()).unwrap();
+    assert_eq!(meta["params"]["spa"]["use_value"], false);
+    assert_eq!(meta["params"]["hisr"]["place"], "spread");
+    assert_eq!(meta["params"]["hisr"]["beta"], 0.3);
+    assert!(meta["notes"].as_array().unwrap().iter().any(|n| n.as_str().unwrap().starts_with("spa: critic-free")));
+
+    // SPA on logs without `progress`: a parameter error that names the column; nothing written.
+    let out = run.credit(["advantages", fixture("real/textworld.jsonl").to_str().unwrap(), "--methods", "spa", "-o", "x.jsonl"]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("`progress`"), "{}", stderr(&out));
+    assert!(!run.path("x.jsonl").exists());
+}

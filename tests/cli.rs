@@ -6,4 +6,6 @@ mod analyze;
 mod compare;
 mod errors;
 mod graph;
+mod report;
+mod train;
 mod util;

@@ -1,6 +1,6 @@
 //! `credit analyze [PATHS]`: what is in the logs, in one screen (or `--format json`).
 
-use super::{load, Format, Globals};
+use super::{load, write_plots, Format, Globals};
 use crate::config::ProjectFile;
 use crate::exit::ExitCode;
 use anyhow::Result;
@@ -10,12 +10,26 @@ use credit_core::analyses::summary::{summarize, SizeDistribution, Summary};
 pub struct Args {
     #[command(flatten)]
     pub globals: Globals,
+    /// Also draw the analysis' figures (PNG and SVG) into this folder.
+    #[arg(long, value_name = "DIR")]
+    pub plots: Option<std::path::PathBuf>,
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
     let project = ProjectFile::load(args.globals.config.as_deref())?;
     let ingested = load(&args.globals, &project)?;
     let summary = summarize(&ingested.batch, &ingested.report);
+    if let Some(dir) = &args.plots {
+        let inputs = credit_report::Inputs {
+            batch: &ingested.batch,
+            summary: &summary,
+            comparison: None,
+            advantages: &[],
+            proxmo: None,
+            metadata: serde_json::json!({}),
+        };
+        write_plots(dir, &inputs, credit_report::Scope::Analyze, args.globals.format == Format::Json)?;
+    }
     match args.globals.format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&summary)?),
         Format::Text => print!("{}", render(&summary)),
@@ -107,6 +121,56 @@ pub fn render(s: &Summary) -> String {
         "  revisits: {} steps, {} trajectories with cycles; dead-end steps: {}",
         gr.revisit_steps, gr.trajectories_with_cycles, gr.dead_end_steps
     );
+    if let Some(p) = &s.progress {
+        let c = &p.calibration;
+        let r = c.pearson.map_or("n/a".into(), |r| format!("{r:.3}"));
+        let _ = writeln!(
+            o,
+            "\nprogress (SPA ĉ_t): {} trajectories, {} steps; Σĉ vs R: MSE {:.4}, Pearson r {r} (mean Σĉ {:.3}, mean R {:.3})",
+            p.trajectories, p.steps, c.mse, c.mean_predicted, c.mean_return
+        );
+        if p.incomplete_trajectories > 0 {
+            let _ = writeln!(o, "  {} trajectories left out (a step without `progress`)", p.incomplete_trajectories);
+        }
+        let _ = writeln!(
+            o,
+            "  negative-progress steps in successful trajectories: {} ({} of {})",
+            pct(p.share_negative_in_success),
+            p.negative_steps_in_success,
+            p.success_steps
+        );
+        let _ = writeln!(o, "  step   ĉ success  Φ success   ĉ failure  Φ failure");
+        let cell = |c: &Option<credit_core::analyses::progress::Curve>| {
+            c.as_ref().map_or(format!("{:>10} {:>10}", "-", "-"), |c| format!("{:>10.3} {:>10.3}", c.mean_progress, c.mean_cumulative))
+        };
+        for row in p.by_position.iter().take(10) {
+            let _ = writeln!(o, "  {:<4} {}  {}", row.position, cell(&row.success), cell(&row.failure));
+        }
+        if p.by_position.len() > 10 {
+            let _ = writeln!(o, "  … {} more positions (--format json)", p.by_position.len() - 10);
+        }
+    }
+    if let Some(g) = &s.segments {
+        let l = &g.segments_per_trajectory;
+        let logged = if g.logged { "" } else { " (no `segment` column: one per turn)" };
+        let _ = writeln!(o, "\nsegments (HISR){logged}: {:.2} per trajectory (median {:.1}, max {})", l.mean, l.median, l.max);
+        let _ = writeln!(o, "  turns per segment      size 1  size 2  size 3   >3");
+        let _ = writeln!(o, "  success, % of segs  {}", buckets(&g.turns_per_segment_success, false));
+        let _ = writeln!(o, "  failure, % of segs  {}", buckets(&g.turns_per_segment_failure, false));
+        if g.fallback_trajectories > 0 {
+            let _ = writeln!(o, "  {} trajectories with non-contiguous `segment` ids counted one segment per turn", g.fallback_trajectories);
+        }
+        if let Some(r) = &g.reward_share {
+            let three = |v: [f64; 3]| format!("{} / {} / {}", pct(v[0]), pct(v[1]), pct(v[2]));
+            let _ = writeln!(
+                o,
+                "  reward share first / middle / last segment ({} trajectories): SPRM {}, after HISR modulation {}",
+                r.trajectories,
+                three(r.raw),
+                three(r.modulated)
+            );
+        }
+    }
     if s.padding_duplicates > 0 {
         let _ = writeln!(o, "\npadding duplicates dropped: {} rows (exact copies of earlier rows, as verl-agent's adjust_batch makes)", s.padding_duplicates);
     }

@@ -1,10 +1,10 @@
 //! `credit compare [PATHS] --methods grpo,gigpo,proxmo`: how differently estimators credit the
 //! same steps.
 
-use super::{load, metadata, Format, Globals, MethodArgs};
+use super::{compute, load, metadata, proxmo_params, write_plots, Format, Globals, MethodArgs};
 use crate::config::ProjectFile;
 use crate::exit::ExitCode;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use credit_core::analyses::compare::{compare, Comparison};
 
 #[derive(Debug, clap::Args)]
@@ -13,6 +13,9 @@ pub struct Args {
     pub globals: Globals,
     #[command(flatten)]
     pub methods: MethodArgs,
+    /// Also draw the comparison's figures (PNG and SVG) into this folder.
+    #[arg(long, value_name = "DIR")]
+    pub plots: Option<std::path::PathBuf>,
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
@@ -20,16 +23,20 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let plan = args.methods.plan(&project, "grpo,gigpo,proxmo")?;
     let ingested = load(&args.globals, &project)?;
     let json = args.globals.format == Format::Json;
-    let mut columns = Vec::new();
-    let mut notes = Vec::new();
-    for method in &plan.methods {
-        let bar = crate::progress::spinner(&format!("computing {}", method.label()), json);
-        let result = method.advantages(&ingested.batch).with_context(|| format!("computing {}", method.label()))?;
-        bar.finish_and_clear();
-        notes.extend(result.notes.iter().cloned());
-        columns.push((method.label().to_string(), result.advantage().to_vec()));
-    }
+    let (columns, notes) = compute(&plan, &ingested.batch, json)?;
     let comparison = compare(&ingested.batch, &columns);
+    if let Some(dir) = &args.plots {
+        let summary = credit_core::analyses::summary::summarize(&ingested.batch, &ingested.report);
+        let inputs = credit_report::Inputs {
+            batch: &ingested.batch,
+            summary: &summary,
+            comparison: Some(&comparison),
+            advantages: &columns,
+            proxmo: proxmo_params(&plan),
+            metadata: metadata(&plan, &notes),
+        };
+        write_plots(dir, &inputs, credit_report::Scope::Compare, json)?;
+    }
     if json {
         let mut value = serde_json::to_value(&comparison)?;
         value["metadata"] = metadata(&plan, &notes);

@@ -5,6 +5,8 @@ mod advantages;
 mod analyze;
 mod compare;
 mod graph;
+mod report;
+mod train;
 
 use crate::config::{column_map, ProjectFile};
 use crate::exit::ExitCode;
@@ -13,6 +15,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use credit_core::ingest::{read_paths, IngestOptions, Ingested};
 use credit_core::methods::{parse_list, Method};
 use credit_core::profile::Profile;
+use credit_core::StepBatch;
 use std::path::PathBuf;
 
 /// Credit assignment diagnostics for multi-turn LLM-agent RL: recompute, compare and report
@@ -34,6 +37,10 @@ enum Command {
     Compare(compare::Args),
     /// GraphGPO state graphs as Graphviz DOT (and SVG/PNG), edges coloured by a method's advantage.
     Graph(graph::Args),
+    /// A self-contained HTML/Markdown/JSON report with plots, and threshold checks for CI.
+    Report(report::Args),
+    /// Fine-tune a causal LM on the logged steps with a method's advantages (`credit train policy`).
+    Train(train::Args),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -69,7 +76,7 @@ pub struct Globals {
 /// Flags of the commands that run methods.
 #[derive(Debug, Args)]
 pub struct MethodArgs {
-    /// Methods, comma-separated, or `all` (grpo, drgrpo, rloo, gigpo, proxmo, graphgpo, mgr).
+    /// Methods, comma-separated, or `all` (grpo, drgrpo, rloo, gigpo, proxmo, graphgpo, mgr); spa and hisr read logged signals and run when named.
     #[arg(long, value_name = "LIST")]
     pub methods: Option<String>,
     /// `paper` (the papers' equations) or `verl` (what the reference training code computes).
@@ -95,6 +102,8 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Advantages(args) => advantages::run(args),
         Command::Compare(args) => compare::run(args),
         Command::Graph(args) => graph::run(args),
+        Command::Report(args) => report::run(args),
+        Command::Train(args) => train::run(args),
     }
 }
 
@@ -181,6 +190,46 @@ impl MethodArgs {
         }
         Ok(Plan { profile, methods })
     }
+}
+
+/// Runs every planned method, with a spinner each: (label, advantage per row) and their notes.
+pub fn compute(plan: &Plan, batch: &StepBatch, json: bool) -> Result<(Vec<(String, Vec<f64>)>, Vec<String>)> {
+    let mut columns = Vec::new();
+    let mut notes = Vec::new();
+    for method in &plan.methods {
+        let bar = crate::progress::spinner(&format!("computing {}", method.label()), json);
+        let result = method.advantages(batch).with_context(|| format!("computing {}", method.label()))?;
+        bar.finish_and_clear();
+        notes.extend(result.notes.iter().cloned());
+        columns.push((method.label().to_string(), result.advantage().to_vec()));
+    }
+    Ok((columns, notes))
+}
+
+/// The figures of `scope` as PNG and SVG files in `dir` (`--plots DIR`).
+pub fn write_plots(dir: &std::path::Path, inputs: &credit_report::Inputs, scope: credit_report::Scope, json: bool) -> Result<()> {
+    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let bar = crate::progress::spinner("drawing figures", json);
+    let figures = credit_report::figures(inputs, scope, Some(dir))?;
+    bar.finish_and_clear();
+    for figure in &figures {
+        let path = dir.join(format!("{}.svg", figure.id));
+        credit_core::output::write_atomic(&path, |f| {
+            std::io::Write::write_all(f, figure.svg.as_bytes()).map_err(|source| credit_core::Error::Io { path: path.clone(), source })
+        })?;
+    }
+    if !json {
+        eprintln!("wrote {} figures (PNG and SVG) to {}", figures.len(), dir.display());
+    }
+    Ok(())
+}
+
+/// ProxMO's parameters, when it is among the planned methods (for the PSC curve).
+pub fn proxmo_params(plan: &Plan) -> Option<credit_core::methods::proxmo::Params> {
+    plan.methods.iter().find_map(|m| match m {
+        Method::Proxmo(p) => Some(p.clone()),
+        _ => None,
+    })
 }
 
 /// The metadata written with every result: preset and every parameter in use.

@@ -240,15 +240,20 @@ pub(crate) mod testing {
     pub type Row<'a> = (&'a str, &'a str, i64, &'a str, f64, bool);
 
     pub fn batch(rows: &[Row]) -> StepBatch {
-        build(rows, None, 0.5)
+        build(rows, None, Vec::new(), 0.5)
     }
 
     /// As [`batch`], with an `action` per row.
     pub fn batch_with(rows: &[Row], actions: &[&str]) -> StepBatch {
-        build(rows, Some(actions), 0.5)
+        build(rows, Some(actions), Vec::new(), 0.5)
     }
 
-    fn build(rows: &[Row], actions: Option<&[&str]>, success_threshold: f64) -> StepBatch {
+    /// As [`batch`], with further canonical columns (`progress`, `value`, `segment`, …), one value per row.
+    pub fn batch_with_columns(rows: &[Row], extra: Vec<Column>) -> StepBatch {
+        build(rows, None, extra, 0.5)
+    }
+
+    fn build(rows: &[Row], actions: Option<&[&str]>, extra: Vec<Column>, success_threshold: f64) -> StepBatch {
         let mut columns = vec![
             Column::new(GROUP_ID.into(), rows.iter().map(|r| r.0).collect::<Vec<_>>()),
             Column::new(TRAJ_ID.into(), rows.iter().map(|r| r.1).collect::<Vec<_>>()),
@@ -260,6 +265,7 @@ pub(crate) mod testing {
         if let Some(actions) = actions {
             columns.push(Column::new(ACTION.into(), actions.to_vec()));
         }
+        columns.extend(extra);
         StepBatch::new(DataFrame::new(rows.len(), columns).unwrap(), success_threshold, 0.95).unwrap()
     }
 
@@ -286,7 +292,7 @@ pub(crate) mod testing {
             .enumerate()
             .map(|(i, &(g, t, s, o, r))| (g, t, s, o, r * scale, invalid_row != Some(i)))
             .collect();
-        build(&rows, None, 0.5 * scale)
+        build(&rows, None, Vec::new(), 0.5 * scale)
     }
 
     pub fn assert_close(got: &[f64], expected: &[f64], tol: f64) {

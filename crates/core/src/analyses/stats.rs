@@ -92,7 +92,8 @@ fn ranks(values: &[f64]) -> Vec<f64> {
     out
 }
 
-fn pearson(x: &[f64], y: &[f64]) -> Option<f64> {
+/// Pearson's r; `None` when either side is constant.
+pub fn pearson(x: &[f64], y: &[f64]) -> Option<f64> {
     let (mx, my) = (mean(x), mean(y));
     let (mut sxy, mut sxx, mut syy) = (0.0, 0.0, 0.0);
     for (a, b) in x.iter().zip(y) {

@@ -1,10 +1,12 @@
 //! `credit analyze`: what is in the logs: groups, success, lengths, invalid actions, degenerate
-//! groups, GiGPO's exact-anchor step groups, and padding duplicates.
+//! groups, GiGPO's exact-anchor step groups, padding duplicates, and the logged SPA progress and
+//! HISR segments ([`super::progress`]).
 
 use super::stats::{mean, median};
 use crate::batch::StepBatch;
 use crate::ingest::IngestReport;
 use super::graphs::{graph_stats, GraphStats};
+use super::progress::{progress_stats, segment_stats, ProgressStats, SegmentStats};
 use crate::methods::gigpo::anchor_clusters;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -27,6 +29,10 @@ pub struct Summary {
     pub graph: GraphStats,
     /// The same per iteration (empty without an `iteration` column).
     pub graph_per_iteration: Vec<(i64, GraphStats)>,
+    /// SPA's per-step progress, when a `progress` column is logged.
+    pub progress: Option<ProgressStats>,
+    /// HISR's segments, when a `segment` or `segment_reward` column is logged.
+    pub segments: Option<SegmentStats>,
     /// Exact copies of earlier rows dropped at ingest (verl-agent batch padding).
     pub padding_duplicates: u64,
     /// Rows skipped under `--lenient`, per reason.
@@ -271,6 +277,8 @@ pub fn summarize(batch: &StepBatch, report: &IngestReport) -> Summary {
         step_groups,
         graph,
         graph_per_iteration,
+        progress: progress_stats(batch),
+        segments: segment_stats(batch),
         padding_duplicates: report.padding_duplicates,
         skipped: report.skipped.iter().map(|(k, v)| (k.as_str().to_string(), *v)).collect(),
         diagnostics,

@@ -6,9 +6,11 @@ pub mod gigpo;
 pub mod graphgpo;
 pub mod grpo;
 pub mod group_stats;
+pub mod hisr;
 pub mod mgr;
 pub mod proxmo;
 pub mod rloo;
+pub mod spa;
 pub mod tfidf;
 
 use crate::batch::StepBatch;
@@ -60,8 +62,12 @@ impl Advantages {
     }
 }
 
-/// Every method `credit` knows, in the order `--methods all` runs them.
-pub const ALL: &[&str] = &["grpo", "drgrpo", "rloo", "gigpo", "proxmo", "graphgpo", "mgr"];
+/// Every method `credit` knows, in the order `--methods all` runs them (less [`LOGGED_SIGNALS`]).
+pub const ALL: &[&str] = &["grpo", "drgrpo", "rloo", "gigpo", "proxmo", "graphgpo", "mgr", "spa", "hisr"];
+
+/// Methods that need signals beyond the rewards (`progress`, `segment_reward`): `--methods all`
+/// leaves them out, so that it runs on any logs; name them to run them.
+pub const LOGGED_SIGNALS: &[&str] = &["spa", "hisr"];
 
 /// A configured estimator.
 #[derive(Clone, Debug)]
@@ -72,6 +78,8 @@ pub enum Method {
     Graphgpo(graphgpo::Params),
     Proxmo(proxmo::Params),
     Mgr(mgr::Params),
+    Spa(spa::Params),
+    Hisr(hisr::Params),
 }
 
 impl Method {
@@ -87,6 +95,8 @@ impl Method {
             "graphgpo" => Method::Graphgpo(graphgpo::Params::preset(profile)),
             "proxmo" => Method::Proxmo(proxmo::Params::preset(profile)),
             "mgr" => Method::Mgr(mgr::Params::preset(profile)),
+            "spa" => Method::Spa(spa::Params::preset(profile)),
+            "hisr" => Method::Hisr(hisr::Params::preset(profile)),
             other => {
                 return Err(Error::Param(format!("unknown method `{other}` (expected one of {}, or `all`)", ALL.join(", "))))
             }
@@ -102,6 +112,8 @@ impl Method {
             Method::Graphgpo(_) => "graphgpo",
             Method::Proxmo(_) => "proxmo",
             Method::Mgr(_) => "mgr",
+            Method::Spa(_) => "spa",
+            Method::Hisr(_) => "hisr",
         }
     }
 
@@ -115,6 +127,8 @@ impl Method {
             Method::Graphgpo(p) => set_field(p, label, key, value),
             Method::Proxmo(p) => set_field(p, label, key, value),
             Method::Mgr(p) => set_field(p, label, key, value),
+            Method::Spa(p) => set_field(p, label, key, value),
+            Method::Hisr(p) => set_field(p, label, key, value),
         }
     }
 
@@ -132,6 +146,8 @@ impl Method {
             Method::Graphgpo(p) => serde_json::to_value(p),
             Method::Proxmo(p) => serde_json::to_value(p),
             Method::Mgr(p) => serde_json::to_value(p),
+            Method::Spa(p) => serde_json::to_value(p),
+            Method::Hisr(p) => serde_json::to_value(p),
         };
         v.unwrap_or(serde_json::Value::Null)
     }
@@ -155,6 +171,8 @@ impl Method {
         match self {
             Method::Proxmo(p) => p.check(),
             Method::Mgr(p) => p.check(),
+            Method::Spa(p) => p.check(),
+            Method::Hisr(p) => p.check(),
             _ => Ok(()),
         }
     }
@@ -168,6 +186,8 @@ impl Method {
             Method::Graphgpo(p) => graphgpo::advantages(batch, p),
             Method::Proxmo(p) => proxmo::advantages(batch, p),
             Method::Mgr(p) => mgr::advantages(batch, p),
+            Method::Spa(p) => spa::advantages(batch, p),
+            Method::Hisr(p) => hisr::advantages(batch, p),
         }
     }
 }
@@ -177,7 +197,7 @@ pub fn parse_list(list: &str) -> Result<Vec<String>> {
     let mut names = Vec::new();
     for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         if name == "all" {
-            names.extend(ALL.iter().map(|s| s.to_string()));
+            names.extend(ALL.iter().filter(|m| !LOGGED_SIGNALS.contains(m)).map(|s| s.to_string()));
         } else {
             names.push(name.to_string());
         }

@@ -1,0 +1,324 @@
+//! `credit analyze`, logged signals: SPA's per-step progress ĉ_t (`progress`) and HISR's segments
+//! (`segment`, `segment_reward`), when the logs carry them (`spec-spa-hisr.md` A3–A4, B3, B10).
+//!
+//! - Progress: mean ĉ_t and the cumulative progress Φ_t = Σ_{k≤t} ĉ_k by step position, for
+//!   successful and failed trajectories; the share of negative-progress steps in successful
+//!   trajectories; the calibration of Σ_t ĉ_t against R (the estimator's loss, MSE, and Pearson r).
+//! - Segments: segments per trajectory, turns per segment (HISR Fig. 3), and the share of reward
+//!   on the first, middle and last segments before and after HISR's modulation (Fig. 4).
+
+use super::compare::POSITION_CAP;
+use super::stats::{mean, median, pearson};
+use super::summary::{size_distribution, LengthStats, SizeDistribution};
+use crate::batch::StepBatch;
+use crate::methods::hisr;
+use crate::methods::spa::potential;
+use crate::schema::columns::PROGRESS;
+use serde::Serialize;
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ProgressStats {
+    /// Trajectories with ĉ_t on every step; the others are left out.
+    pub trajectories: usize,
+    pub steps: usize,
+    /// Trajectories left out because a step has no ĉ_t.
+    pub incomplete_trajectories: usize,
+    pub by_position: Vec<ProgressPosition>,
+    pub success_steps: usize,
+    pub negative_steps_in_success: usize,
+    /// #{ĉ_t < 0, trajectory succeeded} / #{steps of successful trajectories}.
+    pub share_negative_in_success: f64,
+    pub calibration: Calibration,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct ProgressPosition {
+    /// 0-based step position; the last bucket holds every position ≥ `POSITION_CAP`.
+    pub position: u32,
+    pub success: Option<Curve>,
+    pub failure: Option<Curve>,
+}
+
+/// Mean ĉ_t and Φ_t of the steps at one position.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Curve {
+    pub steps: usize,
+    pub mean_progress: f64,
+    pub mean_cumulative: f64,
+}
+
+/// Σ_t ĉ_t (the estimator's prediction R̂) against the outcome R, over trajectories.
+#[derive(Clone, Debug, Serialize)]
+pub struct Calibration {
+    /// mean (R̂ − R)², the estimator's training loss (SPA Eq. 7).
+    pub mse: f64,
+    /// Pearson r of R̂ and R; `None` (null) when either is constant.
+    pub pearson: Option<f64>,
+    pub mean_predicted: f64,
+    pub mean_return: f64,
+}
+
+/// Progress statistics, when a `progress` column is logged.
+pub fn progress_stats(batch: &StepBatch) -> Option<ProgressStats> {
+    let column = batch.opt_f64s(PROGRESS)?;
+    let progress: Vec<f64> = (0..batch.len()).map(|r| column.get(r).unwrap_or(0.0)).collect();
+    let cumulative = potential(batch, &progress);
+    // Per position bucket, per side (success, failure): (steps, Σ ĉ, Σ Φ).
+    let mut sums: Vec<[(usize, f64, f64); 2]> = Vec::new();
+    let (mut predicted, mut returns) = (Vec::new(), Vec::new());
+    let (mut steps, mut success_steps, mut negative, mut incomplete) = (0, 0, 0, 0);
+    for traj in &batch.trajs {
+        if traj.rows.iter().any(|&r| column.get(r as usize).is_none()) {
+            incomplete += 1;
+            continue;
+        }
+        let side = if traj.success { 0 } else { 1 };
+        for (k, &r) in traj.rows.iter().enumerate() {
+            let bucket = (k as u32).min(POSITION_CAP) as usize;
+            if sums.len() <= bucket {
+                sums.resize(bucket + 1, [(0, 0.0, 0.0); 2]);
+            }
+            let cell = &mut sums[bucket][side];
+            cell.0 += 1;
+            cell.1 += progress[r as usize];
+            cell.2 += cumulative[r as usize];
+            steps += 1;
+            if traj.success {
+                success_steps += 1;
+                negative += (progress[r as usize] < 0.0) as usize;
+            }
+        }
+        if let Some(&last) = traj.rows.last() {
+            predicted.push(cumulative[last as usize]);
+            returns.push(traj.episode_return);
+        }
+    }
+    let curve = |(n, c, phi): (usize, f64, f64)| (n > 0).then(|| Curve { steps: n, mean_progress: c / n as f64, mean_cumulative: phi / n as f64 });
+    let by_position = sums
+        .iter()
+        .enumerate()
+        .map(|(k, [s, f])| ProgressPosition { position: k as u32, success: curve(*s), failure: curve(*f) })
+        .collect();
+    let errors: Vec<f64> = predicted.iter().zip(&returns).map(|(p, r)| (p - r) * (p - r)).collect();
+    Some(ProgressStats {
+        trajectories: predicted.len(),
+        steps,
+        incomplete_trajectories: incomplete,
+        by_position,
+        success_steps,
+        negative_steps_in_success: negative,
+        share_negative_in_success: negative as f64 / success_steps.max(1) as f64,
+        calibration: Calibration {
+            mse: mean(&errors),
+            pearson: pearson(&predicted, &returns),
+            mean_predicted: mean(&predicted),
+            mean_return: mean(&returns),
+        },
+    })
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct SegmentStats {
+    /// Whether a `segment` column was logged (otherwise every turn is its own segment).
+    pub logged: bool,
+    /// Trajectories whose `segment` ids were missing or not contiguous: one segment per turn.
+    pub fallback_trajectories: usize,
+    pub segments_per_trajectory: LengthStats,
+    /// Turns per segment (sizes 1, 2, 3, >3; `pct_steps` counts turns), by trajectory outcome.
+    pub turns_per_segment_success: SizeDistribution,
+    pub turns_per_segment_failure: SizeDistribution,
+    /// Share of reward by segment position, when `segment_reward` is logged.
+    pub reward_share: Option<RewardShare>,
+}
+
+/// Mean share of a trajectory's Σ_i |r_i| on its first, middle and last segments, over the
+/// trajectories with at least two segments and a non-zero reward.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct RewardShare {
+    pub trajectories: usize,
+    /// The logged segment rewards r̂_i.
+    pub raw: [f64; 3],
+    /// After HISR's modulation (`paper` preset: β = 0.3, z(s) summed, L1 norm).
+    pub modulated: [f64; 3],
+}
+
+/// Segment statistics, when a `segment` or `segment_reward` column is logged.
+pub fn segment_stats(batch: &StepBatch) -> Option<SegmentStats> {
+    if !batch.has(crate::schema::columns::SEGMENT) && !batch.has(crate::schema::columns::SEGMENT_REWARD) {
+        return None;
+    }
+    let segments = hisr::segmentation(batch);
+    let counts: Vec<f64> = segments.ranges.iter().map(|r| r.len() as f64).collect();
+    let sizes = |success: bool| {
+        size_distribution(
+            batch.trajs.iter().zip(&segments.ranges).filter(|(t, _)| t.success == success).flat_map(|(_, r)| r.iter().map(|s| s.len())),
+        )
+    };
+    let reward_share = hisr::segment_rewards(batch, &segments).map(|(rewards, _)| {
+        let params = hisr::Params::paper();
+        let (log_z, _) = hisr::log_importance(batch, params.beta, params.z_clip);
+        let (mut raw, mut modulated) = (Vec::new(), Vec::new());
+        for ((traj, ranges), traj_rewards) in batch.trajs.iter().zip(&segments.ranges).zip(&rewards) {
+            let Some(r_hat) = traj_rewards.iter().copied().collect::<Option<Vec<f64>>>() else { continue };
+            let log_zs = hisr::segment_log_importances(traj, ranges, log_z.as_deref(), params.seg_agg);
+            if let (Some(a), Some(b)) = (shares(&r_hat), shares(&hisr::modulate(&r_hat, &log_zs, params.norm))) {
+                raw.push(a);
+                modulated.push(b);
+            }
+        }
+        let average = |v: &[[f64; 3]]| [0, 1, 2].map(|i| mean(&v.iter().map(|s| s[i]).collect::<Vec<_>>()));
+        RewardShare { trajectories: raw.len(), raw: average(&raw), modulated: average(&modulated) }
+    });
+    Some(SegmentStats {
+        logged: segments.logged,
+        fallback_trajectories: segments.fallback,
+        segments_per_trajectory: LengthStats {
+            trajectories: counts.len(),
+            mean: mean(&counts),
+            median: median(&counts),
+            max: counts.iter().fold(0.0f64, |a, &b| a.max(b)) as usize,
+        },
+        turns_per_segment_success: sizes(true),
+        turns_per_segment_failure: sizes(false),
+        reward_share,
+    })
+}
+
+/// |r_first|, Σ|r_middle|, |r_last| over Σ|r|; `None` for a zero total.
+fn shares(rewards: &[f64]) -> Option<[f64; 3]> {
+    let total: f64 = rewards.iter().map(|r| r.abs()).sum();
+    let (first, rest) = rewards.split_first()?;
+    let (last, middle) = rest.split_last()?;
+    (total > 0.0).then(|| [first.abs() / total, middle.iter().map(|r| r.abs()).sum::<f64>() / total, last.abs() / total])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batch::testing::{batch_with_columns, Row};
+    use crate::schema::columns::{HINDSIGHT_LOGPROB, LOGPROB, N_TOKENS, SEGMENT, SEGMENT_REWARD};
+    use polars::prelude::Column;
+
+    fn close(a: f64, b: f64, tol: f64) {
+        assert!((a - b).abs() <= tol, "{a} vs {b}");
+    }
+
+    #[test]
+    fn progress_by_position_negative_share_and_calibration() {
+        // s: success (R = 1), ĉ = [0.2, −0.1, 0.7], Φ = [0.2, 0.1, 0.8];
+        // f: failure (R = 0), ĉ = [0.1, 0.3], Φ = [0.1, 0.4];
+        // u: success (R = 1), ĉ = [0.5, 0.6], Φ = [0.5, 1.1];
+        // x: failure, a step without ĉ: left out.
+        let rows: [Row; 9] = [
+            ("g", "s", 0, "o", 0.0, true), ("g", "s", 1, "o", 0.0, true), ("g", "s", 2, "o", 1.0, true),
+            ("g", "f", 0, "o", 0.0, true), ("g", "f", 1, "o", 0.0, true),
+            ("g", "u", 0, "o", 0.0, true), ("g", "u", 1, "o", 1.0, true),
+            ("g", "x", 0, "o", 0.0, true), ("g", "x", 1, "o", 0.0, true),
+        ];
+        let c = [Some(0.2), Some(-0.1), Some(0.7), Some(0.1), Some(0.3), Some(0.5), Some(0.6), Some(9.0), None];
+        let p = progress_stats(&batch_with_columns(&rows, vec![Column::new(PROGRESS.into(), c)])).unwrap();
+        assert_eq!((p.trajectories, p.steps, p.incomplete_trajectories), (3, 7, 1));
+        // Position 0: success ĉ (0.2 + 0.5)/2 = 0.35, Φ 0.35; failure ĉ = Φ = 0.1.
+        // Position 1: success ĉ (−0.1 + 0.6)/2 = 0.25, Φ (0.1 + 1.1)/2 = 0.6; failure ĉ 0.3, Φ 0.4.
+        // Position 2: success ĉ 0.7, Φ 0.8; no failure.
+        let expected = [
+            (Some((2, 0.35, 0.35)), Some((1, 0.1, 0.1))),
+            (Some((2, 0.25, 0.6)), Some((1, 0.3, 0.4))),
+            (Some((1, 0.7, 0.8)), None),
+        ];
+        assert_eq!(p.by_position.len(), 3);
+        for (got, (s, f)) in p.by_position.iter().zip(expected) {
+            for (curve, want) in [(&got.success, s), (&got.failure, f)] {
+                match (curve, want) {
+                    (Some(c), Some((n, m, phi))) => {
+                        assert_eq!(c.steps, n);
+                        close(c.mean_progress, m, 1e-12);
+                        close(c.mean_cumulative, phi, 1e-12);
+                    }
+                    (None, None) => {}
+                    other => panic!("position {}: {other:?}", got.position),
+                }
+            }
+        }
+        // One negative step (s, t = 1) among the 5 steps of successful trajectories.
+        assert_eq!((p.negative_steps_in_success, p.success_steps), (1, 5));
+        close(p.share_negative_in_success, 0.2, 1e-12);
+        // R̂ = [0.8, 0.4, 1.1], R = [1, 0, 1]: MSE (0.04 + 0.16 + 0.01)/3 = 0.07; Pearson:
+        // S_xy = 0.366667, S_xx = 0.246667, S_yy = 0.666667 → r = 0.366667/√(0.164444) = 0.904194.
+        close(p.calibration.mse, 0.07, 1e-12);
+        close(p.calibration.pearson.unwrap(), 0.904194, 1e-6);
+        close(p.calibration.mean_predicted, 2.3 / 3.0, 1e-12);
+        close(p.calibration.mean_return, 2.0 / 3.0, 1e-12);
+    }
+
+    #[test]
+    fn vector_a9_t_spa_1_estimator_loss() {
+        // spec-spa-hisr.md A9, T-SPA-1: Σc = 0.95 against R = 1 gives the loss (0.95 − 1)² = 0.0025.
+        let rows: [Row; 4] = [("g", "a", 1, "o", 0.0, true), ("g", "a", 2, "o", 0.0, true), ("g", "a", 3, "o", 0.0, false), ("g", "a", 4, "o", 1.0, true)];
+        let p = progress_stats(&batch_with_columns(&rows, vec![Column::new(PROGRESS.into(), [0.05, 0.20, -0.10, 0.80])])).unwrap();
+        close(p.calibration.mse, 0.0025, 1e-12);
+        assert_eq!(p.calibration.pearson, None);
+    }
+
+    #[test]
+    fn segments_turns_and_reward_share_before_and_after_modulation() {
+        // s: success, 5 turns, segments [0,0,1,2,2] (sizes 2, 1, 2), r̂ = [0.1, 0.2, 0.7], z per turn
+        //    [2, 2, 1, 1, 1] → z(s) = [4, 1, 2] → products [0.4, 0.2, 1.4] → L1 [0.2, 0.1, 0.7].
+        // f: failure, 3 turns, segments [0,1,1] (sizes 1, 2), r̂ = [−0.1, 0.3], z ≡ 1 → z(s) = [1, 2]
+        //    → products [−0.1, 0.6] → shares |·|/0.7 = [1/7, 6/7]; raw shares [0.25, 0.75].
+        // o: success, 2 turns in one segment (size 2): counted in sizes, not in reward shares.
+        let rows: [Row; 10] = [
+            ("g", "s", 0, "o", 0.0, true), ("g", "s", 1, "o", 0.0, true), ("g", "s", 2, "o", 0.0, true), ("g", "s", 3, "o", 0.0, true), ("g", "s", 4, "o", 1.0, true),
+            ("g", "f", 0, "o", 0.0, true), ("g", "f", 1, "o", 0.0, true), ("g", "f", 2, "o", 0.0, true),
+            ("g", "o", 0, "o", 0.0, true), ("g", "o", 1, "o", 1.0, true),
+        ];
+        // z = 2 needs (lp_hind − lp_pol)/(β·n) = ln 2 with β = 0.3, n = 1.
+        let two = 0.3 * 2f64.ln();
+        let b = batch_with_columns(
+            &rows,
+            vec![
+                Column::new(SEGMENT.into(), [0i64, 0, 1, 2, 2, 0, 1, 1, 7, 7]),
+                Column::new(SEGMENT_REWARD.into(), [0.1, 0.1, 0.2, 0.7, 0.7, -0.1, 0.3, 0.3, 1.0, 1.0]),
+                Column::new(LOGPROB.into(), [0.0; 10]),
+                Column::new(HINDSIGHT_LOGPROB.into(), [two, two, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]),
+                Column::new(N_TOKENS.into(), [1i64; 10]),
+            ],
+        );
+        let s = segment_stats(&b).unwrap();
+        assert!(s.logged);
+        assert_eq!(s.fallback_trajectories, 0);
+        // Segments per trajectory [3, 2, 1]: mean 2, median 2, max 3.
+        assert_eq!((s.segments_per_trajectory.trajectories, s.segments_per_trajectory.max), (3, 3));
+        close(s.segments_per_trajectory.mean, 2.0, 1e-12);
+        close(s.segments_per_trajectory.median, 2.0, 1e-12);
+        // Successful sizes [2, 1, 2, 2]: 25% / 75% of segments, 1/7 and 6/7 of turns; failed [1, 2].
+        let ok = &s.turns_per_segment_success;
+        assert_eq!((ok.clusters, ok.steps), (4, 7));
+        close(ok.pct_clusters[0], 25.0, 1e-9);
+        close(ok.pct_clusters[1], 75.0, 1e-9);
+        close(ok.pct_steps[1], 600.0 / 7.0, 1e-9);
+        close(s.turns_per_segment_failure.pct_clusters[0], 50.0, 1e-9);
+        // Raw: first (0.1 + 0.25)/2 = 0.175, middle (0.2 + 0)/2 = 0.1, last (0.7 + 0.75)/2 = 0.725.
+        // Modulated: first (0.2 + 1/7)/2 = 0.171429, middle 0.1/2 = 0.05, last (0.7 + 6/7)/2 = 0.778571.
+        let share = s.reward_share.unwrap();
+        assert_eq!(share.trajectories, 2);
+        for (got, want) in share.raw.iter().zip([0.175, 0.1, 0.725]) {
+            close(*got, want, 1e-12);
+        }
+        for (got, want) in share.modulated.iter().zip([0.171429, 0.05, 0.778571]) {
+            close(*got, want, 1e-6);
+        }
+    }
+
+    #[test]
+    fn nothing_without_the_columns() {
+        let b = batch_with_columns(&[("g", "a", 0, "o", 1.0, true)], vec![]);
+        assert!(progress_stats(&b).is_none());
+        assert!(segment_stats(&b).is_none());
+        // `segment` alone: sizes, no reward shares.
+        let b = batch_with_columns(&[("g", "a", 0, "o", 0.0, true), ("g", "a", 1, "o", 1.0, true)], vec![Column::new(SEGMENT.into(), [3i64, 3])]);
+        let s = segment_stats(&b).unwrap();
+        assert!(s.reward_share.is_none());
+        assert_eq!(s.turns_per_segment_success.pct_clusters[1], 100.0);
+    }
+}

@@ -1,0 +1,149 @@
+//! `report.html`: one self-contained file (inline CSS and SVG, no scripts, fonts or external
+//! images) with the analyze and compare results, every figure with its caption, and the checks.
+
+use crate::check::Outcome;
+use crate::plots::Figure;
+use crate::Inputs;
+use std::fmt::Write;
+
+fn esc(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+fn pct(x: f64) -> String {
+    format!("{:.1}%", 100.0 * x)
+}
+
+const STYLE: &str = "body{font-family:'DejaVu Sans',Verdana,sans-serif;margin:2rem auto;max-width:1100px;color:#222;line-height:1.45;padding:0 1rem}\
+h1{font-size:1.7rem}h2{border-bottom:1px solid #ddd;padding-bottom:.2rem;margin-top:2.2rem}\
+table{border-collapse:collapse;margin:.6rem 0 1rem}td,th{border:1px solid #ccc;padding:.25rem .6rem;text-align:right}\
+th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}\
+.pass{color:#1a7f37;font-weight:bold}.fail{color:#c62828;font-weight:bold}\
+figure{margin:1.2rem 0 2rem}figure svg{max-width:100%;height:auto;border:1px solid #eee}\
+figcaption{color:#444;font-size:.95rem;margin-top:.4rem}pre{background:#f7f7f7;padding:.8rem;overflow-x:auto;font-size:.8rem}\
+.note{color:#555}";
+
+pub fn write(inputs: &Inputs, figures: &[Figure], checks: Option<&Outcome>, baseline: Option<&serde_json::Value>) -> String {
+    let s = inputs.summary;
+    let mut o = String::new();
+    let preset = inputs.metadata["preset"].as_str().unwrap_or("paper");
+    let _ = write!(o, "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>credit report</title><style>{STYLE}</style></head><body>\n");
+    let _ = writeln!(o, "<h1>credit report</h1>");
+    let _ = writeln!(
+        o,
+        "<p>{} files, {} rows, {} groups, {} trajectories. Preset <code>{}</code>; methods: {}.</p>",
+        s.files,
+        s.rows,
+        s.groups,
+        s.trajectories,
+        esc(preset),
+        esc(&inputs.advantages.iter().map(|(m, _)| m.as_str()).collect::<Vec<_>>().join(", "))
+    );
+
+    if let Some(c) = checks {
+        let verdict = if c.passed { "<span class=\"pass\">all checks passed</span>" } else { "<span class=\"fail\">checks failed</span>" };
+        let _ = writeln!(o, "<h2 id=\"checks\">Checks</h2><p>{verdict}</p><table><tr><th>rule</th><th>key</th><th>value</th><th>bound</th>");
+        if baseline.is_some() {
+            let _ = write!(o, "<th>baseline</th>");
+        }
+        let _ = writeln!(o, "<th>result</th></tr>");
+        for r in &c.rules {
+            let bound = match (r.min, r.max) {
+                (Some(a), Some(b)) => format!("{a} ≤ x ≤ {b}"),
+                (Some(a), None) => format!("≥ {a}"),
+                (None, Some(b)) => format!("≤ {b}"),
+                (None, None) => String::new(),
+            };
+            let _ = write!(o, "<tr><td>{}</td><td><code>{}</code></td><td>{:.4}</td><td>{}</td>", esc(&r.name), esc(&r.key), r.value, esc(&bound));
+            if baseline.is_some() {
+                let _ = write!(o, "<td>{}</td>", r.baseline.map_or("—".into(), |b| format!("{b:.4}")));
+            }
+            let _ = writeln!(o, "<td class=\"{0}\">{0}</td></tr>", if r.passed { "pass" } else { "fail" });
+        }
+        let _ = writeln!(o, "</table>");
+    }
+
+    let _ = writeln!(o, "<h2 id=\"logs\">What is in the logs</h2><table><tr><th>figure</th><th>value</th>");
+    if baseline.is_some() {
+        let _ = write!(o, "<th>baseline</th>");
+    }
+    let _ = writeln!(o, "</tr>");
+    let headline = crate::headline(s, inputs.comparison);
+    for (label, key) in [
+        ("success rate", "success_rate"),
+        ("invalid-action rate", "invalid_action_rate"),
+        ("steps in singleton step groups", "singleton_step_share"),
+        ("singleton step groups (of clusters)", "singleton_cluster_share"),
+        ("degenerate groups (all-success or all-fail)", "degenerate_group_share"),
+        ("steps in degenerate groups", "degenerate_step_share"),
+        ("progress steps in failed trajectories (graph)", "graph_progress_share_in_failures"),
+        ("non-progress steps in successful trajectories (graph)", "graph_non_progress_share_in_successes"),
+    ] {
+        let _ = write!(o, "<tr><td>{label}</td><td>{}</td>", pct(headline[key].as_f64().unwrap_or(0.0)));
+        if let Some(b) = baseline {
+            let _ = write!(o, "<td>{}</td>", b["headline"][key].as_f64().map_or("—".into(), pct));
+        }
+        let _ = writeln!(o, "</tr>");
+    }
+    let _ = writeln!(o, "</table>");
+    let r = &s.rollouts_per_group;
+    let _ = writeln!(
+        o,
+        "<p>Rollouts per group: {} to {} (mean {:.1}); {} group(s) with a single rollout. Trajectory length: {:.1} steps for successes, {:.1} for failures. {} padding duplicate row(s) dropped.</p>",
+        r.min, r.max, r.mean, r.single_rollout_groups, s.length.success.mean, s.length.failure.mean, s.padding_duplicates
+    );
+    if !s.diagnostics.is_empty() {
+        let _ = writeln!(o, "<h3>Worth a look</h3><ul>");
+        for d in &s.diagnostics {
+            let _ = writeln!(o, "<li>{}</li>", esc(d));
+        }
+        let _ = writeln!(o, "</ul>");
+    }
+
+    if let Some(c) = inputs.comparison {
+        let _ = writeln!(o, "<h2 id=\"compare\">How the methods credit the same steps</h2>");
+        let _ = writeln!(o, "<table><tr><th>method</th><th>mean</th><th>std</th><th>median</th><th>zero</th><th>positive</th><th>invalid credited +</th><th>… in successes</th></tr>");
+        for m in &c.methods {
+            let d = &c.distributions[m];
+            let i = &c.invalid_credit[m];
+            let _ = writeln!(
+                o,
+                "<tr><td>{}</td><td>{:.3}</td><td>{:.3}</td><td>{:.3}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                esc(m),
+                d.mean,
+                d.std,
+                d.median,
+                pct(d.share_zero),
+                pct(d.share_positive),
+                pct(i.invalid_positive_share),
+                pct(i.invalid_positive_share_in_success)
+            );
+        }
+        let _ = writeln!(o, "</table>");
+        if !c.pairwise.is_empty() {
+            let _ = writeln!(o, "<table><tr><th>pair</th><th>Spearman ρ</th><th>Kendall τ-b</th><th>same sign</th></tr>");
+            let f = |x: Option<f64>| x.map_or("—".into(), |v| format!("{v:.3}"));
+            for p in &c.pairwise {
+                let _ = writeln!(
+                    o,
+                    "<tr><td>{} vs {}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                    esc(&p.a),
+                    esc(&p.b),
+                    f(p.spearman),
+                    f(p.kendall_tau_b),
+                    pct(p.sign_agreement)
+                );
+            }
+            let _ = writeln!(o, "</table>");
+        }
+    }
+
+    let _ = writeln!(o, "<h2 id=\"figures\">Figures</h2>");
+    for fig in figures {
+        let _ = writeln!(o, "<figure id=\"fig-{}\"><h3>{}</h3>\n{}\n<figcaption>{}</figcaption></figure>", fig.id, esc(&fig.title), fig.svg, esc(&fig.caption));
+    }
+    let params = serde_json::to_string_pretty(&inputs.metadata).unwrap_or_default();
+    let _ = writeln!(o, "<h2 id=\"parameters\">Preset and parameters</h2><pre>{}</pre>", esc(&params));
+    let _ = writeln!(o, "<p class=\"note\">Generated by credit {}.</p></body></html>", env!("CARGO_PKG_VERSION"));
+    o
+}

@@ -1,0 +1,369 @@
+//! The report's figures, drawn with plotters into SVG (inlined in HTML) and PNG (beside the
+//! Markdown). Text uses the embedded DejaVu Sans font, registered once, so rendering needs no
+//! system fonts.
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use std::path::Path;
+use std::sync::Once;
+
+pub type PlotResult = Result<(), String>;
+
+/// One figure of the report.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct Figure {
+    /// File stem: `figures/<id>.png`, `.svg`.
+    pub id: String,
+    pub title: String,
+    /// What the figure shows, in plain language.
+    pub caption: String,
+    #[serde(skip)]
+    pub svg: String,
+}
+
+/// A figure's drawing, for any backend.
+pub trait Plot {
+    fn size(&self) -> (u32, u32);
+    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> PlotResult;
+}
+
+const FONT: &str = "sans-serif";
+
+/// Registers the embedded DejaVu Sans as the `sans-serif` family (CI machines have no fonts).
+pub fn register_fonts() {
+    static ONCE: Once = Once::new();
+    ONCE.call_once(|| {
+        let _ = plotters::style::register_font(FONT, FontStyle::Normal, dejavu::sans::regular());
+        let _ = plotters::style::register_font(FONT, FontStyle::Bold, dejavu::sans::bold());
+    });
+}
+
+fn err<E: std::fmt::Display>(e: E) -> String {
+    e.to_string()
+}
+
+/// Draws `plot` as an SVG string and, when `png` is given, a PNG file there.
+pub fn render(plot: &impl Plot, png: Option<&Path>) -> Result<String, String> {
+    register_fonts();
+    let size = plot.size();
+    let mut svg = String::new();
+    {
+        let root = SVGBackend::with_string(&mut svg, size).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        plot.draw(&root)?;
+        root.present().map_err(err)?;
+    }
+    if let Some(path) = png {
+        let root = BitMapBackend::new(path, size).into_drawing_area();
+        root.fill(&WHITE).map_err(err)?;
+        plot.draw(&root)?;
+        root.present().map_err(err)?;
+    }
+    Ok(svg)
+}
+
+/// A qualitative palette (Tableau 10), one colour per method or series.
+pub fn palette(i: usize) -> RGBColor {
+    const P: [(u8, u8, u8); 10] = [
+        (31, 119, 180), (255, 127, 14), (44, 160, 44), (214, 39, 40), (148, 103, 189),
+        (140, 86, 75), (227, 119, 194), (127, 127, 127), (188, 189, 34), (23, 190, 207),
+    ];
+    let (r, g, b) = P[i % P.len()];
+    RGBColor(r, g, b)
+}
+
+/// Blue (−1) through light grey (0) to red (+1).
+pub fn diverging(t: f64) -> RGBColor {
+    let t = if t.is_finite() { t.clamp(-1.0, 1.0) } else { 0.0 };
+    let mid = [236.0, 236.0, 236.0];
+    let end = if t < 0.0 { [33.0, 102.0, 172.0] } else { [178.0, 24.0, 43.0] };
+    let a = t.abs();
+    let c: Vec<u8> = (0..3).map(|i| (mid[i] * (1.0 - a) + end[i] * a).round() as u8).collect();
+    RGBColor(c[0], c[1], c[2])
+}
+
+fn padded(lo: f64, hi: f64) -> (f64, f64) {
+    if !(lo.is_finite() && hi.is_finite()) {
+        return (0.0, 1.0);
+    }
+    if hi - lo < 1e-12 {
+        return (lo - 0.5, hi + 0.5);
+    }
+    let pad = 0.05 * (hi - lo);
+    (lo - pad, hi + pad)
+}
+
+/// Histograms of several series sharing one x axis, one panel each (small multiples).
+pub struct SmallHistograms {
+    pub series: Vec<(String, Vec<f64>)>,
+    pub x_desc: String,
+    pub bins: usize,
+}
+
+impl Plot for SmallHistograms {
+    fn size(&self) -> (u32, u32) {
+        (900, 60 + 170 * self.series.len().max(1) as u32)
+    }
+
+    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> PlotResult {
+        // Shared range: the 1st–99th percentile over every series, so outliers do not squash the rest.
+        let mut all: Vec<f64> = self.series.iter().flat_map(|(_, v)| v.iter().copied()).filter(|x| x.is_finite()).collect();
+        all.sort_by(f64::total_cmp);
+        let q = |p: f64| all.get(((all.len().saturating_sub(1)) as f64 * p) as usize).copied().unwrap_or(0.0);
+        let (lo, hi) = padded(q(0.01), q(0.99));
+        let width = (hi - lo) / self.bins as f64;
+        let panels = area.split_evenly((self.series.len().max(1), 1));
+        for (k, ((name, values), panel)) in self.series.iter().zip(&panels).enumerate() {
+            let mut counts = vec![0usize; self.bins];
+            for &x in values {
+                let b = (((x - lo) / width).floor().max(0.0) as usize).min(self.bins - 1);
+                counts[b] += 1;
+            }
+            let total = values.len().max(1) as f64;
+            let top = counts.iter().map(|&c| c as f64 / total).fold(0.0, f64::max).max(1e-9) * 1.1;
+            let mut chart = ChartBuilder::on(panel)
+                .caption(format!("{name}  (n = {}, outside the range are counted at its ends)", values.len()), (FONT, 16))
+                .margin(8)
+                .x_label_area_size(30)
+                .y_label_area_size(60)
+                .build_cartesian_2d(lo..hi, 0.0..top)
+                .map_err(err)?;
+            chart
+                .configure_mesh()
+                .x_desc(if k + 1 == self.series.len() { self.x_desc.as_str() } else { "" })
+                .y_desc("share of steps")
+                .label_style((FONT, 12))
+                .draw()
+                .map_err(err)?;
+            let colour = palette(k);
+            chart
+                .draw_series(counts.iter().enumerate().map(|(b, &c)| {
+                    let x0 = lo + b as f64 * width;
+                    Rectangle::new([(x0, 0.0), (x0 + width, c as f64 / total)], colour.mix(0.75).filled())
+                }))
+                .map_err(err)?;
+        }
+        Ok(())
+    }
+}
+
+/// Method-vs-method scatter plots, one panel per pair, with the rank correlation in each title.
+pub struct PairScatter {
+    /// (a, b, values of a, values of b, Spearman ρ)
+    pub pairs: Vec<(String, String, Vec<f64>, Vec<f64>, Option<f64>)>,
+}
+
+impl Plot for PairScatter {
+    fn size(&self) -> (u32, u32) {
+        let n = self.pairs.len().max(1) as u32;
+        let cols = n.min(3);
+        (340 * cols + 20, 330 * n.div_ceil(cols))
+    }
+
+    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> PlotResult {
+        let n = self.pairs.len().max(1);
+        let cols = n.min(3);
+        let panels = area.split_evenly((n.div_ceil(cols), cols));
+        for ((a, b, xs, ys, rho), panel) in self.pairs.iter().zip(&panels) {
+            let range = |v: &[f64]| padded(v.iter().copied().fold(f64::INFINITY, f64::min), v.iter().copied().fold(f64::NEG_INFINITY, f64::max));
+            let (x0, x1) = range(xs);
+            let (y0, y1) = range(ys);
+            let title = match rho {
+                Some(r) => format!("{a} vs {b}: Spearman ρ = {r:.3}"),
+                None => format!("{a} vs {b}: ρ undefined (constant)"),
+            };
+            let mut chart = ChartBuilder::on(panel)
+                .caption(title, (FONT, 15))
+                .margin(10)
+                .x_label_area_size(35)
+                .y_label_area_size(50)
+                .build_cartesian_2d(x0..x1, y0..y1)
+                .map_err(err)?;
+            chart.configure_mesh().x_desc(format!("adv_{a}")).y_desc(format!("adv_{b}")).label_style((FONT, 11)).draw().map_err(err)?;
+            // At most ~4000 points, evenly strided, so large logs stay readable and small files small.
+            let stride = xs.len().div_ceil(4000).max(1);
+            chart
+                .draw_series(xs.iter().zip(ys).step_by(stride).map(|(&x, &y)| Circle::new((x, y), 2, palette(0).mix(0.35).filled())))
+                .map_err(err)?;
+        }
+        Ok(())
+    }
+}
+
+/// Lines over a shared x, one panel per group of lines (e.g. per method: success and failure).
+pub struct LinePanels {
+    /// (panel title, [(series name, colour index, points)])
+    pub panels: Vec<(String, Vec<(String, usize, Vec<(f64, f64)>)>)>,
+    pub x_desc: String,
+    pub y_desc: String,
+    pub columns: usize,
+    /// Fixed y range, else from the data.
+    pub y_range: Option<(f64, f64)>,
+}
+
+impl Plot for LinePanels {
+    fn size(&self) -> (u32, u32) {
+        let cols = self.columns.max(1) as u32;
+        let rows = (self.panels.len().max(1) as u32).div_ceil(cols);
+        (460 * cols, 300 * rows)
+    }
+
+    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> PlotResult {
+        let cols = self.columns.max(1);
+        let cells = area.split_evenly((self.panels.len().max(1).div_ceil(cols), cols));
+        for ((title, lines), cell) in self.panels.iter().zip(&cells) {
+            let points = || lines.iter().flat_map(|(_, _, p)| p.iter());
+            let (x0, x1) = padded(points().map(|p| p.0).fold(f64::INFINITY, f64::min), points().map(|p| p.0).fold(f64::NEG_INFINITY, f64::max));
+            let (y0, y1) = self
+                .y_range
+                .unwrap_or_else(|| padded(points().map(|p| p.1).fold(f64::INFINITY, f64::min), points().map(|p| p.1).fold(f64::NEG_INFINITY, f64::max)));
+            let mut chart = ChartBuilder::on(cell)
+                .caption(title, (FONT, 15))
+                .margin(10)
+                .x_label_area_size(35)
+                .y_label_area_size(55)
+                .build_cartesian_2d(x0..x1, y0..y1)
+                .map_err(err)?;
+            chart.configure_mesh().x_desc(self.x_desc.as_str()).y_desc(self.y_desc.as_str()).label_style((FONT, 11)).draw().map_err(err)?;
+            for (name, colour, pts) in lines {
+                let c = palette(*colour);
+                chart
+                    .draw_series(LineSeries::new(pts.iter().copied(), c.stroke_width(2)))
+                    .map_err(err)?
+                    .label(name.as_str())
+                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2)));
+                chart.draw_series(pts.iter().map(|&p| Circle::new(p, 2, c.filled()))).map_err(err)?;
+            }
+            chart
+                .configure_series_labels()
+                .position(SeriesLabelPosition::UpperRight)
+                .background_style(WHITE.mix(0.85))
+                .border_style(BLACK.mix(0.4))
+                .label_font((FONT, 12))
+                .draw()
+                .map_err(err)?;
+        }
+        Ok(())
+    }
+}
+
+/// Horizontal bars per category, in one or more panels (e.g. success per task, per iteration), or
+/// stacked shares when a category has several values.
+pub struct BarPanels {
+    /// (panel title, x axis description, [(category, [values])], series names for stacks)
+    pub panels: Vec<(String, String, Vec<(String, Vec<f64>)>, Vec<String>)>,
+    /// Upper end of the value axis (e.g. 1 for rates, 100 for %), else from the data.
+    pub x_max: Option<f64>,
+}
+
+impl Plot for BarPanels {
+    fn size(&self) -> (u32, u32) {
+        let rows: usize = self.panels.iter().map(|p| p.2.len().max(1)).sum();
+        (900, 90 * self.panels.len().max(1) as u32 + 26 * rows as u32 + 40)
+    }
+
+    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> PlotResult {
+        let heights: Vec<u32> = self.panels.iter().map(|p| 90 + 26 * p.2.len().max(1) as u32).collect();
+        let mut rest = area.clone();
+        for ((title, x_desc, rows, stack_names), h) in self.panels.iter().zip(&heights) {
+            let (panel, below) = rest.split_vertically(*h);
+            rest = below;
+            let n = rows.len().max(1) as u32;
+            let x_max = self.x_max.unwrap_or_else(|| rows.iter().map(|(_, v)| v.iter().sum::<f64>()).fold(0.0, f64::max).max(1e-9) * 1.1);
+            let labels: Vec<String> = rows.iter().map(|(k, _)| k.chars().take(28).collect()).collect();
+            let mut chart = ChartBuilder::on(&panel)
+                .caption(title, (FONT, 15))
+                .margin(8)
+                .x_label_area_size(35)
+                .y_label_area_size(190)
+                .build_cartesian_2d(0.0..x_max, (0..n).into_segmented())
+                .map_err(err)?;
+            chart
+                .configure_mesh()
+                .disable_y_mesh()
+                .x_desc(x_desc.as_str())
+                .y_labels(n as usize)
+                .y_label_formatter(&|v| match v {
+                    SegmentValue::CenterOf(i) => labels.get(*i as usize).cloned().unwrap_or_default(),
+                    _ => String::new(),
+                })
+                .label_style((FONT, 12))
+                .draw()
+                .map_err(err)?;
+            for s in 0..stack_names.len().max(1) {
+                let colour = palette(s);
+                let series = chart
+                    .draw_series(rows.iter().enumerate().map(|(i, (_, values))| {
+                        let base: f64 = values.iter().take(s).sum();
+                        let v = values.get(s).copied().unwrap_or(0.0);
+                        let mut bar = Rectangle::new(
+                            [(base, SegmentValue::Exact(i as u32)), (base + v, SegmentValue::Exact(i as u32 + 1))],
+                            colour.mix(0.8).filled(),
+                        );
+                        bar.set_margin(4, 4, 0, 0);
+                        bar
+                    }))
+                    .map_err(err)?;
+                if let Some(name) = stack_names.get(s) {
+                    series.label(name.as_str()).legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], colour.mix(0.8).filled()));
+                }
+            }
+            if !stack_names.is_empty() {
+                chart
+                    .configure_series_labels()
+                    .position(SeriesLabelPosition::LowerRight)
+                    .background_style(WHITE.mix(0.9))
+                    .border_style(BLACK.mix(0.4))
+                    .label_font((FONT, 12))
+                    .draw()
+                    .map_err(err)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A table of coloured cells: rows × columns of values on a diverging scale, each annotated.
+pub struct HeatTable {
+    pub title: String,
+    pub rows: Vec<String>,
+    pub columns: Vec<String>,
+    /// values[row][column]; `None` for an empty cell.
+    pub values: Vec<Vec<Option<f64>>>,
+    /// A second line per cell (e.g. counts).
+    pub notes: Vec<Vec<String>>,
+}
+
+impl Plot for HeatTable {
+    fn size(&self) -> (u32, u32) {
+        (200 + 170 * self.columns.len() as u32, 120 + 56 * self.rows.len() as u32)
+    }
+
+    fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> PlotResult {
+        let title = TextStyle::from((FONT, 17).into_font()).color(&BLACK);
+        let label = TextStyle::from((FONT, 13).into_font()).color(&BLACK);
+        area.draw(&Text::new(self.title.as_str(), (16, 12), title)).map_err(err)?;
+        let (x0, y0, cw, ch) = (180i32, 80i32, 170i32, 56i32);
+        for (j, c) in self.columns.iter().enumerate() {
+            area.draw(&Text::new(c.as_str(), (x0 + j as i32 * cw + 8, y0 - 24), label.clone())).map_err(err)?;
+        }
+        // Each row is scaled by its own largest |value|: methods differ in scale by orders of magnitude.
+        for (i, r) in self.rows.iter().enumerate() {
+            let y = y0 + i as i32 * ch;
+            area.draw(&Text::new(r.as_str(), (16, y + ch / 2 - 8), label.clone())).map_err(err)?;
+            let scale = self.values[i].iter().flatten().map(|v| v.abs()).fold(0.0, f64::max).max(1e-12);
+            for (j, v) in self.values[i].iter().enumerate() {
+                let x = x0 + j as i32 * cw;
+                let fill = v.map_or(RGBColor(250, 250, 250), |v| diverging(v / scale));
+                area.draw(&Rectangle::new([(x, y), (x + cw - 4, y + ch - 4)], fill.filled())).map_err(err)?;
+                let text = v.map_or("—".to_string(), |v| format!("{v:+.3}"));
+                let dark = v.is_some_and(|v| (v / scale).abs() > 0.6);
+                let colour = if dark { WHITE } else { BLACK };
+                area.draw(&Text::new(text, (x + 10, y + 8), TextStyle::from((FONT, 15).into_font()).color(&colour))).map_err(err)?;
+                let note = self.notes.get(i).and_then(|n| n.get(j)).cloned().unwrap_or_default();
+                area.draw(&Text::new(note, (x + 10, y + 30), TextStyle::from((FONT, 11).into_font()).color(&colour))).map_err(err)?;
+            }
+        }
+        Ok(())
+    }
+}

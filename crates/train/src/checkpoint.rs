@@ -1,0 +1,228 @@
+//! Checkpoints in the Hugging Face layout, plus what a run needs to resume.
+//!
+//! `OUT/` holds `config.json` (the source's, with `torch_dtype` set to `float32`, the dtype of the
+//! saved weights), `model.safetensors` (every parameter under its Hugging Face name; a tied LM head
+//! is not stored twice), the tokenizer files copied from the source, `optimizer.safetensors`
+//! (AdamW moments `m.*`/`v.*` and the initial model's action-token log-probs `init_logprobs`),
+//! `trainer_state.json` and `metrics.jsonl`. So `OUT/` loads wherever the source model did.
+//!
+//! Every file is written to a temporary name in `OUT/` and renamed. Both safetensors files carry
+//! the step in their metadata and `trainer_state.json` is written last, so a run interrupted
+//! while saving leaves either the previous checkpoint or one that resuming reports as incomplete.
+
+use crate::error::{Error, Result};
+use crate::model::Model;
+use crate::optim::AdamW;
+use crate::train::TrainConfig;
+use crate::Sample;
+use candle_core::{Device, Tensor};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+
+pub const TRAINER_STATE: &str = "trainer_state.json";
+pub const OPTIMIZER: &str = "optimizer.safetensors";
+pub const METRICS: &str = "metrics.jsonl";
+/// The initial model's log-prob of every action token, in sample order (in `optimizer.safetensors`).
+pub const INIT_LOGPROBS: &str = "init_logprobs";
+/// Files copied from the source model when present, so the checkpoint is a complete model folder.
+const COPIED: &[&str] = &[
+    crate::load::TOKENIZER,
+    crate::load::TOKENIZER_CONFIG,
+    "special_tokens_map.json",
+    "generation_config.json",
+    "vocab.json",
+    "merges.txt",
+    "chat_template.jinja",
+];
+const STEP_KEY: &str = "credit_train_step";
+
+/// What `trainer_state.json` records.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TrainerState {
+    /// Optimizer steps completed.
+    pub step: u64,
+    pub config: TrainConfig,
+    /// The model the run started from.
+    pub source_model: PathBuf,
+    /// Identifies the training samples, so a resume on other data is refused.
+    pub samples: Fingerprint,
+    pub credit_train_version: String,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Fingerprint {
+    pub count: usize,
+    pub action_tokens: usize,
+    /// FNV-1a over every sample's ids, action start, advantage and logged log-probs.
+    pub hash: String,
+}
+
+impl Fingerprint {
+    pub fn of(samples: &[Sample]) -> Self {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        let mut eat = |bytes: &[u8]| {
+            for &b in bytes {
+                h = (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3);
+            }
+        };
+        for s in samples {
+            for id in &s.input_ids {
+                eat(&id.to_le_bytes());
+            }
+            eat(&(s.action_start as u64).to_le_bytes());
+            eat(&s.advantage.to_bits().to_le_bytes());
+            eat(&s.old_logprob.map_or(u32::MAX, f32::to_bits).to_le_bytes());
+            for lp in s.old_token_logprobs.iter().flatten() {
+                eat(&lp.to_bits().to_le_bytes());
+            }
+        }
+        Fingerprint { count: samples.len(), action_tokens: samples.iter().map(Sample::action_len).sum(), hash: format!("{h:016x}") }
+    }
+}
+
+/// Writes `path` through a temporary file in the same folder, renamed into place on success.
+pub fn write_atomic(path: &Path, write: impl FnOnce(&mut std::fs::File) -> Result<()>) -> Result<()> {
+    let tmp = temp_name(path);
+    let mut file = std::fs::File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
+    let written = write(&mut file).and_then(|()| file.sync_all().map_err(|e| Error::io(&tmp, e)));
+    drop(file);
+    match written {
+        Ok(()) => std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e)),
+        Err(e) => {
+            // Best effort: the error being returned matters more than a leftover temp file.
+            let _ = std::fs::remove_file(&tmp);
+            Err(e)
+        }
+    }
+}
+
+fn temp_name(path: &Path) -> PathBuf {
+    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    path.with_file_name(format!(".{name}.tmp-{}", std::process::id()))
+}
+
+fn write_safetensors(path: &Path, tensors: Vec<(String, Tensor)>, step: u64) -> Result<()> {
+    let metadata = HashMap::from([("format".to_string(), "pt".to_string()), (STEP_KEY.to_string(), step.to_string())]);
+    let tmp = temp_name(path);
+    safetensors::serialize_to_file(tensors, Some(metadata), &tmp).map_err(|e| Error::Checkpoint { path: path.to_path_buf(), message: format!("writing: {e}") })?;
+    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+}
+
+/// The tensors of a safetensors file written by [`save`], on the CPU, and the step it records.
+pub fn read_stamped(path: &Path) -> Result<(HashMap<String, Tensor>, Option<u64>)> {
+    let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+    let bad = |message: String| Error::Checkpoint { path: path.to_path_buf(), message };
+    let (_, header) = safetensors::SafeTensors::read_metadata(&bytes).map_err(|e| bad(format!("not a safetensors file: {e}")))?;
+    let step = header.metadata().as_ref().and_then(|m| m.get(STEP_KEY)).and_then(|s| s.parse().ok());
+    let tensors = candle_core::safetensors::load_buffer(&bytes, &Device::Cpu).map_err(|e| bad(format!("not a safetensors file: {e}")))?;
+    Ok((tensors, step))
+}
+
+pub fn read_state(dir: &Path) -> Result<Option<TrainerState>> {
+    let path = dir.join(TRAINER_STATE);
+    if !path.is_file() {
+        return Ok(None);
+    }
+    let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+    serde_json::from_str(&text).map(Some).map_err(|e| Error::Json { path, line: 0, message: e.to_string() })
+}
+
+/// Everything a checkpoint holds besides the model.
+pub struct Saved<'a> {
+    pub state: &'a TrainerState,
+    /// `config.json` of the source model, as written.
+    pub config_json: &'a serde_json::Value,
+    pub optimizer: &'a AdamW,
+    pub init_logprobs: Option<&'a [f32]>,
+}
+
+/// Writes the checkpoint of `model` at `saved.state.step` into `dir`.
+pub fn save(dir: &Path, model: &Model, saved: &Saved) -> Result<()> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    let step = saved.state.step;
+    let mut config = saved.config_json.clone();
+    config["torch_dtype"] = serde_json::Value::String("float32".into());
+    write_json(&dir.join(crate::load::CONFIG), &config)?;
+    let source = &saved.state.source_model;
+    if source.canonicalize().ok() != dir.canonicalize().ok() {
+        for name in COPIED {
+            let from = source.join(name);
+            if from.is_file() {
+                let bytes = std::fs::read(&from).map_err(|e| Error::io(&from, e))?;
+                let to = dir.join(name);
+                write_atomic(&to, |f| std::io::Write::write_all(f, &bytes).map_err(|e| Error::io(&to, e)))?;
+            }
+        }
+    }
+    let weights = model.params().iter().map(|(n, v)| (n.clone(), v.as_tensor().clone())).collect();
+    write_safetensors(&dir.join(crate::load::WEIGHTS), weights, step)?;
+    let mut optimizer = saved.optimizer.state();
+    if let Some(lp) = saved.init_logprobs {
+        let t = Tensor::from_slice(lp, lp.len(), &Device::Cpu).map_err(|e| Error::candle("saving init_logprobs", e))?;
+        optimizer.push((INIT_LOGPROBS.to_string(), t));
+    }
+    write_safetensors(&dir.join(OPTIMIZER), optimizer, step)?;
+    write_json(&dir.join(TRAINER_STATE), &saved.state)
+}
+
+fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
+    let text = serde_json::to_string_pretty(value).map_err(|e| Error::Json { path: path.to_path_buf(), line: 0, message: e.to_string() })?;
+    write_atomic(path, |f| std::io::Write::write_all(f, format!("{text}\n").as_bytes()).map_err(|e| Error::io(path, e)))
+}
+
+/// Checks that a safetensors file of the checkpoint was written at the state's step.
+pub fn check_step(path: &Path, found: Option<u64>, state: &TrainerState) -> Result<()> {
+    if found == Some(state.step) {
+        return Ok(());
+    }
+    Err(Error::Checkpoint {
+        path: path.to_path_buf(),
+        message: format!(
+            "written at step {}, {TRAINER_STATE} says step {}: the checkpoint is incomplete (interrupted while saving?); start again without --resume or restore the folder",
+            found.map_or("?".into(), |s| s.to_string()),
+            state.step
+        ),
+    })
+}
+
+/// Drops metric lines past `step` (logged after the checkpoint, before an interruption), so a
+/// resumed run's metrics read as one run.
+pub fn truncate_metrics(path: &Path, step: u64) -> Result<()> {
+    if !path.is_file() {
+        return Ok(());
+    }
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    let kept: String = text
+        .lines()
+        .filter(|l| serde_json::from_str::<serde_json::Value>(l).ok().and_then(|v| v.get("step")?.as_u64()).is_some_and(|s| s <= step))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    write_atomic(path, |f| std::io::Write::write_all(f, kept.as_bytes()).map_err(|e| Error::io(path, e)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fingerprint_changes_with_any_field() {
+        let s = Sample { input_ids: vec![1, 2, 3], action_start: 2, advantage: 1.0, old_logprob: None, old_token_logprobs: None };
+        let base = Fingerprint::of(std::slice::from_ref(&s));
+        assert_eq!((base.count, base.action_tokens), (1, 1));
+        for edit in [|s: &mut Sample| s.advantage = -1.0, |s: &mut Sample| s.action_start = 1, |s: &mut Sample| s.old_logprob = Some(-1.0)] {
+            let mut t = s.clone();
+            edit(&mut t);
+            assert_ne!(Fingerprint::of(&[t]).hash, base.hash);
+        }
+    }
+
+    #[test]
+    fn metrics_past_the_checkpoint_are_dropped() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join(METRICS);
+        std::fs::write(&path, "{\"step\":1}\n{\"step\":2}\n{\"step\":3}\n").unwrap();
+        truncate_metrics(&path, 2).unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "{\"step\":1}\n{\"step\":2}\n");
+    }
+}

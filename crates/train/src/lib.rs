@@ -1,0 +1,93 @@
+//! credit-train: fine-tune a causal LM on logged agent rollouts with any method's advantages.
+//!
+//! The policy-gradient update a group-based RL trainer (verl, verl-agent) runs, in
+//! [candle](https://github.com/huggingface/candle): on the CPU by default, on a GPU with the
+//! `cuda` feature. This crate knows nothing about rollout logs or estimators; it takes prepared
+//! [`Sample`]s (prompt + action token ids, the step's advantage, optionally the logged log-prob)
+//! from the `credit` binary or from a hand-off JSONL file ([`data::read_handoff`]).
+//!
+//! - [`model`]: a Qwen2/Llama-family decoder written from differentiable candle-nn parts, under
+//!   Hugging Face parameter names, so real weights load unchanged and every parameter trains.
+//! - [`load`]: `config.json`, single or sharded `*.safetensors`, `tokenizer.json` and the chat
+//!   markup of `tokenizer_config.json`.
+//! - [`objective`]: the clipped PPO surrogate, the low-variance KL estimator, token-level mean.
+//! - [`optim`]: AdamW with global-norm clipping and linear warm-up, whose state is checkpointed.
+//! - [`checkpoint`]: the Hugging Face layout written atomically, plus the state to resume.
+//! - [`train`]: the loop (micro-batches, gradient accumulation, metrics JSONL, progress events).
+//! - [`random`]: random-weight model directories for tests, benchmarks and smoke runs.
+//!
+//! # Example
+//!
+//! ```no_run
+//! use credit_train::{train, DeviceKind, RunOptions, TrainConfig};
+//! let (config, samples) = credit_train::data::read_handoff("samples.jsonl".as_ref())?;
+//! let run = RunOptions {
+//!     model_dir: "Qwen2.5-0.5B-Instruct".into(),
+//!     out_dir: "ckpt".into(),
+//!     device: DeviceKind::Cpu,
+//!     resume: false,
+//! };
+//! let summary = train::train(&run, &config, &samples, &mut |_event| {})?;
+//! println!("{} steps, final loss {:?}", summary.steps, summary.last.map(|m| m.loss));
+//! # Ok::<(), credit_train::Error>(())
+//! ```
+
+pub mod checkpoint;
+pub mod data;
+mod error;
+pub mod load;
+pub mod model;
+pub mod objective;
+pub mod optim;
+pub mod random;
+pub mod train;
+
+pub use data::Sample;
+pub use error::{Error, Result};
+pub use candle_core::DType;
+pub use model::{Config, Model};
+pub use train::{RunOptions, TrainConfig};
+
+use candle_core::Device;
+
+/// Where the model runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum DeviceKind {
+    Cpu,
+    /// The first CUDA GPU; needs a build with `--features cuda`.
+    Cuda,
+}
+
+impl DeviceKind {
+    /// The candle device; a CUDA request in a build without the `cuda` feature says how to get one.
+    pub fn device(self) -> Result<Device> {
+        match self {
+            DeviceKind::Cpu => Ok(Device::Cpu),
+            DeviceKind::Cuda if !cfg!(feature = "cuda") => Err(Error::Params(
+                "`--device cuda`: this build has no CUDA support; rebuild with `cargo build --release --features cuda` (needs the CUDA toolkit)".into(),
+            )),
+            DeviceKind::Cuda => Device::new_cuda(0).map_err(|e| Error::candle("opening CUDA device 0", e)),
+        }
+    }
+
+    /// The dtype of the forward and backward passes: bf16 on a GPU (the master weights and the
+    /// optimizer state stay f32), f32 on the CPU, where bf16 matmuls are slower, not faster.
+    pub fn compute_dtype(self) -> DType {
+        match self {
+            DeviceKind::Cpu => DType::F32,
+            DeviceKind::Cuda => DType::BF16,
+        }
+    }
+}
+
+impl std::str::FromStr for DeviceKind {
+    type Err = Error;
+    fn from_str(s: &str) -> Result<Self> {
+        match s {
+            "cpu" => Ok(DeviceKind::Cpu),
+            "cuda" | "gpu" => Ok(DeviceKind::Cuda),
+            other => Err(Error::Params(format!("`--device {other}`: expected `cpu` or `cuda`"))),
+        }
+    }
+}

@@ -1,0 +1,217 @@
+//! Reading a Hugging Face model directory as users have it: `config.json`, the weights as one
+//! `model.safetensors` or shards listed in `model.safetensors.index.json`, `tokenizer.json`, and
+//! the chat markup that `tokenizer_config.json`'s `chat_template` uses.
+
+use crate::error::{Error, Result};
+use crate::model::{Config, HfConfig, Model};
+use crate::DeviceKind;
+use candle_core::{Device, Tensor};
+use std::collections::{BTreeSet, HashMap};
+use std::path::{Path, PathBuf};
+
+pub const CONFIG: &str = "config.json";
+pub const WEIGHTS: &str = "model.safetensors";
+pub const WEIGHTS_INDEX: &str = "model.safetensors.index.json";
+pub const TOKENIZER: &str = "tokenizer.json";
+pub const TOKENIZER_CONFIG: &str = "tokenizer_config.json";
+
+fn read_json(path: &Path) -> Result<serde_json::Value> {
+    let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
+    serde_json::from_str(&text).map_err(|e| Error::Json { path: path.to_path_buf(), line: 0, message: e.to_string() })
+}
+
+/// `config.json` as written (kept to copy into checkpoints) and the [`Config`] it describes.
+pub fn read_config(dir: &Path) -> Result<(serde_json::Value, Config)> {
+    let path = dir.join(CONFIG);
+    if !path.is_file() {
+        return Err(Error::Model { path: dir.to_path_buf(), message: format!("no {CONFIG}: expected a Hugging Face model directory") });
+    }
+    let raw = read_json(&path)?;
+    let hf: HfConfig = serde_json::from_value(raw.clone()).map_err(|e| Error::Json { path: path.clone(), line: 0, message: e.to_string() })?;
+    Ok((raw, hf.into_config(&path)?))
+}
+
+/// The weight files: the shards named by the index, else `model.safetensors`, else every
+/// `*.safetensors` in the directory (sorted).
+pub fn weight_files(dir: &Path) -> Result<Vec<PathBuf>> {
+    let index = dir.join(WEIGHTS_INDEX);
+    if index.is_file() {
+        let raw = read_json(&index)?;
+        let map = raw.get("weight_map").and_then(|m| m.as_object()).ok_or_else(|| Error::Json {
+            path: index.clone(),
+            line: 0,
+            message: "no `weight_map` object (expected {\"weight_map\": {\"tensor\": \"shard.safetensors\", …}})".into(),
+        })?;
+        let mut shards = BTreeSet::new();
+        for (tensor, file) in map {
+            let file = file.as_str().ok_or_else(|| Error::Json { path: index.clone(), line: 0, message: format!("weight_map[`{tensor}`] is not a file name") })?;
+            shards.insert(file.to_string());
+        }
+        return Ok(shards.into_iter().map(|f| dir.join(f)).collect());
+    }
+    let single = dir.join(WEIGHTS);
+    if single.is_file() {
+        return Ok(vec![single]);
+    }
+    let entries = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
+    let mut files: Vec<PathBuf> =
+        entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "safetensors")).collect();
+    files.sort();
+    if files.is_empty() {
+        return Err(Error::Model { path: dir.to_path_buf(), message: format!("no weights: expected {WEIGHTS}, or shards listed in {WEIGHTS_INDEX}") });
+    }
+    Ok(files)
+}
+
+/// Every tensor of the weight files, on the CPU, in its stored dtype.
+pub fn read_tensors(files: &[PathBuf]) -> Result<HashMap<String, Tensor>> {
+    let mut out = HashMap::new();
+    for path in files {
+        let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
+        let tensors = candle_core::safetensors::load_buffer(&bytes, &Device::Cpu)
+            .map_err(|e| Error::Model { path: path.clone(), message: format!("not a readable safetensors file: {e}") })?;
+        out.extend(tensors);
+    }
+    Ok(out)
+}
+
+/// Loads the model of a Hugging Face directory (or a checkpoint written by this crate).
+pub fn load_model(dir: &Path, device: DeviceKind) -> Result<Model> {
+    let (_, config) = read_config(dir)?;
+    let files = weight_files(dir)?;
+    let tensors = read_tensors(&files)?;
+    Model::from_tensors(config, tensors, &device.device()?, device.compute_dtype(), dir)
+}
+
+/// The conversation markup the model was tuned with, read from `chat_template`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ChatFormat {
+    /// `<|im_start|>role\n…<|im_end|>` (Qwen and other ChatML models).
+    ChatMl,
+    /// `<|start_header_id|>role<|end_header_id|>\n\n…<|eot_id|>` (Llama 3).
+    Llama3,
+    /// No chat template: the prompt is plain text.
+    Plain,
+}
+
+impl ChatFormat {
+    /// From `tokenizer_config.json`'s `chat_template` (a string, or a list of named templates).
+    pub fn detect(tokenizer_config: &serde_json::Value) -> Self {
+        let template = match tokenizer_config.get("chat_template") {
+            Some(serde_json::Value::String(s)) => s.clone(),
+            Some(serde_json::Value::Array(items)) => items.iter().filter_map(|t| t.get("template")?.as_str()).collect::<Vec<_>>().join("\n"),
+            _ => String::new(),
+        };
+        if template.contains("<|im_start|>") {
+            ChatFormat::ChatMl
+        } else if template.contains("<|start_header_id|>") {
+            ChatFormat::Llama3
+        } else {
+            ChatFormat::Plain
+        }
+    }
+
+    /// One user turn followed by the opening of the assistant's turn, as the template renders
+    /// it with `add_generation_prompt=True` and no system message.
+    pub fn wrap_user(self, body: &str) -> String {
+        match self {
+            ChatFormat::ChatMl => format!("<|im_start|>user\n{body}<|im_end|>\n<|im_start|>assistant\n"),
+            ChatFormat::Llama3 => format!("<|start_header_id|>user<|end_header_id|>\n\n{body}<|eot_id|><|start_header_id|>assistant<|end_header_id|>\n\n"),
+            ChatFormat::Plain => body.to_string(),
+        }
+    }
+
+    /// Whether `prompt` is already rendered in this markup.
+    pub fn is_rendered(self, prompt: &str) -> bool {
+        match self {
+            ChatFormat::ChatMl => prompt.contains("<|im_start|>"),
+            ChatFormat::Llama3 => prompt.contains("<|start_header_id|>"),
+            ChatFormat::Plain => true,
+        }
+    }
+
+    /// The token that ends the assistant's turn: trained as the action's last token, as the
+    /// reference trainers include the EOS of each response.
+    pub fn end_of_turn(self) -> &'static str {
+        match self {
+            ChatFormat::ChatMl => "<|im_end|>",
+            ChatFormat::Llama3 => "<|eot_id|>",
+            ChatFormat::Plain => "",
+        }
+    }
+}
+
+/// The model's tokenizer and chat markup.
+pub struct Tokenizer {
+    inner: tokenizers::Tokenizer,
+    path: PathBuf,
+    pub chat: ChatFormat,
+}
+
+impl Tokenizer {
+    /// `tokenizer.json` (required) and `tokenizer_config.json` (optional: without it, plain text).
+    pub fn load(dir: &Path) -> Result<Self> {
+        let path = dir.join(TOKENIZER);
+        if !path.is_file() {
+            return Err(Error::Tokenizer { path, message: "missing: the model directory needs the tokenizer it was trained with".into() });
+        }
+        let inner = tokenizers::Tokenizer::from_file(&path).map_err(|e| Error::Tokenizer { path: path.clone(), message: e.to_string() })?;
+        let config = dir.join(TOKENIZER_CONFIG);
+        let chat = if config.is_file() { ChatFormat::detect(&read_json(&config)?) } else { ChatFormat::Plain };
+        Ok(Tokenizer { inner, path, chat })
+    }
+
+    /// Token ids of `text`; `special` adds the model's BOS (Llama) where its post-processor has one.
+    pub fn encode(&self, text: &str, special: bool) -> Result<Vec<u32>> {
+        let encoding = self.inner.encode(text, special).map_err(|e| Error::Tokenizer { path: self.path.clone(), message: e.to_string() })?;
+        Ok(encoding.get_ids().to_vec())
+    }
+
+    /// Prompt and action as one id sequence and the index of the first action token. The action
+    /// ends with the chat's end-of-turn token; a prompt longer than `max_prompt_tokens` keeps its
+    /// last `max_prompt_tokens` tokens (the most recent context).
+    pub fn encode_step(&self, prompt: &str, action: &str, max_prompt_tokens: usize) -> Result<(Vec<u32>, usize)> {
+        let mut ids = self.encode(prompt, true)?;
+        if ids.len() > max_prompt_tokens {
+            ids.drain(..ids.len() - max_prompt_tokens);
+        }
+        let start = ids.len();
+        ids.extend(self.encode(&format!("{action}{}", self.chat.end_of_turn()), false)?);
+        Ok((ids, start))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn chat_format_is_read_from_the_template() {
+        let qwen = serde_json::json!({"chat_template": "{% for m in messages %}<|im_start|>{{ m.role }}\n{{ m.content }}<|im_end|>\n{% endfor %}"});
+        let llama = serde_json::json!({"chat_template": [{"name": "default", "template": "<|start_header_id|>{{ role }}<|end_header_id|>"}]});
+        assert_eq!(ChatFormat::detect(&qwen), ChatFormat::ChatMl);
+        assert_eq!(ChatFormat::detect(&llama), ChatFormat::Llama3);
+        assert_eq!(ChatFormat::detect(&serde_json::json!({})), ChatFormat::Plain);
+        assert_eq!(ChatFormat::ChatMl.wrap_user("go"), "<|im_start|>user\ngo<|im_end|>\n<|im_start|>assistant\n");
+    }
+
+    #[test]
+    fn sharded_index_lists_each_shard_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let index = serde_json::json!({"weight_map": {"a": "m-00002.safetensors", "b": "m-00001.safetensors", "c": "m-00002.safetensors"}});
+        std::fs::write(dir.path().join(WEIGHTS_INDEX), index.to_string()).unwrap();
+        let files = weight_files(dir.path()).unwrap();
+        assert_eq!(files, vec![dir.path().join("m-00001.safetensors"), dir.path().join("m-00002.safetensors")]);
+    }
+
+    #[test]
+    fn a_folder_without_a_model_says_what_is_expected() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = read_config(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("no config.json"), "{e}");
+        let e = weight_files(dir.path()).unwrap_err().to_string();
+        assert!(e.contains("no weights"), "{e}");
+        let e = Tokenizer::load(dir.path()).err().unwrap().to_string();
+        assert!(e.contains("tokenizer.json: missing"), "{e}");
+    }
+}

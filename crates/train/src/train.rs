@@ -1,0 +1,574 @@
+//! The training loop: shuffled micro-batches, gradient accumulation into one AdamW update per
+//! optimizer step, a metrics line per step, checkpoints, and progress events for the caller to
+//! draw (the library never prints).
+//!
+//! Optimizer step k (0-based) trains on the k-th slice of `batch_size × grad_accum` samples of
+//! epoch ⌊k / steps_per_epoch⌋'s permutation (a seeded shuffle), so the data order depends only on
+//! the step, and a resumed run sees exactly the samples the uninterrupted run would have.
+//!
+//! Before the first step, when the KL penalty is on or some samples carry no logged log-prob, one
+//! pass scores every action token with the initial model. Those log-probs are the KL reference
+//! π_ref, and the "old" policy of samples without a logged one: the first update on them is then
+//! on-policy (ratio 1, as verl when it recomputes `old_log_prob` with the actor), and later
+//! epochs are clipped against the initial policy.
+
+use crate::checkpoint::{self, Fingerprint, Saved, TrainerState};
+use crate::data::{prepare, Sample};
+use crate::error::{Context, Error, Result};
+use crate::model::Model;
+use crate::objective;
+use crate::optim::{clip_grad_norm, warmup_lr, AdamW, AdamWConfig};
+use crate::random::SplitMix64;
+use crate::DeviceKind;
+use candle_core::{DType, Device, Tensor};
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+/// Hyper-parameters. Defaults follow verl-agent's GiGPO/GRPO examples where they set one.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TrainConfig {
+    /// Peak learning rate [1e-6, verl's actor default].
+    pub lr: f64,
+    /// Passes over the samples, when `steps` is not set [1].
+    pub epochs: u64,
+    /// Optimizer steps to run in total (overrides `epochs`).
+    pub steps: Option<u64>,
+    /// Samples per forward/backward pass (micro-batch) [4].
+    pub batch_size: usize,
+    /// Micro-batches accumulated into one optimizer step [1].
+    pub grad_accum: usize,
+    /// PPO clip range ε [0.2].
+    pub clip_eps: f64,
+    /// β of the low-variance KL penalty to the initial model; 0 turns it off [0.01].
+    pub kl_coef: f64,
+    /// Optimizer steps of linear learning-rate warm-up [0].
+    pub warmup_steps: u64,
+    /// Global gradient-norm clip [1.0].
+    pub max_grad_norm: f64,
+    /// Seeds the shuffling of samples [0].
+    pub seed: u64,
+    /// Also save a checkpoint every this many optimizer steps (always at the end).
+    pub save_every: Option<u64>,
+    pub adamw: AdamWConfig,
+}
+
+impl Default for TrainConfig {
+    fn default() -> Self {
+        TrainConfig {
+            lr: 1e-6,
+            epochs: 1,
+            steps: None,
+            batch_size: 4,
+            grad_accum: 1,
+            clip_eps: 0.2,
+            kl_coef: 0.01,
+            warmup_steps: 0,
+            max_grad_norm: 1.0,
+            seed: 0,
+            save_every: None,
+            adamw: AdamWConfig::default(),
+        }
+    }
+}
+
+impl TrainConfig {
+    /// Checks every field; messages name the `credit train policy` flag.
+    pub fn check(&self) -> Result<()> {
+        let fail = |m: &str| Err(Error::Params(m.to_string()));
+        if !(self.lr.is_finite() && self.lr > 0.0) {
+            return fail("`--lr` must be a positive number");
+        }
+        if self.steps.is_none() && self.epochs == 0 {
+            return fail("`--epochs` must be at least 1 (or give `--steps`)");
+        }
+        if self.steps == Some(0) {
+            return fail("`--steps` must be at least 1");
+        }
+        if self.batch_size == 0 || self.grad_accum == 0 {
+            return fail("`--batch-size` and `--grad-accum` must be at least 1");
+        }
+        if !(self.clip_eps > 0.0 && self.clip_eps < 1.0) {
+            return fail("`--clip-eps` must be in (0, 1), e.g. 0.2");
+        }
+        if !(self.kl_coef.is_finite() && self.kl_coef >= 0.0) {
+            return fail("`--kl-coef` must be ≥ 0 (0 turns the KL penalty off)");
+        }
+        if !(self.max_grad_norm.is_finite() && self.max_grad_norm > 0.0) {
+            return fail("`--max-grad-norm` must be a positive number");
+        }
+        if self.save_every == Some(0) {
+            return fail("`--save-every` must be at least 1");
+        }
+        let a = &self.adamw;
+        if !(a.beta1 >= 0.0 && a.beta1 < 1.0 && a.beta2 >= 0.0 && a.beta2 < 1.0 && a.eps > 0.0 && a.weight_decay >= 0.0) {
+            return fail("AdamW needs 0 ≤ β₁, β₂ < 1, ε > 0 and weight decay ≥ 0");
+        }
+        Ok(())
+    }
+
+    /// Optimizer steps per pass over `n` samples.
+    pub fn steps_per_epoch(&self, n: usize) -> u64 {
+        n.div_ceil(self.batch_size * self.grad_accum) as u64
+    }
+
+    pub fn total_steps(&self, n: usize) -> u64 {
+        self.steps.unwrap_or(self.epochs * self.steps_per_epoch(n))
+    }
+
+    /// The fields a resumed run may change: how long it runs and how often it saves.
+    fn resumable_part(&self) -> TrainConfig {
+        TrainConfig { epochs: 0, steps: None, save_every: None, ..self.clone() }
+    }
+}
+
+/// Where to read the model, where to write, on what device.
+#[derive(Clone, Debug)]
+pub struct RunOptions {
+    pub model_dir: PathBuf,
+    /// The checkpoint folder: Hugging Face layout plus `trainer_state.json` and `metrics.jsonl`.
+    pub out_dir: PathBuf,
+    pub device: DeviceKind,
+    /// Continue the checkpoint in `out_dir` instead of starting from `model_dir`.
+    pub resume: bool,
+}
+
+/// One optimizer step's line of `metrics.jsonl`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StepMetrics {
+    /// 1-based: the number of updates done after this step.
+    pub step: u64,
+    /// Fractional epochs done.
+    pub epoch: f64,
+    pub lr: f64,
+    /// The objective: pg_loss + β·kl.
+    pub loss: f64,
+    /// Token mean of the clipped surrogate.
+    pub pg_loss: f64,
+    /// Token mean of k3 against the initial model (absent when it was not scored).
+    pub kl: Option<f64>,
+    /// Share of action tokens whose clipped branch was taken.
+    pub clip_frac: f64,
+    /// Global gradient norm before clipping.
+    pub grad_norm: f64,
+    /// False when the gradient was not finite and the update was skipped (as verl does).
+    pub updated: bool,
+    pub samples: usize,
+    /// Action tokens (the loss's denominator).
+    pub action_tokens: usize,
+    /// Prompt and action tokens through the model.
+    pub tokens: usize,
+    /// `tokens` per second of this step (forward, backward and update).
+    pub tokens_per_s: f64,
+    pub elapsed_s: f64,
+}
+
+/// What the library reports while it runs.
+pub enum Event<'a> {
+    /// Scoring the samples with the initial model: `done` of `total` samples.
+    Scoring { done: usize, total: usize },
+    Started { start_step: u64, total_steps: u64 },
+    Step(&'a StepMetrics),
+    Saved { step: u64, dir: &'a Path },
+}
+
+#[derive(Clone, Debug)]
+pub struct Summary {
+    pub start_step: u64,
+    /// Optimizer steps completed, counting those before a resume.
+    pub steps: u64,
+    pub last: Option<StepMetrics>,
+    /// Mean over this run's steps.
+    pub tokens_per_s: f64,
+}
+
+/// Trains on `samples` and writes the checkpoint to `run.out_dir`.
+pub fn train(run: &RunOptions, config: &TrainConfig, samples: &[Sample], on_progress: &mut dyn FnMut(Event)) -> Result<Summary> {
+    config.check()?;
+    if samples.is_empty() {
+        return Err(Error::Params("no samples to train on".into()));
+    }
+    let out = &run.out_dir;
+    let fingerprint = Fingerprint::of(samples);
+    let mut session = if run.resume { Session::resume(run, config, &fingerprint)? } else { Session::start(run, config, fingerprint)? };
+    for (i, s) in samples.iter().enumerate() {
+        s.check(i, session.model.config().vocab_size)?;
+    }
+    // offsets[i]: where sample i's action tokens start in the flat initial log-probs.
+    let mut offsets = vec![0];
+    for s in samples {
+        offsets.push(offsets[offsets.len() - 1] + s.action_len());
+    }
+    let needs_init = config.kl_coef > 0.0 || samples.iter().any(|s| s.old_token_logprobs.is_none() && s.old_logprob.is_none());
+    if needs_init && session.init_logprobs.is_none() {
+        session.init_logprobs = Some(score(&session.model, samples, config.batch_size, on_progress)?);
+    }
+    if let Some(init) = &session.init_logprobs {
+        if init.len() != offsets[samples.len()] {
+            return Err(Error::Checkpoint {
+                path: out.join(checkpoint::OPTIMIZER),
+                message: format!("holds {} initial log-probs for {} action tokens", init.len(), offsets[samples.len()]),
+            });
+        }
+    }
+
+    let total_steps = config.total_steps(samples.len());
+    let start_step = session.state.step;
+    on_progress(Event::Started { start_step, total_steps });
+    let metrics_path = out.join(checkpoint::METRICS);
+    let mut metrics_file = std::fs::OpenOptions::new().create(true).append(true).open(&metrics_path).map_err(|e| Error::io(&metrics_path, e))?;
+    let per_step = config.batch_size * config.grad_accum;
+    let steps_per_epoch = config.steps_per_epoch(samples.len());
+    let (mut perm, mut perm_epoch) = (Vec::new(), None);
+    let (mut last, mut rate_sum) = (None, 0.0);
+    let run_start = Instant::now();
+
+    for k in start_step..total_steps {
+        let epoch = k / steps_per_epoch;
+        if perm_epoch != Some(epoch) {
+            perm = permutation(samples.len(), config.seed, epoch);
+            perm_epoch = Some(epoch);
+        }
+        let j = (k % steps_per_epoch) as usize;
+        let chosen: Vec<usize> = perm[j * per_step..((j + 1) * per_step).min(samples.len())].to_vec();
+        let step_start = Instant::now();
+        let lr = warmup_lr(config.lr, k, config.warmup_steps);
+        let mut metrics = session.step(samples, &chosen, &offsets, config, lr)?;
+        metrics.step = k + 1;
+        metrics.epoch = (k + 1) as f64 / steps_per_epoch as f64;
+        let seconds = step_start.elapsed().as_secs_f64();
+        metrics.tokens_per_s = metrics.tokens as f64 / seconds.max(1e-9);
+        metrics.elapsed_s = run_start.elapsed().as_secs_f64();
+        rate_sum += metrics.tokens_per_s;
+        let line = serde_json::to_string(&metrics).map_err(|e| Error::Json { path: metrics_path.clone(), line: 0, message: e.to_string() })?;
+        writeln!(metrics_file, "{line}").and_then(|()| metrics_file.flush()).map_err(|e| Error::io(&metrics_path, e))?;
+        session.state.step = k + 1;
+        on_progress(Event::Step(&metrics));
+        if config.save_every.is_some_and(|n| (k + 1) % n == 0) || k + 1 == total_steps {
+            session.save(out)?;
+            on_progress(Event::Saved { step: k + 1, dir: out });
+        }
+        last = Some(metrics);
+    }
+    let ran = total_steps.saturating_sub(start_step);
+    Ok(Summary { start_step, steps: session.state.step, last, tokens_per_s: if ran > 0 { rate_sum / ran as f64 } else { 0.0 } })
+}
+
+/// A deterministic shuffle of 0..n for one epoch (Fisher–Yates over SplitMix64).
+fn permutation(n: usize, seed: u64, epoch: u64) -> Vec<usize> {
+    let mut rng = SplitMix64(seed ^ epoch.wrapping_mul(0xa076_1d64_78bd_642f));
+    let mut p: Vec<usize> = (0..n).collect();
+    for i in (1..n).rev() {
+        p.swap(i, rng.below(i as u64 + 1) as usize);
+    }
+    p
+}
+
+/// Every action token's log-prob under `model`, in sample order, batch by batch.
+pub fn score(model: &Model, samples: &[Sample], batch_size: usize, on_progress: &mut dyn FnMut(Event)) -> Result<Vec<f32>> {
+    let mut out = Vec::with_capacity(samples.iter().map(Sample::action_len).sum());
+    for (k, chunk) in samples.chunks(batch_size.max(1)).enumerate() {
+        let refs: Vec<&Sample> = chunk.iter().collect();
+        let prepared = prepare(&refs, model.device())?;
+        out.extend(model.action_logprobs(&prepared.batch)?.detach().to_vec1::<f32>().ctx("scoring samples")?);
+        on_progress(Event::Scoring { done: (k * batch_size + chunk.len()).min(samples.len()), total: samples.len() });
+    }
+    Ok(out)
+}
+
+/// The per-sample sum of action-token log-probs under `model` (a step's log-likelihood).
+pub fn sequence_logprobs(model: &Model, samples: &[Sample], batch_size: usize) -> Result<Vec<f32>> {
+    let tokens = score(model, samples, batch_size, &mut |_| {})?;
+    let mut out = Vec::with_capacity(samples.len());
+    let mut at = 0;
+    for s in samples {
+        out.push(tokens[at..at + s.action_len()].iter().sum());
+        at += s.action_len();
+    }
+    Ok(out)
+}
+
+/// The model, optimizer and bookkeeping of a run in progress.
+struct Session {
+    model: Model,
+    optimizer: AdamW,
+    state: TrainerState,
+    config_json: serde_json::Value,
+    init_logprobs: Option<Vec<f32>>,
+}
+
+impl Session {
+    fn start(run: &RunOptions, config: &TrainConfig, samples: Fingerprint) -> Result<Self> {
+        let out = &run.out_dir;
+        if let Some(state) = checkpoint::read_state(out)? {
+            return Err(Error::Checkpoint {
+                path: out.clone(),
+                message: format!("already holds a checkpoint at step {}: pass --resume to continue it, or choose another --out", state.step),
+            });
+        }
+        if out.read_dir().is_ok_and(|mut d| d.next().is_some()) {
+            return Err(Error::Checkpoint { path: out.clone(), message: "exists and is not empty: choose a new or empty --out folder".into() });
+        }
+        std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
+        let (config_json, _) = crate::load::read_config(&run.model_dir)?;
+        let model = crate::load::load_model(&run.model_dir, run.device)?;
+        let optimizer = AdamW::new(model.params(), config.adamw.clone())?;
+        let state = TrainerState {
+            step: 0,
+            config: config.clone(),
+            source_model: run.model_dir.clone(),
+            samples,
+            credit_train_version: env!("CARGO_PKG_VERSION").into(),
+        };
+        Ok(Session { model, optimizer, state, config_json, init_logprobs: None })
+    }
+
+    fn resume(run: &RunOptions, config: &TrainConfig, samples: &Fingerprint) -> Result<Self> {
+        let out = &run.out_dir;
+        let Some(mut state) = checkpoint::read_state(out)? else {
+            return Err(Error::Checkpoint {
+                path: out.join(checkpoint::TRAINER_STATE),
+                message: "missing: --resume continues a checkpoint written by `credit train policy`; drop --resume to start one".into(),
+            });
+        };
+        if state.config.resumable_part() != config.resumable_part() {
+            return Err(Error::Checkpoint {
+                path: out.join(checkpoint::TRAINER_STATE),
+                message: format!(
+                    "was written with other training flags; a resumed run may change only --steps/--epochs/--save-every\n  saved: {}\n  given: {}",
+                    serde_json::to_string(&state.config.resumable_part()).unwrap_or_default(),
+                    serde_json::to_string(&config.resumable_part()).unwrap_or_default()
+                ),
+            });
+        }
+        if &state.samples != samples {
+            return Err(Error::Checkpoint {
+                path: out.join(checkpoint::TRAINER_STATE),
+                message: format!(
+                    "was trained on other samples ({} samples, {} action tokens, hash {}; now {}, {}, {}): resume with the same logs, method and flags",
+                    state.samples.count, state.samples.action_tokens, state.samples.hash, samples.count, samples.action_tokens, samples.hash
+                ),
+            });
+        }
+        let (config_json, model_config) = crate::load::read_config(out)?;
+        let weights = out.join(crate::load::WEIGHTS);
+        let (tensors, step) = checkpoint::read_stamped(&weights)?;
+        checkpoint::check_step(&weights, step, &state)?;
+        let device = run.device.device()?;
+        let model = Model::from_tensors(model_config, tensors, &device, run.device.compute_dtype(), out)?;
+        let optimizer_path = out.join(checkpoint::OPTIMIZER);
+        let (mut tensors, step) = checkpoint::read_stamped(&optimizer_path)?;
+        checkpoint::check_step(&optimizer_path, step, &state)?;
+        let init_logprobs = match tensors.remove(checkpoint::INIT_LOGPROBS) {
+            Some(t) => Some(t.to_vec1::<f32>().ctx("reading init_logprobs")?),
+            None => None,
+        };
+        let mut optimizer = AdamW::new(model.params(), config.adamw.clone())?;
+        optimizer
+            .load_state(&mut tensors, state.step)
+            .map_err(|e| Error::Checkpoint { path: optimizer_path.clone(), message: e.to_string() })?;
+        checkpoint::truncate_metrics(&out.join(checkpoint::METRICS), state.step)?;
+        state.config = config.clone();
+        Ok(Session { model, optimizer, state, config_json, init_logprobs })
+    }
+
+    fn save(&self, out: &Path) -> Result<()> {
+        let saved = Saved { state: &self.state, config_json: &self.config_json, optimizer: &self.optimizer, init_logprobs: self.init_logprobs.as_deref() };
+        checkpoint::save(out, &self.model, &saved)
+    }
+
+    /// One optimizer step over `chosen` samples: forward/backward per micro-batch with the loss
+    /// divided by the step's action-token count (token mean over the whole step), gradients
+    /// summed, clipped, one AdamW update.
+    fn step(&mut self, samples: &[Sample], chosen: &[usize], offsets: &[usize], config: &TrainConfig, lr: f64) -> Result<StepMetrics> {
+        let device = self.model.device().clone();
+        let n_tokens: usize = chosen.iter().map(|&i| samples[i].action_len()).sum();
+        let denom = n_tokens.max(1) as f64;
+        let params: Vec<candle_core::Var> = self.model.params().iter().map(|(_, v)| v.clone()).collect();
+        let mut grads: Vec<Option<Tensor>> = vec![None; params.len()];
+        let (mut pg_sum, mut kl_sum, mut clip_sum, mut tokens) = (0.0, 0.0, 0.0, 0usize);
+        let has_init = self.init_logprobs.is_some();
+
+        for micro in chosen.chunks(config.batch_size) {
+            let refs: Vec<&Sample> = micro.iter().map(|&i| &samples[i]).collect();
+            let prepared = prepare(&refs, &device)?;
+            tokens += refs.iter().map(|s| s.input_ids.len()).sum::<usize>();
+            let per_token = PerToken::build(samples, micro, offsets, self.init_logprobs.as_deref())?;
+            let logp = self.model.action_logprobs(&prepared.batch)?;
+            let terms = per_token.terms(&logp, &prepared.segment, micro.len(), config, &device).ctx("computing the loss")?;
+            pg_sum += scalar(&terms.pg)?;
+            clip_sum += scalar(&terms.clipped)?;
+            let mut loss = terms.pg;
+            if let Some(kl) = terms.kl {
+                kl_sum += scalar(&kl)?;
+                if config.kl_coef > 0.0 {
+                    loss = (loss + (kl * config.kl_coef).ctx("KL penalty")?).ctx("KL penalty")?;
+                }
+            }
+            let loss = (loss / denom).ctx("token mean")?;
+            let store = loss.backward().ctx("backward pass")?;
+            for (acc, var) in grads.iter_mut().zip(&params) {
+                if let Some(g) = store.get(var.as_tensor()) {
+                    *acc = Some(match acc.take() {
+                        Some(a) => (a + g).ctx("accumulating gradients")?,
+                        None => g.clone(),
+                    });
+                }
+            }
+        }
+        let mut grads: Vec<Tensor> = grads
+            .into_iter()
+            .zip(&params)
+            .map(|(g, v)| g.map_or_else(|| v.as_tensor().zeros_like().ctx("zero gradient"), Ok))
+            .collect::<Result<_>>()?;
+        let grad_norm = clip_grad_norm(&mut grads, config.max_grad_norm)?;
+        let updated = grad_norm.is_finite();
+        if updated {
+            self.optimizer.step(&grads, lr)?;
+        }
+        let (pg_loss, kl) = (pg_sum / denom, has_init.then_some(kl_sum / denom));
+        Ok(StepMetrics {
+            step: 0,
+            epoch: 0.0,
+            lr,
+            loss: pg_loss + config.kl_coef * kl.unwrap_or(0.0),
+            pg_loss,
+            kl,
+            clip_frac: clip_sum / denom,
+            grad_norm,
+            updated,
+            samples: chosen.len(),
+            action_tokens: n_tokens,
+            tokens,
+            tokens_per_s: 0.0,
+            elapsed_s: 0.0,
+        })
+    }
+}
+
+fn scalar(sum_me: &Tensor) -> Result<f64> {
+    sum_me.sum_all().and_then(|s| s.to_dtype(DType::F64)).and_then(|s| s.to_scalar::<f64>()).ctx("reading a metric")
+}
+
+/// The per-token inputs of the objective for one micro-batch, in the order of its action tokens.
+struct PerToken {
+    advantage: Vec<f32>,
+    /// log π_old per token; for a step with only a logged total, that total / |a|.
+    old: Vec<f32>,
+    /// 1 where the token's step uses the sequence ratio (only a total was logged).
+    sequence: Vec<f32>,
+    /// log π_ref per token (the initial model), when scored.
+    reference: Option<Vec<f32>>,
+    /// Action tokens per sample of the micro-batch.
+    lengths: Vec<f32>,
+}
+
+struct Terms {
+    /// Per-token clipped surrogate.
+    pg: Tensor,
+    clipped: Tensor,
+    kl: Option<Tensor>,
+}
+
+impl PerToken {
+    fn build(samples: &[Sample], micro: &[usize], offsets: &[usize], init: Option<&[f32]>) -> Result<Self> {
+        let mut p = PerToken { advantage: Vec::new(), old: Vec::new(), sequence: Vec::new(), reference: init.map(|_| Vec::new()), lengths: Vec::new() };
+        for &i in micro {
+            let s = &samples[i];
+            let n = s.action_len();
+            let initial = init.map(|lp| &lp[offsets[i]..offsets[i] + n]);
+            p.advantage.extend(std::iter::repeat_n(s.advantage, n));
+            p.lengths.push(n as f32);
+            match (&s.old_token_logprobs, s.old_logprob, initial) {
+                (Some(lps), _, _) => {
+                    p.old.extend_from_slice(lps);
+                    p.sequence.extend(std::iter::repeat_n(0.0, n));
+                }
+                (None, Some(total), _) => {
+                    p.old.extend(std::iter::repeat_n(total / n as f32, n));
+                    p.sequence.extend(std::iter::repeat_n(1.0, n));
+                }
+                (None, None, Some(lps)) => {
+                    p.old.extend_from_slice(lps);
+                    p.sequence.extend(std::iter::repeat_n(0.0, n));
+                }
+                (None, None, None) => {
+                    return Err(Error::Sample { index: i, message: "no logged log-prob and the initial model was not scored".into() });
+                }
+            }
+            if let (Some(r), Some(lps)) = (p.reference.as_mut(), initial) {
+                r.extend_from_slice(lps);
+            }
+        }
+        Ok(p)
+    }
+
+    fn terms(&self, logp: &Tensor, segment: &[u32], n_samples: usize, config: &TrainConfig, device: &Device) -> candle_core::Result<Terms> {
+        let n = self.advantage.len();
+        let vec = |v: &[f32]| Tensor::from_slice(v, n, device);
+        let old = vec(&self.old)?;
+        let mut policy = logp.clone();
+        if self.sequence.iter().any(|&m| m > 0.0) {
+            let seg = Tensor::from_slice(segment, n, device)?;
+            let mean = objective::segment_mean(logp, &seg, &Tensor::from_slice(&self.lengths, n_samples, device)?)?;
+            let m = vec(&self.sequence)?;
+            policy = ((logp * (1.0 - &m)?)? + (mean * m)?)?;
+        }
+        let log_ratio = (policy - old)?;
+        let (pg, clipped) = objective::clipped_surrogate(&log_ratio, &vec(&self.advantage)?, config.clip_eps)?;
+        let kl = match &self.reference {
+            Some(r) => Some(objective::low_var_kl(logp, &vec(r)?)?),
+            None => None,
+        };
+        Ok(Terms { pg, clipped, kl })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn permutation_is_a_seeded_shuffle() {
+        let p = permutation(10, 7, 0);
+        let mut sorted = p.clone();
+        sorted.sort();
+        assert_eq!(sorted, (0..10).collect::<Vec<_>>());
+        assert_eq!(p, permutation(10, 7, 0));
+        assert_ne!(p, permutation(10, 7, 1));
+    }
+
+    #[test]
+    fn schedule_counts_partial_last_steps() {
+        // 10 samples, 2 × 2 per step → steps of 4, 4, 2: 3 per epoch.
+        let c = TrainConfig { batch_size: 2, grad_accum: 2, epochs: 2, ..TrainConfig::default() };
+        assert_eq!((c.steps_per_epoch(10), c.total_steps(10)), (3, 6));
+        assert_eq!(TrainConfig { steps: Some(5), ..c }.total_steps(10), 5);
+    }
+
+    #[test]
+    fn bad_flags_are_named() {
+        let e = TrainConfig { clip_eps: 1.5, ..TrainConfig::default() }.check().unwrap_err().to_string();
+        assert!(e.contains("--clip-eps"), "{e}");
+        let e = TrainConfig { batch_size: 0, ..TrainConfig::default() }.check().unwrap_err().to_string();
+        assert!(e.contains("--batch-size"), "{e}");
+    }
+
+    #[test]
+    fn sequence_ratio_spreads_the_logged_total_over_tokens() {
+        // One sample, 2 action tokens with logp (−1, −3); logged total −3.0 →
+        // log r = mean(−1, −3) − (−3.0 / 2) = −2 + 1.5 = −0.5 for both tokens; A = −1, ε = 0.2:
+        // python3: import math; r = math.exp(-0.5); max(1 * r, 1 * max(r, 0.8)) → 0.8 per token,
+        // from the clipped branch (r = 0.60653 < 1 − ε).
+        let s = Sample { input_ids: vec![1, 2, 3], action_start: 1, advantage: -1.0, old_logprob: Some(-3.0), old_token_logprobs: None };
+        let p = PerToken::build(std::slice::from_ref(&s), &[0], &[0, 2], None).unwrap();
+        let logp = Tensor::new(&[-1.0f32, -3.0], &Device::Cpu).unwrap();
+        let terms = p.terms(&logp, &[0, 0], 1, &TrainConfig::default(), &Device::Cpu).unwrap();
+        let pg: Vec<f32> = terms.pg.to_vec1().unwrap();
+        assert!(pg.iter().all(|v| (v - 0.8).abs() < 1e-6), "{pg:?}");
+        assert_eq!(terms.clipped.to_vec1::<f32>().unwrap(), [1.0, 1.0]);
+        assert!(terms.kl.is_none());
+    }
+}

@@ -1,0 +1,103 @@
+//! `credit report [PATHS] --methods … --out DIR [--check thresholds.toml] [--baseline OLD/summary.json]`:
+//! `report.html` (self-contained), `report.md` (PNGs in `figures/`), `summary.json`; exit 1 when a
+//! threshold rule fails.
+
+use super::{compute, load, metadata, proxmo_params, Format, Globals, MethodArgs};
+use crate::config::ProjectFile;
+use crate::exit::ExitCode;
+use anyhow::{Context, Result};
+use credit_core::analyses::{compare::compare, summary::summarize};
+use credit_core::output::write_atomic;
+use credit_report::{check, figures, html, markdown, summary_json, Inputs, Scope};
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(flatten)]
+    pub globals: Globals,
+    #[command(flatten)]
+    pub methods: MethodArgs,
+    /// Output folder: report.html, report.md, summary.json, figures/.
+    #[arg(long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Threshold rules over summary.json keys; the exit code is 1 when any fails.
+    #[arg(long, value_name = "thresholds.toml")]
+    pub check: Option<PathBuf>,
+    /// An earlier run's summary.json: adds a before/after column.
+    #[arg(long, value_name = "OLD/summary.json")]
+    pub baseline: Option<PathBuf>,
+}
+
+fn write_text(path: &Path, text: &str) -> Result<()> {
+    write_atomic(path, |f| std::io::Write::write_all(f, text.as_bytes()).map_err(|source| credit_core::Error::Io { path: path.to_path_buf(), source }))
+        .with_context(|| format!("writing {}", path.display()))
+}
+
+pub fn run(args: Args) -> Result<ExitCode> {
+    let project = ProjectFile::load(args.globals.config.as_deref())?;
+    let plan = args.methods.plan(&project, "grpo,gigpo,proxmo,graphgpo,mgr")?;
+    // Rules and baseline are read before any work, so a typo fails fast.
+    let rules = match &args.check {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+            Some(check::parse(&text, &path.display().to_string())?)
+        }
+        None => None,
+    };
+    let baseline: Option<serde_json::Value> = match &args.baseline {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+            Some(serde_json::from_str(&text).with_context(|| format!("{}: not a summary.json", path.display()))?)
+        }
+        None => None,
+    };
+    let json = args.globals.format == Format::Json;
+    let ingested = load(&args.globals, &project)?;
+    let summary = summarize(&ingested.batch, &ingested.report);
+    let (columns, notes) = compute(&plan, &ingested.batch, json)?;
+    let comparison = compare(&ingested.batch, &columns);
+    let inputs = Inputs {
+        batch: &ingested.batch,
+        summary: &summary,
+        comparison: Some(&comparison),
+        advantages: &columns,
+        proxmo: proxmo_params(&plan),
+        metadata: metadata(&plan, &notes),
+    };
+
+    let figure_dir = args.out.join("figures");
+    std::fs::create_dir_all(&figure_dir).with_context(|| format!("creating {}", figure_dir.display()))?;
+    let bar = crate::progress::spinner("drawing figures", json);
+    let figures = figures(&inputs, Scope::All, Some(&figure_dir))?;
+    bar.finish_and_clear();
+    for figure in &figures {
+        write_text(&figure_dir.join(format!("{}.svg", figure.id)), &figure.svg)?;
+    }
+    let unchecked = summary_json(&inputs, &figures, None);
+    let outcome = rules.as_ref().map(|r| check::evaluate(r, &unchecked, baseline.as_ref())).transpose()?;
+    let document = summary_json(&inputs, &figures, outcome.as_ref());
+    write_text(&args.out.join("summary.json"), &serde_json::to_string_pretty(&document)?)?;
+    write_text(&args.out.join("report.html"), &html::write(&inputs, &figures, outcome.as_ref(), baseline.as_ref()))?;
+    write_text(&args.out.join("report.md"), &markdown::write(&inputs, &figures, outcome.as_ref(), baseline.as_ref()))?;
+
+    let passed = outcome.as_ref().is_none_or(|o| o.passed);
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "out": args.out,
+                "files": ["report.html", "report.md", "summary.json", "figures/"],
+                "figures": figures.len(),
+                "checks": outcome,
+            }))?
+        );
+    } else {
+        println!("wrote {0}/report.html, {0}/report.md, {0}/summary.json and {1} figures", args.out.display(), figures.len());
+        if let Some(o) = &outcome {
+            for r in &o.rules {
+                println!("  {} {}: {:.4}", if r.passed { "pass" } else { "FAIL" }, r.name, r.value);
+            }
+        }
+    }
+    Ok(if passed { ExitCode::Ok } else { ExitCode::GateFailed })
+}

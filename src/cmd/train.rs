@@ -1,0 +1,339 @@
+//! `credit train policy --model DIR --method NAME [PATHS] --out DIR`: fine-tune a causal LM on the
+//! logged steps with one method's advantages. This file turns the step batch into `credit-train`
+//! samples (prompt text, action text, advantage, logged log-prob) and draws the progress; the
+//! training itself is `credit_train::train`.
+//!
+//! The prompt of a step is its `prompt` column when logged (wrapped in the model's chat markup
+//! unless it already carries it), else [`template`]: the task, the last two (obs, action) pairs of
+//! the trajectory and the current obs. See docs/training.md.
+
+use super::{load, Format, Globals, MethodArgs};
+use crate::config::ProjectFile;
+use crate::exit::ExitCode;
+use anyhow::{bail, Context, Result};
+use credit_core::schema::columns::{ACTION, LOGPROB, OBS, PROMPT, TASK};
+use credit_core::StepBatch;
+use credit_train::load::{ChatFormat, Tokenizer};
+use credit_train::train::Event;
+use credit_train::{DeviceKind, RunOptions, Sample, TrainConfig};
+use indicatif::{ProgressBar, ProgressStyle};
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    #[command(subcommand)]
+    command: TrainCommand,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum TrainCommand {
+    /// Fine-tune a causal LM (Qwen2/Llama family) on the logged steps with the clipped PPO
+    /// surrogate and one method's advantages; writes a Hugging Face checkpoint.
+    Policy(PolicyArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct PolicyArgs {
+    #[command(flatten)]
+    globals: Globals,
+    #[command(flatten)]
+    methods: MethodArgs,
+    /// The method whose advantages drive the update (e.g. gigpo; same names as `--methods`).
+    #[arg(long, value_name = "NAME")]
+    method: Option<String>,
+    /// Hugging Face model directory: config.json, *.safetensors (or shards + index), tokenizer.json.
+    #[arg(long, value_name = "DIR")]
+    model: PathBuf,
+    /// Checkpoint folder (new or empty; with --resume, the checkpoint to continue).
+    #[arg(long, value_name = "DIR", required_unless_present = "handoff")]
+    out: Option<PathBuf>,
+    /// Peak learning rate [default: 1e-6].
+    #[arg(long, value_name = "X")]
+    lr: Option<f64>,
+    /// Passes over the samples [default: 1].
+    #[arg(long, value_name = "N", conflicts_with = "steps")]
+    epochs: Option<u64>,
+    /// Optimizer steps in total, instead of --epochs.
+    #[arg(long, value_name = "N")]
+    steps: Option<u64>,
+    /// Samples per forward/backward pass [default: 4].
+    #[arg(long, value_name = "N")]
+    batch_size: Option<usize>,
+    /// Micro-batches accumulated into one optimizer step [default: 1].
+    #[arg(long, value_name = "N")]
+    grad_accum: Option<usize>,
+    /// PPO clip range ε [default: 0.2].
+    #[arg(long, value_name = "X")]
+    clip_eps: Option<f64>,
+    /// β of the low-variance KL penalty to the initial model; 0 turns it off [default: 0.01].
+    #[arg(long, value_name = "X")]
+    kl_coef: Option<f64>,
+    /// Optimizer steps of linear learning-rate warm-up [default: 0].
+    #[arg(long, value_name = "N")]
+    warmup: Option<u64>,
+    /// Global gradient-norm clip [default: 1.0].
+    #[arg(long, value_name = "X")]
+    max_grad_norm: Option<f64>,
+    /// Also save a checkpoint every N optimizer steps (always at the end).
+    #[arg(long, value_name = "N")]
+    save_every: Option<u64>,
+    /// Continue the checkpoint in --out (same logs, method and flags; --steps/--epochs may grow).
+    #[arg(long)]
+    resume: bool,
+    /// `cpu`, or `cuda` in a build with `--features cuda` (bf16 compute, f32 master weights).
+    #[arg(long, value_name = "DEVICE", default_value = "cpu")]
+    device: String,
+    /// Keep the last N tokens of longer prompts [default: 1024].
+    #[arg(long, value_name = "N")]
+    max_prompt_tokens: Option<usize>,
+    /// Train on the first N usable steps only, in input order (advantages use every row).
+    #[arg(long, value_name = "N")]
+    max_samples: Option<usize>,
+    /// Write the prepared samples and flags to this JSONL file for the `credit-train` binary
+    /// (e.g. on a GPU machine) instead of training here.
+    #[arg(long, value_name = "FILE")]
+    handoff: Option<PathBuf>,
+}
+
+const DEFAULT_MAX_PROMPT_TOKENS: usize = 1024;
+/// How many earlier (obs, action) pairs of the trajectory the template shows.
+const HISTORY: usize = 2;
+
+pub fn run(args: Args) -> Result<ExitCode> {
+    match args.command {
+        TrainCommand::Policy(args) => policy(args),
+    }
+}
+
+fn policy(mut args: PolicyArgs) -> Result<ExitCode> {
+    let project = ProjectFile::load(args.globals.config.as_deref())?;
+    if let Some(method) = args.method.take() {
+        if args.methods.methods.is_some() {
+            bail!("give `--method NAME` or `--methods NAME`, not both");
+        }
+        args.methods.methods = Some(method);
+    }
+    if args.methods.methods.is_none() && project.methods.is_none() {
+        bail!("`credit train policy` needs the method whose advantages to train on: pass `--method NAME` (e.g. `--method gigpo`)");
+    }
+    let plan = args.methods.plan(&project, "gigpo")?;
+    let [method] = plan.methods.as_slice() else {
+        bail!("`credit train policy` trains on one method's advantages, got {}: pass a single `--method NAME`", plan.methods.len());
+    };
+    let config = train_config(&args, &project);
+    config.check()?;
+    let device: DeviceKind = args.device.parse()?;
+    let json = args.globals.format == Format::Json;
+    let tokenizer = Tokenizer::load(&args.model).context("reading the model's tokenizer")?;
+
+    let ingested = load(&args.globals, &project)?;
+    let batch = &ingested.batch;
+    let bar = crate::progress::spinner(&format!("computing {}", method.label()), json);
+    let result = method.advantages(batch).with_context(|| format!("computing {}", method.label()))?;
+    bar.finish_and_clear();
+    let bar = crate::progress::spinner("tokenizing", json);
+    let max_prompt = args.max_prompt_tokens.unwrap_or(DEFAULT_MAX_PROMPT_TOKENS);
+    let (samples, skipped) = samples(batch, result.advantage(), &tokenizer, max_prompt, args.max_samples)?;
+    bar.finish_and_clear();
+    if samples.is_empty() {
+        bail!("no step has an action to train on ({skipped} rows without one)");
+    }
+    if skipped > 0 && !json {
+        eprintln!("warning: skipped {skipped} row(s) without an `action`");
+    }
+
+    if let Some(path) = &args.handoff {
+        credit_train::data::write_handoff(path, &config, &samples).with_context(|| format!("writing {}", path.display()))?;
+        if json {
+            println!("{}", serde_json::to_string_pretty(&serde_json::json!({"handoff": path, "samples": samples.len(), "method": method.label(), "preset": plan.profile}))?);
+        } else {
+            println!("wrote {} samples ({} advantages) and the training flags to {}", samples.len(), method.label(), path.display());
+            println!("train them with: credit-train {} --model {} --out DIR [--device cuda]", path.display(), args.model.display());
+        }
+        return Ok(ExitCode::Ok);
+    }
+
+    let Some(out) = args.out.clone() else { bail!("`--out DIR` is required unless --handoff is given") };
+    let options = RunOptions { model_dir: args.model.clone(), out_dir: out.clone(), device, resume: args.resume };
+    let hidden = json || !std::io::stderr().is_terminal();
+    let bar = if hidden { ProgressBar::hidden() } else { ProgressBar::new_spinner() };
+    let summary = credit_train::train::train(&options, &config, &samples, &mut |event| match event {
+        Event::Scoring { done, total } => bar.set_message(format!("scoring with the initial model {done}/{total}")),
+        Event::Started { start_step, total_steps } => {
+            bar.set_style(
+                ProgressStyle::with_template("{bar:30} {pos}/{len} steps · {msg} · ETA {eta}").unwrap_or_else(|_| ProgressStyle::default_bar()),
+            );
+            bar.set_length(total_steps);
+            bar.set_position(start_step);
+            bar.reset_eta();
+        }
+        Event::Step(m) => {
+            bar.set_position(m.step);
+            bar.set_message(format!("loss {:.4} · kl {} · clip {:.3} · {:.0} tok/s", m.loss, m.kl.map_or("-".into(), |k| format!("{k:.4}")), m.clip_frac, m.tokens_per_s));
+        }
+        Event::Saved { .. } => {}
+    })
+    .with_context(|| format!("training on {}", args.model.display()))?;
+    bar.finish_and_clear();
+
+    let metrics = out.join(credit_train::checkpoint::METRICS);
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({
+                "out": out,
+                "metrics": metrics,
+                "method": method.label(),
+                "preset": plan.profile,
+                "samples": samples.len(),
+                "skipped_rows": skipped,
+                "steps": summary.steps,
+                "tokens_per_s": summary.tokens_per_s,
+                "last": summary.last,
+            }))?
+        );
+    } else {
+        println!(
+            "trained steps {}..{} on {} samples ({} advantages, preset {}); checkpoint in {}",
+            summary.start_step + 1,
+            summary.steps,
+            samples.len(),
+            method.label(),
+            serde_json::to_value(plan.profile)?.as_str().unwrap_or(""),
+            out.display()
+        );
+        if let Some(m) = &summary.last {
+            println!("last step: loss {:.4}, kl {}, clip fraction {:.3}, grad norm {:.3}", m.loss, m.kl.map_or("-".into(), |k| format!("{k:.4}")), m.clip_frac, m.grad_norm);
+        }
+        println!("{:.0} tokens/s; metrics in {}", summary.tokens_per_s, metrics.display());
+    }
+    Ok(ExitCode::Ok)
+}
+
+/// The flags over `TrainConfig`'s defaults; `--seed` (shared with MGR's gate) seeds the shuffle.
+fn train_config(args: &PolicyArgs, project: &ProjectFile) -> TrainConfig {
+    let d = TrainConfig::default();
+    TrainConfig {
+        lr: args.lr.unwrap_or(d.lr),
+        epochs: args.epochs.unwrap_or(d.epochs),
+        steps: args.steps,
+        batch_size: args.batch_size.unwrap_or(d.batch_size),
+        grad_accum: args.grad_accum.unwrap_or(d.grad_accum),
+        clip_eps: args.clip_eps.unwrap_or(d.clip_eps),
+        kl_coef: args.kl_coef.unwrap_or(d.kl_coef),
+        warmup_steps: args.warmup.unwrap_or(d.warmup_steps),
+        max_grad_norm: args.max_grad_norm.unwrap_or(d.max_grad_norm),
+        seed: args.methods.seed.or(project.seed).unwrap_or(d.seed),
+        save_every: args.save_every,
+        adamw: d.adamw,
+    }
+}
+
+/// One sample per row with an action, in input order: (samples, rows skipped for lack of one).
+fn samples(batch: &StepBatch, advantage: &[f64], tokenizer: &Tokenizer, max_prompt: usize, limit: Option<usize>) -> Result<(Vec<Sample>, usize)> {
+    let Some(actions) = batch.texts(ACTION) else {
+        bail!("the logs have no `action` column (or text_actions, response, output): training needs each step's action text");
+    };
+    let (prompts, obs, tasks, logprobs) = (batch.texts(PROMPT), batch.texts(OBS), batch.texts(TASK), batch.opt_f64s(LOGPROB));
+    let mut out = Vec::new();
+    let mut skipped = 0;
+    for row in 0..batch.len() {
+        if limit.is_some_and(|n| out.len() >= n) {
+            break;
+        }
+        let Some(action) = actions.get(row) else {
+            skipped += 1;
+            continue;
+        };
+        let a = advantage.get(row).copied().unwrap_or(f64::NAN);
+        if !a.is_finite() {
+            bail!("row {row}: the advantage is {a}, not a finite number");
+        }
+        let prompt = match prompts.and_then(|p| p.get(row)) {
+            Some(p) if tokenizer.chat.is_rendered(p) => p.to_string(),
+            Some(p) => render(tokenizer.chat, p),
+            None => {
+                let traj = &batch.trajs[batch.traj_of_row[row] as usize];
+                let k = batch.position[row] as usize;
+                let history: Vec<(Option<&str>, Option<&str>)> = traj.rows[k.saturating_sub(HISTORY)..k]
+                    .iter()
+                    .map(|&r| (obs.and_then(|o| o.get(r as usize)), actions.get(r as usize)))
+                    .collect();
+                render(tokenizer.chat, &template(tasks.and_then(|t| t.get(row)), &history, obs.and_then(|o| o.get(row))))
+            }
+        };
+        let (input_ids, action_start) = tokenizer.encode_step(&prompt, action, max_prompt).with_context(|| format!("tokenizing row {row}"))?;
+        let old_logprob = logprobs.and_then(|c| c.get(row)).map(|lp| lp as f32);
+        out.push(Sample { input_ids, action_start, advantage: a as f32, old_logprob, old_token_logprobs: None });
+    }
+    Ok((out, skipped))
+}
+
+/// The user turn in the model's chat markup; plain text ends with a newline so the action
+/// starts on its own line.
+fn render(chat: ChatFormat, body: &str) -> String {
+    match chat {
+        ChatFormat::Plain => format!("{body}\n"),
+        markup => markup.wrap_user(body),
+    }
+}
+
+/// The prompt of a step whose producer did not log one:
+///
+/// ```text
+/// Task: {task}
+///
+/// Recent steps:
+/// Observation: {obs_{t-2}}
+/// Action: {action_{t-2}}
+/// Observation: {obs_{t-1}}
+/// Action: {action_{t-1}}
+///
+/// Current observation:
+/// {obs_t}
+///
+/// What is your next action?
+/// ```
+///
+/// Lines whose column is not logged are left out.
+fn template(task: Option<&str>, history: &[(Option<&str>, Option<&str>)], obs: Option<&str>) -> String {
+    let mut s = String::new();
+    if let Some(task) = task {
+        s.push_str(&format!("Task: {task}\n\n"));
+    }
+    if !history.is_empty() {
+        s.push_str("Recent steps:\n");
+        for (o, a) in history {
+            if let Some(o) = o {
+                s.push_str(&format!("Observation: {o}\n"));
+            }
+            if let Some(a) = a {
+                s.push_str(&format!("Action: {a}\n"));
+            }
+        }
+        s.push('\n');
+    }
+    if let Some(obs) = obs {
+        s.push_str(&format!("Current observation:\n{obs}\n\n"));
+    }
+    s.push_str("What is your next action?");
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn template_shows_task_history_and_current_obs() {
+        let got = template(Some("find the key"), &[(Some("hall"), Some("go north")), (None, Some("look"))], Some("a room"));
+        assert_eq!(
+            got,
+            "Task: find the key\n\nRecent steps:\nObservation: hall\nAction: go north\nAction: look\n\nCurrent observation:\na room\n\nWhat is your next action?"
+        );
+        assert_eq!(template(None, &[], None), "What is your next action?");
+        assert_eq!(render(ChatFormat::ChatMl, "hi"), "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+        assert_eq!(render(ChatFormat::Plain, "hi"), "hi\n");
+    }
+}
