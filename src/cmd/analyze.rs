@@ -4,6 +4,7 @@ use super::{load, write_plots, Format, Globals};
 use crate::config::ProjectFile;
 use crate::exit::ExitCode;
 use anyhow::Result;
+use credit_core::analyses::progress::Curve;
 use credit_core::analyses::summary::{summarize, SizeDistribution, Summary};
 
 #[derive(Debug, clap::Args)]
@@ -140,7 +141,7 @@ pub fn render(s: &Summary) -> String {
             p.success_steps
         );
         let _ = writeln!(o, "  step   ĉ success  Φ success   ĉ failure  Φ failure");
-        let cell = |c: &Option<credit_core::analyses::progress::Curve>| {
+        let cell = |c: &Option<Curve>| {
             c.as_ref().map_or(format!("{:>10} {:>10}", "-", "-"), |c| format!("{:>10.3} {:>10.3}", c.mean_progress, c.mean_cumulative))
         };
         for row in p.by_position.iter().take(10) {
@@ -155,8 +156,11 @@ pub fn render(s: &Summary) -> String {
         let logged = if g.logged { "" } else { " (no `segment` column: one per turn)" };
         let _ = writeln!(o, "\nsegments (HISR){logged}: {:.2} per trajectory (median {:.1}, max {})", l.mean, l.median, l.max);
         let _ = writeln!(o, "  turns per segment      size 1  size 2  size 3   >3");
-        let _ = writeln!(o, "  success, % of segs  {}", buckets(&g.turns_per_segment_success, false));
-        let _ = writeln!(o, "  failure, % of segs  {}", buckets(&g.turns_per_segment_failure, false));
+        for (name, d) in [("success", &g.turns_per_segment_success), ("failure", &g.turns_per_segment_failure)] {
+            if d.clusters > 0 {
+                let _ = writeln!(o, "  {name}, % of segs  {}", buckets(d, false));
+            }
+        }
         if g.fallback_trajectories > 0 {
             let _ = writeln!(o, "  {} trajectories with non-contiguous `segment` ids counted one segment per turn", g.fallback_trajectories);
         }

@@ -104,6 +104,7 @@ pub fn figures(inputs: &Inputs, scope: Scope, png_dir: Option<&Path>) -> Result<
             &draw(SmallHistograms {
                 series: vec![("successful trajectories".into(), lengths(true)), ("failed trajectories".into(), lengths(false))],
                 x_desc: "steps per trajectory".into(),
+                y_desc: "share of trajectories".into(),
                 bins: 30,
             }),
         )?;
@@ -144,7 +145,7 @@ pub fn figures(inputs: &Inputs, scope: Scope, png_dir: Option<&Path>) -> Result<
                 "distributions",
                 "Advantage distribution per method".into(),
                 "The spread of per-step credit each method assigns, on one shared axis (1st–99th percentile). Tall bars at 0 mean many steps get no credit.".into(),
-                &draw(SmallHistograms { series: inputs.advantages.to_vec(), x_desc: "advantage".into(), bins: 50 }),
+                &draw(SmallHistograms { series: inputs.advantages.to_vec(), x_desc: "advantage".into(), y_desc: "share of steps".into(), bins: 50 }),
             )?;
             let column = |m: &str| inputs.advantages.iter().find(|(n, _)| n == m).map(|(_, v)| v.clone()).unwrap_or_default();
             let pairs: Vec<_> = c.pairwise.iter().take(6).map(|p| (p.a.clone(), p.b.clone(), column(&p.a), column(&p.b), p.spearman)).collect();

@@ -97,6 +97,8 @@ fn padded(lo: f64, hi: f64) -> (f64, f64) {
 pub struct SmallHistograms {
     pub series: Vec<(String, Vec<f64>)>,
     pub x_desc: String,
+    /// What each bar's height is a share of (steps, trajectories).
+    pub y_desc: String,
     pub bins: usize,
 }
 
@@ -130,8 +132,9 @@ impl Plot for SmallHistograms {
                 .map_err(err)?;
             chart
                 .configure_mesh()
+                .light_line_style(RGBColor(244, 244, 244))
                 .x_desc(if k + 1 == self.series.len() { self.x_desc.as_str() } else { "" })
-                .y_desc("share of steps")
+                .y_desc(self.y_desc.as_str())
                 .label_style((FONT, 12))
                 .draw()
                 .map_err(err)?;
@@ -179,7 +182,7 @@ impl Plot for PairScatter {
                 .y_label_area_size(50)
                 .build_cartesian_2d(x0..x1, y0..y1)
                 .map_err(err)?;
-            chart.configure_mesh().x_desc(format!("adv_{a}")).y_desc(format!("adv_{b}")).label_style((FONT, 11)).draw().map_err(err)?;
+            chart.configure_mesh().light_line_style(RGBColor(244, 244, 244)).x_desc(format!("adv_{a}")).y_desc(format!("adv_{b}")).label_style((FONT, 11)).draw().map_err(err)?;
             // At most ~4000 points, evenly strided, so large logs stay readable and small files small.
             let stride = xs.len().div_ceil(4000).max(1);
             chart
@@ -224,7 +227,7 @@ impl Plot for LinePanels {
                 .y_label_area_size(55)
                 .build_cartesian_2d(x0..x1, y0..y1)
                 .map_err(err)?;
-            chart.configure_mesh().x_desc(self.x_desc.as_str()).y_desc(self.y_desc.as_str()).label_style((FONT, 11)).draw().map_err(err)?;
+            chart.configure_mesh().light_line_style(RGBColor(244, 244, 244)).x_desc(self.x_desc.as_str()).y_desc(self.y_desc.as_str()).label_style((FONT, 11)).draw().map_err(err)?;
             for (name, colour, pts) in lines {
                 let c = palette(*colour);
                 chart
@@ -271,8 +274,11 @@ impl Plot for BarPanels {
             let n = rows.len().max(1) as u32;
             let x_max = self.x_max.unwrap_or_else(|| rows.iter().map(|(_, v)| v.iter().sum::<f64>()).fold(0.0, f64::max).max(1e-9) * 1.1);
             let labels: Vec<String> = rows.iter().map(|(k, _)| k.chars().take(28).collect()).collect();
+            const COLOUR_NAMES: [&str; 10] = ["blue", "orange", "green", "red", "purple", "brown", "pink", "grey", "olive", "cyan"];
+            let key: Vec<String> = stack_names.iter().enumerate().map(|(i, n)| format!("{n} {}", COLOUR_NAMES[i % 10])).collect();
+            let caption = if key.is_empty() { title.clone() } else { format!("{title} ({})", key.join(", ")) };
             let mut chart = ChartBuilder::on(&panel)
-                .caption(title, (FONT, 15))
+                .caption(caption, (FONT, 15))
                 .margin(8)
                 .x_label_area_size(35)
                 .y_label_area_size(190)
@@ -280,6 +286,7 @@ impl Plot for BarPanels {
                 .map_err(err)?;
             chart
                 .configure_mesh()
+                .light_line_style(RGBColor(244, 244, 244))
                 .disable_y_mesh()
                 .x_desc(x_desc.as_str())
                 .y_labels(n as usize)
@@ -292,7 +299,7 @@ impl Plot for BarPanels {
                 .map_err(err)?;
             for s in 0..stack_names.len().max(1) {
                 let colour = palette(s);
-                let series = chart
+                chart
                     .draw_series(rows.iter().enumerate().map(|(i, (_, values))| {
                         let base: f64 = values.iter().take(s).sum();
                         let v = values.get(s).copied().unwrap_or(0.0);
@@ -303,19 +310,6 @@ impl Plot for BarPanels {
                         bar.set_margin(4, 4, 0, 0);
                         bar
                     }))
-                    .map_err(err)?;
-                if let Some(name) = stack_names.get(s) {
-                    series.label(name.as_str()).legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 12, y + 5)], colour.mix(0.8).filled()));
-                }
-            }
-            if !stack_names.is_empty() {
-                chart
-                    .configure_series_labels()
-                    .position(SeriesLabelPosition::LowerRight)
-                    .background_style(WHITE.mix(0.9))
-                    .border_style(BLACK.mix(0.4))
-                    .label_font((FONT, 12))
-                    .draw()
                     .map_err(err)?;
             }
         }

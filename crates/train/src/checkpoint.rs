@@ -102,11 +102,10 @@ fn temp_name(path: &Path) -> PathBuf {
     path.with_file_name(format!(".{name}.tmp-{}", std::process::id()))
 }
 
+/// safetensors' `serialize_to_file` itself writes a sibling temporary file and renames it.
 fn write_safetensors(path: &Path, tensors: Vec<(String, Tensor)>, step: u64) -> Result<()> {
     let metadata = HashMap::from([("format".to_string(), "pt".to_string()), (STEP_KEY.to_string(), step.to_string())]);
-    let tmp = temp_name(path);
-    safetensors::serialize_to_file(tensors, Some(metadata), &tmp).map_err(|e| Error::Checkpoint { path: path.to_path_buf(), message: format!("writing: {e}") })?;
-    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+    safetensors::serialize_to_file(tensors, Some(metadata), path).map_err(|e| Error::Checkpoint { path: path.to_path_buf(), message: format!("writing: {e}") })
 }
 
 /// The tensors of a safetensors file written by [`save`], on the CPU, and the step it records.

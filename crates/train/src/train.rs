@@ -191,10 +191,20 @@ pub fn train(run: &RunOptions, config: &TrainConfig, samples: &[Sample], on_prog
         return Err(Error::Params("no samples to train on".into()));
     }
     let out = &run.out_dir;
+    // Checked before anything is written: the vocabulary of the model the run will train.
+    let (_, model_config) = crate::load::read_config(if run.resume { out } else { &run.model_dir })?;
+    for (i, s) in samples.iter().enumerate() {
+        s.check(i, model_config.vocab_size)?;
+    }
+    let total_steps = config.total_steps(samples.len());
     let fingerprint = Fingerprint::of(samples);
     let mut session = if run.resume { Session::resume(run, config, &fingerprint)? } else { Session::start(run, config, fingerprint)? };
-    for (i, s) in samples.iter().enumerate() {
-        s.check(i, session.model.config().vocab_size)?;
+    let start_step = session.state.step;
+    if start_step >= total_steps {
+        return Err(Error::Params(format!(
+            "the checkpoint in {} is at step {start_step}, and the run asks for {total_steps} steps in all: pass a larger --steps or --epochs to train further",
+            out.display()
+        )));
     }
     // offsets[i]: where sample i's action tokens start in the flat initial log-probs.
     let mut offsets = vec![0];
@@ -214,8 +224,6 @@ pub fn train(run: &RunOptions, config: &TrainConfig, samples: &[Sample], on_prog
         }
     }
 
-    let total_steps = config.total_steps(samples.len());
-    let start_step = session.state.step;
     on_progress(Event::Started { start_step, total_steps });
     let metrics_path = out.join(checkpoint::METRICS);
     let mut metrics_file = std::fs::OpenOptions::new().create(true).append(true).open(&metrics_path).map_err(|e| Error::io(&metrics_path, e))?;
@@ -252,8 +260,8 @@ pub fn train(run: &RunOptions, config: &TrainConfig, samples: &[Sample], on_prog
         }
         last = Some(metrics);
     }
-    let ran = total_steps.saturating_sub(start_step);
-    Ok(Summary { start_step, steps: session.state.step, last, tokens_per_s: if ran > 0 { rate_sum / ran as f64 } else { 0.0 } })
+    let ran = (total_steps - start_step) as f64;
+    Ok(Summary { start_step, steps: session.state.step, last, tokens_per_s: rate_sum / ran })
 }
 
 /// A deterministic shuffle of 0..n for one epoch (Fisher–Yates over SplitMix64).
@@ -311,14 +319,15 @@ impl Session {
         if out.read_dir().is_ok_and(|mut d| d.next().is_some()) {
             return Err(Error::Checkpoint { path: out.clone(), message: "exists and is not empty: choose a new or empty --out folder".into() });
         }
-        std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
         let (config_json, _) = crate::load::read_config(&run.model_dir)?;
         let model = crate::load::load_model(&run.model_dir, run.device)?;
+        std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
         let optimizer = AdamW::new(model.params(), config.adamw.clone())?;
         let state = TrainerState {
             step: 0,
             config: config.clone(),
-            source_model: run.model_dir.clone(),
+            // Absolute, so a resume from another folder still finds the tokenizer files to copy.
+            source_model: run.model_dir.canonicalize().unwrap_or_else(|_| run.model_dir.clone()),
             samples,
             credit_train_version: env!("CARGO_PKG_VERSION").into(),
         };

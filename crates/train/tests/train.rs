@@ -168,6 +168,10 @@ fn resumed_run_continues_exactly_where_it_stopped() {
     let summary = train::train(&run(&model_dir, &resumed, true), &config(4), &samples, &mut |_| {}).unwrap();
     assert_eq!((summary.start_step, summary.steps), (2, 4));
 
+    // Nothing left to do is said, not silently skipped.
+    let e = train::train(&run(&model_dir, &resumed, true), &config(4), &samples, &mut |_| {}).unwrap_err().to_string();
+    assert!(e.contains("at step 4") && e.contains("larger --steps"), "{e}");
+
     let (a, _) = checkpoint::read_stamped(&straight.join("model.safetensors")).unwrap();
     let (b, _) = checkpoint::read_stamped(&resumed.join("model.safetensors")).unwrap();
     for (name, ta) in &a {

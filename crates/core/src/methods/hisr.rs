@@ -352,6 +352,7 @@ mod tests {
     // spec-spa-hisr.md B9, T-HISR-1: z, z(s), r^him (L1), end-placed fused reward, G (γ = 0.99),
     // GAE with V (λ = 0.95), in both profiles (HISR has no code: `verl` = `paper`).
     #[test]
+    #[allow(clippy::approx_constant)] // z_2 = e, printed by the spec to 4 decimals
     fn vector_b9_t_hisr_1_end_to_end() {
         for profile in [Profile::Paper, Profile::Verl] {
             let a = advantages(&t_hisr_1(true), &Params::preset(profile)).unwrap();

@@ -21,7 +21,7 @@
 //!   success = row score > 0.5, invalid penalty 0.1 after discounting, τ = 0.1.
 
 use super::group_stats::{episode_advantages, episode_scores, episode_stats, step_returns, Norm};
-use super::tfidf::{dot, fit_transform};
+use super::tfidf::fit_transform;
 use super::{Advantages, Values};
 use crate::batch::StepBatch;
 use crate::error::{Error, Result};
@@ -226,20 +226,42 @@ fn soft_baselines(batch: &StepBatch, returns: &[f64], params: &Params) -> Result
         for (k, &r) in rows.iter().enumerate() {
             doc[r as usize] = corpus.doc_of_row[k];
         }
-        for &g in &groups {
+        // Groups are independent: split them over the available cores.
+        let subsets = |g: usize| -> Vec<Vec<u32>> {
             let group_rows: Vec<u32> = batch.group_rows(g).collect();
             match params.psa_scope {
-                PsaScope::Group => aggregate(&group_rows, &doc, &corpus.vectors, returns, params.tau, &mut baseline),
+                PsaScope::Group => vec![group_rows],
                 PsaScope::SameT => {
                     let mut by_t: std::collections::BTreeMap<u32, Vec<u32>> = Default::default();
                     for &r in &group_rows {
                         by_t.entry(batch.position[r as usize]).or_default().push(r);
                     }
-                    for subset in by_t.values() {
-                        aggregate(subset, &doc, &corpus.vectors, returns, params.tau, &mut baseline);
-                    }
+                    by_t.into_values().collect()
                 }
             }
+        };
+        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(groups.len().max(1));
+        let chunk = groups.len().div_ceil(threads).max(1);
+        let (doc, vectors) = (&doc, &corpus.vectors);
+        let results: Vec<Vec<(u32, f64)>> = std::thread::scope(|scope| {
+            let handles: Vec<_> = groups
+                .chunks(chunk)
+                .map(|part| {
+                    scope.spawn(move || {
+                        let mut out = Vec::new();
+                        for &g in part {
+                            for subset in subsets(g) {
+                                aggregate(&subset, doc, vectors, returns, params.tau, &mut out);
+                            }
+                        }
+                        out
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap_or_default()).collect()
+        });
+        for (row, value) in results.into_iter().flatten() {
+            baseline[row as usize] = Some(value);
         }
     }
     Ok((baseline, empty_fits))
@@ -247,7 +269,8 @@ fn soft_baselines(batch: &StepBatch, returns: &[f64], params: &Params) -> Result
 
 /// B_i = Σ_j softmax_j(sim(i,j)/τ)·R_j over `rows`, computed over their distinct texts: rows with
 /// the same text share similarities, so each distinct text carries its count and its return sum.
-fn aggregate(rows: &[u32], doc: &[u32], vectors: &[Vec<(u32, f64)>], returns: &[f64], tau: f64, out: &mut [Option<f64>]) {
+/// Pushes (row, B) for every row.
+fn aggregate(rows: &[u32], doc: &[u32], vectors: &[Vec<(u32, f64)>], returns: &[f64], tau: f64, out: &mut Vec<(u32, f64)>) {
     let mut index: PlHashMap<u32, usize> = PlHashMap::with_capacity_and_hasher(rows.len(), Default::default());
     let mut distinct: Vec<(u32, f64, f64)> = Vec::new(); // (doc, count, return sum)
     for &r in rows {
@@ -260,13 +283,23 @@ fn aggregate(rows: &[u32], doc: &[u32], vectors: &[Vec<(u32, f64)>], returns: &[
         distinct[k].2 += returns[r as usize];
     }
     let u = distinct.len();
+    // Similarities: scatter one vector into a dense buffer, then gather each other vector's
+    // entries (cheaper than merging two sparse lists).
+    let dim = distinct.iter().flat_map(|d| vectors[d.0 as usize].last().map(|e| e.0 as usize + 1)).max().unwrap_or(0);
+    let mut dense = vec![0.0; dim];
     let mut sims = vec![0.0; u * u];
     for a in 0..u {
-        sims[a * u + a] = dot(&vectors[distinct[a].0 as usize], &vectors[distinct[a].0 as usize]);
-        for b in a + 1..u {
-            let s = dot(&vectors[distinct[a].0 as usize], &vectors[distinct[b].0 as usize]);
+        let va = &vectors[distinct[a].0 as usize];
+        for &(t, w) in va {
+            dense[t as usize] = w;
+        }
+        for b in a..u {
+            let s: f64 = vectors[distinct[b].0 as usize].iter().map(|&(t, w)| w * dense[t as usize]).sum();
             sims[a * u + b] = s;
             sims[b * u + a] = s;
+        }
+        for &(t, _) in va {
+            dense[t as usize] = 0.0;
         }
     }
     let mut value = vec![0.0; u];
@@ -281,9 +314,7 @@ fn aggregate(rows: &[u32], doc: &[u32], vectors: &[Vec<(u32, f64)>], returns: &[
         }
         value[a] = num / den;
     }
-    for &r in rows {
-        out[r as usize] = Some(value[index[&doc[r as usize]]]);
-    }
+    out.extend(rows.iter().map(|&r| (r, value[index[&doc[r as usize]]])));
 }
 
 #[cfg(test)]

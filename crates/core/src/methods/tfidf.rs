@@ -23,11 +23,9 @@ pub struct Corpus {
     pub vocabulary_size: usize,
 }
 
-/// Maximal runs of word characters, lower-cased, at least two characters long.
-fn tokens(text: &str) -> impl Iterator<Item = String> + '_ {
-    text.split(|c: char| !(c.is_alphanumeric() || c == '_'))
-        .filter(|t| t.chars().nth(1).is_some())
-        .map(|t| t.to_lowercase())
+/// Maximal runs of word characters at least two characters long, of already lower-cased text.
+fn tokens(lower: &str) -> impl Iterator<Item = &str> + '_ {
+    lower.split(|c: char| !(c.is_alphanumeric() || c == '_')).filter(|t| t.chars().nth(1).is_some())
 }
 
 /// Fits on `documents` (every row a document; `None` is an empty document) and returns each
@@ -55,29 +53,37 @@ pub fn fit_transform<'a>(documents: impl Iterator<Item = Option<&'a str>>, max_f
     let mut total: Vec<u64> = Vec::new();
     let mut df: Vec<u64> = Vec::new();
     let mut counts: Vec<Vec<(u32, u32)>> = Vec::with_capacity(texts.len());
-    let mut local: PlHashMap<u32, u32> = PlHashMap::default();
+    // Per-document counts in a dense buffer, with the touched terms listed (no hashing per token).
+    let mut local: Vec<u32> = Vec::new();
+    let mut touched: Vec<u32> = Vec::new();
     for (d, text) in texts.iter().enumerate() {
-        local.clear();
-        for token in tokens(text) {
-            let id = match term_ids.get(&token) {
+        let lower = if text.chars().any(char::is_uppercase) { std::borrow::Cow::Owned(text.to_lowercase()) } else { std::borrow::Cow::Borrowed(*text) };
+        for token in tokens(&lower) {
+            let id = match term_ids.get(token) {
                 Some(&id) => id,
                 None => {
                     let id = terms.len() as u32;
-                    term_ids.insert(token.clone(), id);
-                    terms.push(token);
+                    term_ids.insert(token.to_string(), id);
+                    terms.push(token.to_string());
                     total.push(0);
                     df.push(0);
+                    local.push(0);
                     id
                 }
             };
-            *local.entry(id).or_default() += 1;
+            if local[id as usize] == 0 {
+                touched.push(id);
+            }
+            local[id as usize] += 1;
         }
         let m = multiplicity[d];
-        let mut doc: Vec<(u32, u32)> = local.iter().map(|(&t, &c)| (t, c)).collect();
+        let mut doc: Vec<(u32, u32)> = touched.iter().map(|&t| (t, local[t as usize])).collect();
         for &(t, c) in &doc {
             total[t as usize] += m * c as u64;
             df[t as usize] += m;
+            local[t as usize] = 0;
         }
+        touched.clear();
         doc.sort_unstable();
         counts.push(doc);
     }
