@@ -200,7 +200,6 @@ pub fn advantages(batch: &StepBatch, params: &Params) -> Result<Advantages> {
 
 /// B_i for every row (None where the fit's vocabulary is empty) and the number of empty fits.
 fn soft_baselines(batch: &StepBatch, returns: &[f64], params: &Params) -> Result<(Vec<Option<f64>>, usize)> {
-    let obs = batch.texts(OBS);
     // Fit scopes: one per iteration, or the whole batch.
     let mut scopes: Vec<Vec<usize>> = Vec::new();
     if batch.has(ITERATION) {
@@ -212,69 +211,81 @@ fn soft_baselines(batch: &StepBatch, returns: &[f64], params: &Params) -> Result
     } else {
         scopes.push((0..batch.groups.len()).collect());
     }
+    // Scopes and groups are independent: with several scopes, scopes go to the cores; with one,
+    // its groups do.
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let results: Vec<Option<Vec<(u32, f64)>>> = if scopes.len() > 1 {
+        parallel(&scopes, threads, |groups| scope_baselines(batch, groups, returns, params, 1))
+    } else {
+        scopes.iter().map(|groups| scope_baselines(batch, groups, returns, params, threads)).collect()
+    };
     let mut baseline = vec![None; batch.len()];
     let mut empty_fits = 0;
-    for groups in scopes {
-        let rows: Vec<u32> = groups.iter().flat_map(|&g| batch.group_rows(g)).collect();
-        let corpus = fit_transform(rows.iter().map(|&r| obs.and_then(|o| o.get(r as usize))), params.max_features as usize);
-        if corpus.vocabulary_size == 0 {
-            empty_fits += 1;
-            continue;
-        }
-        let mut doc = vec![0u32; 0];
-        doc.resize(batch.len(), 0);
-        for (k, &r) in rows.iter().enumerate() {
-            doc[r as usize] = corpus.doc_of_row[k];
-        }
-        // Groups are independent: split them over the available cores.
-        let subsets = |g: usize| -> Vec<Vec<u32>> {
-            let group_rows: Vec<u32> = batch.group_rows(g).collect();
-            match params.psa_scope {
-                PsaScope::Group => vec![group_rows],
-                PsaScope::SameT => {
-                    let mut by_t: std::collections::BTreeMap<u32, Vec<u32>> = Default::default();
-                    for &r in &group_rows {
-                        by_t.entry(batch.position[r as usize]).or_default().push(r);
-                    }
-                    by_t.into_values().collect()
+    for result in results {
+        match result {
+            Some(values) => {
+                for (row, value) in values {
+                    baseline[row as usize] = Some(value);
                 }
             }
-        };
-        let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).min(groups.len().max(1));
-        let chunk = groups.len().div_ceil(threads).max(1);
-        let (doc, vectors) = (&doc, &corpus.vectors);
-        let results: Vec<Vec<(u32, f64)>> = std::thread::scope(|scope| {
-            let handles: Vec<_> = groups
-                .chunks(chunk)
-                .map(|part| {
-                    scope.spawn(move || {
-                        let mut out = Vec::new();
-                        for &g in part {
-                            for subset in subsets(g) {
-                                aggregate(&subset, doc, vectors, returns, params.tau, &mut out);
-                            }
-                        }
-                        out
-                    })
-                })
-                .collect();
-            handles.into_iter().map(|h| h.join().unwrap_or_default()).collect()
-        });
-        for (row, value) in results.into_iter().flatten() {
-            baseline[row as usize] = Some(value);
+            None => empty_fits += 1,
         }
     }
     Ok((baseline, empty_fits))
 }
 
+/// Maps `f` over `items` on up to `threads` scoped threads, keeping the order.
+fn parallel<T: Sync, R: Send>(items: &[T], threads: usize, f: impl Fn(&T) -> R + Sync) -> Vec<R> {
+    if threads <= 1 || items.len() <= 1 {
+        return items.iter().map(f).collect();
+    }
+    let chunk = items.len().div_ceil(threads.min(items.len())).max(1);
+    let f = &f;
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = items.chunks(chunk).map(|part| scope.spawn(move || part.iter().map(f).collect::<Vec<R>>())).collect();
+        handles.into_iter().flat_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))).collect()
+    })
+}
+
+/// One fit scope: the TF-IDF fit over its rows, then B for every row of its groups; `None` when
+/// the vocabulary is empty.
+fn scope_baselines(batch: &StepBatch, groups: &[usize], returns: &[f64], params: &Params, threads: usize) -> Option<Vec<(u32, f64)>> {
+    let obs = batch.texts(OBS);
+    let rows: Vec<u32> = groups.iter().flat_map(|&g| batch.group_rows(g)).collect();
+    let corpus = fit_transform(rows.iter().map(|&r| obs.and_then(|o| o.get(r as usize))), params.max_features as usize);
+    if corpus.vocabulary_size == 0 {
+        return None;
+    }
+    let doc: PlHashMap<u32, u32> = rows.iter().zip(&corpus.doc_of_row).map(|(&r, &d)| (r, d)).collect();
+    let subsets = |g: &usize| -> Vec<(u32, f64)> {
+        let group_rows: Vec<u32> = batch.group_rows(*g).collect();
+        let parts = match params.psa_scope {
+            PsaScope::Group => vec![group_rows],
+            PsaScope::SameT => {
+                let mut by_t: std::collections::BTreeMap<u32, Vec<u32>> = Default::default();
+                for &r in &group_rows {
+                    by_t.entry(batch.position[r as usize]).or_default().push(r);
+                }
+                by_t.into_values().collect()
+            }
+        };
+        let mut out = Vec::new();
+        for part in parts {
+            aggregate(&part, &doc, &corpus.vectors, returns, params.tau, &mut out);
+        }
+        out
+    };
+    Some(parallel(groups, threads, subsets).into_iter().flatten().collect())
+}
+
 /// B_i = Σ_j softmax_j(sim(i,j)/τ)·R_j over `rows`, computed over their distinct texts: rows with
 /// the same text share similarities, so each distinct text carries its count and its return sum.
 /// Pushes (row, B) for every row.
-fn aggregate(rows: &[u32], doc: &[u32], vectors: &[Vec<(u32, f64)>], returns: &[f64], tau: f64, out: &mut Vec<(u32, f64)>) {
+fn aggregate(rows: &[u32], doc: &PlHashMap<u32, u32>, vectors: &[Vec<(u32, f64)>], returns: &[f64], tau: f64, out: &mut Vec<(u32, f64)>) {
     let mut index: PlHashMap<u32, usize> = PlHashMap::with_capacity_and_hasher(rows.len(), Default::default());
     let mut distinct: Vec<(u32, f64, f64)> = Vec::new(); // (doc, count, return sum)
     for &r in rows {
-        let d = doc[r as usize];
+        let d = doc[&r];
         let k = *index.entry(d).or_insert_with(|| {
             distinct.push((d, 0.0, 0.0));
             distinct.len() - 1
@@ -314,7 +325,7 @@ fn aggregate(rows: &[u32], doc: &[u32], vectors: &[Vec<(u32, f64)>], returns: &[
         }
         value[a] = num / den;
     }
-    out.extend(rows.iter().map(|&r| (r, value[index[&doc[r as usize]]])));
+    out.extend(rows.iter().map(|&r| (r, value[index[&doc[&r]]])));
 }
 
 #[cfg(test)]
