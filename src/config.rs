@@ -37,10 +37,17 @@ impl ProjectFile {
         let path = match path {
             Some(p) => p.to_path_buf(),
             None if Path::new("credit.toml").is_file() => PathBuf::from("credit.toml"),
-            None => return Ok(ProjectFile { dir: PathBuf::from("."), ..Default::default() }),
+            None => {
+                return Ok(ProjectFile {
+                    dir: PathBuf::from("."),
+                    ..Default::default()
+                })
+            }
         };
-        let text = std::fs::read_to_string(&path).with_context(|| format!("reading {}", path.display()))?;
-        let mut file: ProjectFile = toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        let text = std::fs::read_to_string(&path)
+            .with_context(|| format!("reading {}", path.display()))?;
+        let mut file: ProjectFile =
+            toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
         file.dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
         if file.dir.as_os_str().is_empty() {
             file.dir = PathBuf::from(".");
@@ -91,15 +98,20 @@ fn toml_text(v: &toml::Value) -> Result<String> {
 pub fn column_map(project: &ProjectFile, schema: Option<&Path>) -> Result<ColumnMap> {
     let mut user = project.columns.clone();
     if let Some(path) = schema {
-        let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        let table: toml::Table = toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        let text =
+            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        let table: toml::Table =
+            toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
         let pairs = match table.get("columns") {
             Some(toml::Value::Table(t)) => t.clone(),
             _ => table,
         };
         for (source, target) in pairs {
             let Some(target) = target.as_str() else {
-                bail!("{}: `{source}` must map to a column name in quotes", path.display());
+                bail!(
+                    "{}: `{source}` must map to a column name in quotes",
+                    path.display()
+                );
             };
             user.insert(source, target.to_string());
         }

@@ -24,14 +24,20 @@ fn expected(name: &str) -> Expected {
     let mut clusters: HashMap<(String, String), usize> = HashMap::new();
     let mut invalid = 0;
     for r in &rows {
-        let (g, t) = (r["uid"].as_str().unwrap().to_string(), r["traj_uid"].as_str().unwrap().to_string());
-        let won = r["won"].as_bool().unwrap() || r.get("success").and_then(|s| s.as_bool()).unwrap_or(false);
+        let (g, t) = (
+            r["uid"].as_str().unwrap().to_string(),
+            r["traj_uid"].as_str().unwrap().to_string(),
+        );
+        let won = r["won"].as_bool().unwrap()
+            || r.get("success").and_then(|s| s.as_bool()).unwrap_or(false);
         let e = trajs.entry(t).or_insert((g.clone(), false));
         e.1 |= won;
         if !r["is_action_valid"].as_bool().unwrap() {
             invalid += 1;
         }
-        *clusters.entry((g, r["anchor_obs"].as_str().unwrap().to_string())).or_default() += 1;
+        *clusters
+            .entry((g, r["anchor_obs"].as_str().unwrap().to_string()))
+            .or_default() += 1;
     }
     let groups: BTreeSet<&String> = trajs.values().map(|(g, _)| g).collect();
     let mut per_group: BTreeMap<&String, (usize, usize)> = BTreeMap::new();
@@ -50,14 +56,22 @@ fn expected(name: &str) -> Expected {
         singleton_steps_pct: 100.0 * singletons as f64 / rows.len() as f64,
         singleton_clusters_pct: 100.0 * singletons as f64 / clusters.len() as f64,
         clusters: clusters.len(),
-        all_fail_groups: per_group.values().filter(|(n, s)| *s == 0 && *n > 0).count(),
+        all_fail_groups: per_group
+            .values()
+            .filter(|(n, s)| *s == 0 && *n > 0)
+            .count(),
         all_success_groups: per_group.values().filter(|(n, s)| s == n).count(),
     }
 }
 
 fn check(name: &str, documented: (usize, usize, usize)) {
     let run = Run::new();
-    let s = json(&run.credit(["analyze", fixture(&format!("real/{name}")).to_str().unwrap(), "--format", "json"]));
+    let s = json(&run.credit([
+        "analyze",
+        fixture(&format!("real/{name}")).to_str().unwrap(),
+        "--format",
+        "json",
+    ]));
     let e = expected(name);
     // The counts the data README documents, and the ones derived above, agree with credit's.
     assert_eq!((e.rows, e.groups, e.trajectories), documented);
@@ -68,7 +82,10 @@ fn check(name: &str, documented: (usize, usize, usize)) {
     assert!((f(&s["invalid_actions"]["rate"]) - e.invalid_rate).abs() < 1e-12);
     assert_eq!(s["step_groups"]["overall"]["clusters"], e.clusters);
     assert!((f(&s["step_groups"]["overall"]["pct_steps"][0]) - e.singleton_steps_pct).abs() < 1e-9);
-    assert!((f(&s["step_groups"]["overall"]["pct_clusters"][0]) - e.singleton_clusters_pct).abs() < 1e-9);
+    assert!(
+        (f(&s["step_groups"]["overall"]["pct_clusters"][0]) - e.singleton_clusters_pct).abs()
+            < 1e-9
+    );
     assert_eq!(s["degenerate"]["all_fail_groups"], e.all_fail_groups);
     assert_eq!(s["degenerate"]["all_success_groups"], e.all_success_groups);
     assert_eq!(s["rollouts_per_group"]["single_rollout_groups"], 0);
@@ -80,9 +97,17 @@ fn textworld_numbers() {
     // ../shared/data/README.md: 404 rows, 3 groups, 24 trajectories (13 won).
     check("textworld.jsonl", (404, 3, 24));
     let run = Run::new();
-    let s = json(&run.credit(["analyze", fixture("real/textworld.jsonl").to_str().unwrap(), "--format", "json"]));
+    let s = json(&run.credit([
+        "analyze",
+        fixture("real/textworld.jsonl").to_str().unwrap(),
+        "--format",
+        "json",
+    ]));
     assert!((f(&s["success"]["overall"]) - 13.0 / 24.0).abs() < 1e-12);
-    assert!(!s["success"]["per_task"].as_array().unwrap().is_empty(), "per-task success from the `game` column");
+    assert!(
+        !s["success"]["per_task"].as_array().unwrap().is_empty(),
+        "per-task success from the `game` column"
+    );
 }
 
 #[test]
@@ -94,7 +119,12 @@ fn sokoban_numbers() {
 #[test]
 fn directory_reads_every_file() {
     let run = Run::new();
-    let s = json(&run.credit(["analyze", fixture("real").to_str().unwrap(), "--format", "json"]));
+    let s = json(&run.credit([
+        "analyze",
+        fixture("real").to_str().unwrap(),
+        "--format",
+        "json",
+    ]));
     assert_eq!(s["files"], 2);
     assert_eq!(s["rows"], 404 + 1078);
     assert_eq!(s["groups"], 3 + 8);
@@ -106,7 +136,10 @@ fn text_report_fits_a_screen() {
     let out = run.credit(["analyze", fixture("real/textworld.jsonl").to_str().unwrap()]);
     assert!(out.status.success());
     let text = stdout(&out);
-    assert!(text.contains("404 rows") && text.contains("3 groups") && text.contains("24 trajectories"), "{text}");
+    assert!(
+        text.contains("404 rows") && text.contains("3 groups") && text.contains("24 trajectories"),
+        "{text}"
+    );
     assert!(text.contains("% of steps") && text.contains("% of clusters"));
     assert!(text.lines().count() < 60, "{text}");
 }
@@ -116,14 +149,23 @@ fn every_format_reads_the_same_rows() {
     // gzip, zstd, Parquet, episode-per-line and a renamed producer with a mapping file all hold
     // the textworld fixture; each must give the plain file's summary.
     let run = Run::new();
-    let plain = json(&run.credit(["analyze", fixture("real/textworld.jsonl").to_str().unwrap(), "--format", "json"]));
+    let plain = json(&run.credit([
+        "analyze",
+        fixture("real/textworld.jsonl").to_str().unwrap(),
+        "--format",
+        "json",
+    ]));
     let variants: Vec<Vec<String>> = vec![
         vec![fixture("formats/textworld.jsonl.gz").display().to_string()],
         vec![fixture("formats/textworld.jsonl.zst").display().to_string()],
         vec![fixture("formats/textworld.parquet").display().to_string()],
-        vec![fixture("formats/textworld.episodes.jsonl").display().to_string()],
+        vec![fixture("formats/textworld.episodes.jsonl")
+            .display()
+            .to_string()],
         vec![
-            fixture("formats/textworld.renamed.jsonl").display().to_string(),
+            fixture("formats/textworld.renamed.jsonl")
+                .display()
+                .to_string(),
             "--schema".into(),
             fixture("formats/map.toml").display().to_string(),
         ],
@@ -132,7 +174,16 @@ fn every_format_reads_the_same_rows() {
         let mut all = vec!["analyze".to_string(), "--format".into(), "json".into()];
         all.extend(args.clone());
         let s = json(&run.credit(&all));
-        for key in ["rows", "groups", "trajectories", "success", "invalid_actions", "step_groups", "degenerate", "length"] {
+        for key in [
+            "rows",
+            "groups",
+            "trajectories",
+            "success",
+            "invalid_actions",
+            "step_groups",
+            "degenerate",
+            "length",
+        ] {
             assert_eq!(s[key], plain[key], "{key} differs for {args:?}");
         }
     }
@@ -153,7 +204,14 @@ fn padding_duplicates_are_dropped_and_counted() {
 #[test]
 fn project_file_supplies_default_inputs() {
     let run = Run::new();
-    std::fs::write(run.path("credit.toml"), format!("inputs = [{:?}]\n", fixture("real/sokoban.jsonl").display().to_string())).unwrap();
+    std::fs::write(
+        run.path("credit.toml"),
+        format!(
+            "inputs = [{:?}]\n",
+            fixture("real/sokoban.jsonl").display().to_string()
+        ),
+    )
+    .unwrap();
     let s = json(&run.credit(["analyze", "--format", "json"]));
     assert_eq!(s["rows"], 1078);
 }

@@ -5,7 +5,14 @@ use crate::util::{f, fixture, json, read_jsonl, stdout, Run};
 #[test]
 fn compare_reports_every_section() {
     let run = Run::new();
-    let out = run.credit(["compare", fixture("real/textworld.jsonl").to_str().unwrap(), "--methods", "grpo,gigpo,proxmo,mgr", "--format", "json"]);
+    let out = run.credit([
+        "compare",
+        fixture("real/textworld.jsonl").to_str().unwrap(),
+        "--methods",
+        "grpo,gigpo,proxmo,mgr",
+        "--format",
+        "json",
+    ]);
     let c = json(&out);
     assert_eq!(c["methods"].as_array().unwrap().len(), 4);
     assert_eq!(c["pairwise"].as_array().unwrap().len(), 6);
@@ -15,7 +22,10 @@ fn compare_reports_every_section() {
         assert_eq!(c["invalid_credit"][m]["invalid_steps"], 27);
     }
     // MGR never credits an invalid action positively (spec-mgr.md §1.5 guarantee).
-    assert_eq!(f(&c["invalid_credit"]["mgr"]["invalid_positive_share"]), 0.0);
+    assert_eq!(
+        f(&c["invalid_credit"]["mgr"]["invalid_positive_share"]),
+        0.0
+    );
     assert_eq!(c["metadata"]["preset"], "paper");
 }
 
@@ -25,15 +35,39 @@ fn invalid_positive_share_matches_the_advantages_file() {
     // and the raw `is_action_valid` flags, and compare with `credit compare`.
     let run = Run::new();
     let input = fixture("real/sokoban.jsonl");
-    let out = run.credit(["advantages", input.to_str().unwrap(), "--methods", "grpo", "-o", "a.jsonl"]);
+    let out = run.credit([
+        "advantages",
+        input.to_str().unwrap(),
+        "--methods",
+        "grpo",
+        "-o",
+        "a.jsonl",
+    ]);
     assert!(out.status.success());
     let adv = read_jsonl(&run.path("a.jsonl"));
     let raw = read_jsonl(&input);
-    let invalid: Vec<usize> = (0..raw.len()).filter(|&i| !raw[i]["is_action_valid"].as_bool().unwrap()).collect();
-    let positive = invalid.iter().filter(|&&i| f(&adv[i]["adv_grpo"]) > 0.0).count();
-    let c = json(&run.credit(["compare", input.to_str().unwrap(), "--methods", "grpo,gigpo", "--format", "json"]));
+    let invalid: Vec<usize> = (0..raw.len())
+        .filter(|&i| !raw[i]["is_action_valid"].as_bool().unwrap())
+        .collect();
+    let positive = invalid
+        .iter()
+        .filter(|&&i| f(&adv[i]["adv_grpo"]) > 0.0)
+        .count();
+    let c = json(&run.credit([
+        "compare",
+        input.to_str().unwrap(),
+        "--methods",
+        "grpo,gigpo",
+        "--format",
+        "json",
+    ]));
     assert_eq!(c["invalid_credit"]["grpo"]["invalid_steps"], invalid.len());
-    assert!((f(&c["invalid_credit"]["grpo"]["invalid_positive_share"]) - positive as f64 / invalid.len() as f64).abs() < 1e-12);
+    assert!(
+        (f(&c["invalid_credit"]["grpo"]["invalid_positive_share"])
+            - positive as f64 / invalid.len() as f64)
+            .abs()
+            < 1e-12
+    );
 }
 
 #[test]
@@ -42,7 +76,13 @@ fn text_output_names_the_sections() {
     let out = run.credit(["compare", fixture("real/textworld.jsonl").to_str().unwrap()]);
     assert!(out.status.success());
     let text = stdout(&out);
-    for section in ["distribution of per-step credit", "agreement over steps", "invalid actions that receive positive credit", "by step position", "per task"] {
+    for section in [
+        "distribution of per-step credit",
+        "agreement over steps",
+        "invalid actions that receive positive credit",
+        "by step position",
+        "per task",
+    ] {
         assert!(text.contains(section), "missing {section}:\n{text}");
     }
 }

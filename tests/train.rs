@@ -8,16 +8,43 @@ use credit_train::{Config, DType};
 
 fn tiny_model(run: &Run) -> String {
     let dir = run.path("model");
-    write_model_dir(&dir, &Config::qwen2_tiny(BYTE_LEVEL_VOCAB), 3, 1, DType::F32).expect("write the tiny model");
+    write_model_dir(
+        &dir,
+        &Config::qwen2_tiny(BYTE_LEVEL_VOCAB),
+        3,
+        1,
+        DType::F32,
+    )
+    .expect("write the tiny model");
     dir.display().to_string()
 }
 
 fn policy_args(run: &Run, model: &str, extra: &[&str]) -> Vec<String> {
-    let mut args: Vec<String> = ["train", "policy", &fixture("real/textworld.jsonl").display().to_string(), "--model", model]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    args.extend(["--method", "gigpo", "--preset", "verl", "--max-samples", "4", "--max-prompt-tokens", "64", "--batch-size", "2"].map(String::from));
+    let mut args: Vec<String> = [
+        "train",
+        "policy",
+        &fixture("real/textworld.jsonl").display().to_string(),
+        "--model",
+        model,
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    args.extend(
+        [
+            "--method",
+            "gigpo",
+            "--preset",
+            "verl",
+            "--max-samples",
+            "4",
+            "--max-prompt-tokens",
+            "64",
+            "--batch-size",
+            "2",
+        ]
+        .map(String::from),
+    );
     args.extend(["--lr", "1e-3", "--out"].map(String::from));
     args.push(run.path("ckpt").display().to_string());
     args.extend(extra.iter().map(|s| s.to_string()));
@@ -28,31 +55,68 @@ fn policy_args(run: &Run, model: &str, extra: &[&str]) -> Vec<String> {
 fn trains_checkpoints_and_resumes() {
     let run = Run::new();
     let model = tiny_model(&run);
-    let out = json(&run.credit(policy_args(&run, &model, &["--steps", "2", "--format", "json"])));
-    assert_eq!((out["steps"].as_u64(), out["samples"].as_u64(), out["method"].as_str()), (Some(2), Some(4), Some("gigpo")));
+    let out = json(&run.credit(policy_args(
+        &run,
+        &model,
+        &["--steps", "2", "--format", "json"],
+    )));
+    assert_eq!(
+        (
+            out["steps"].as_u64(),
+            out["samples"].as_u64(),
+            out["method"].as_str()
+        ),
+        (Some(2), Some(4), Some("gigpo"))
+    );
 
     let ckpt = run.path("ckpt");
-    for file in ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "optimizer.safetensors", "trainer_state.json"] {
-        assert!(ckpt.join(file).is_file(), "{file} missing from the checkpoint");
+    for file in [
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        "optimizer.safetensors",
+        "trainer_state.json",
+    ] {
+        assert!(
+            ckpt.join(file).is_file(),
+            "{file} missing from the checkpoint"
+        );
     }
     let lines = read_jsonl(&ckpt.join("metrics.jsonl"));
     assert_eq!(lines.len(), 2);
     for (i, m) in lines.iter().enumerate() {
         assert_eq!(m["step"].as_u64(), Some(i as u64 + 1));
-        for key in ["loss", "pg_loss", "kl", "clip_frac", "grad_norm", "tokens_per_s"] {
+        for key in [
+            "loss",
+            "pg_loss",
+            "kl",
+            "clip_frac",
+            "grad_norm",
+            "tokens_per_s",
+        ] {
             assert!(f(&m[key]).is_finite(), "step {}: {key} = {}", i + 1, m[key]);
         }
     }
 
     let o = run.credit(policy_args(&run, &model, &["--steps", "3"]));
-    assert_eq!(o.status.code(), Some(2), "a second run into a checkpoint needs --resume");
+    assert_eq!(
+        o.status.code(),
+        Some(2),
+        "a second run into a checkpoint needs --resume"
+    );
     assert!(stderr(&o).contains("--resume"), "{}", stderr(&o));
 
     let o = run.credit(policy_args(&run, &model, &["--steps", "3", "--resume"]));
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(read_jsonl(&ckpt.join("metrics.jsonl")).len(), 3);
-    let state: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(ckpt.join("trainer_state.json")).unwrap()).unwrap();
-    assert_eq!((state["step"].as_u64(), state["samples"]["count"].as_u64()), (Some(3), Some(4)));
+    let state: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(ckpt.join("trainer_state.json")).unwrap())
+            .unwrap();
+    assert_eq!(
+        (state["step"].as_u64(), state["samples"]["count"].as_u64()),
+        (Some(3), Some(4))
+    );
 }
 
 #[test]
@@ -69,14 +133,38 @@ fn handoff_carries_the_library_advantages() {
     assert_eq!(lines[0]["config"]["batch_size"].as_u64(), Some(2));
 
     // Every fixture row has an action, so the 4 samples are rows 0–3.
-    let o = run.credit(["advantages", &fixture("real/textworld.jsonl").display().to_string(), "--methods", "gigpo", "--preset", "verl", "-o", "a.jsonl"]);
+    let o = run.credit([
+        "advantages",
+        &fixture("real/textworld.jsonl").display().to_string(),
+        "--methods",
+        "gigpo",
+        "--preset",
+        "verl",
+        "-o",
+        "a.jsonl",
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let rows = read_jsonl(&run.path("a.jsonl"));
     for (sample, row) in lines[1..].iter().zip(&rows) {
-        assert!((f(&sample["advantage"]) - f(&row["adv_gigpo"])).abs() < 1e-6, "{} vs {}", sample["advantage"], row["adv_gigpo"]);
-        let (ids, start) = (sample["input_ids"].as_array().unwrap(), sample["action_start"].as_u64().unwrap() as usize);
-        assert!(start <= 64 && start < ids.len(), "prompt kept to --max-prompt-tokens");
-        assert_eq!(ids.last().and_then(|v| v.as_u64()), Some(258), "the action ends with <|im_end|>");
+        assert!(
+            (f(&sample["advantage"]) - f(&row["adv_gigpo"])).abs() < 1e-6,
+            "{} vs {}",
+            sample["advantage"],
+            row["adv_gigpo"]
+        );
+        let (ids, start) = (
+            sample["input_ids"].as_array().unwrap(),
+            sample["action_start"].as_u64().unwrap() as usize,
+        );
+        assert!(
+            start <= 64 && start < ids.len(),
+            "prompt kept to --max-prompt-tokens"
+        );
+        assert_eq!(
+            ids.last().and_then(|v| v.as_u64()),
+            Some(258),
+            "the action ends with <|im_end|>"
+        );
     }
 }
 
@@ -94,5 +182,9 @@ fn method_must_be_exactly_one() {
     args.extend(["--methods", "grpo,gigpo"].map(String::from));
     let o = run.credit(&args);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("one method's advantages, got 2"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("one method's advantages, got 2"),
+        "{}",
+        stderr(&o)
+    );
 }

@@ -5,7 +5,9 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 pub fn fixture(path: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures").join(path)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("fixtures")
+        .join(path)
 }
 
 pub struct Run {
@@ -14,7 +16,9 @@ pub struct Run {
 
 impl Run {
     pub fn new() -> Self {
-        Run { dir: tempfile::tempdir().expect("temp dir") }
+        Run {
+            dir: tempfile::tempdir().expect("temp dir"),
+        }
     }
 
     pub fn path(&self, name: &str) -> PathBuf {
@@ -26,7 +30,11 @@ impl Run {
         I: IntoIterator<Item = S>,
         S: AsRef<std::ffi::OsStr>,
     {
-        Command::new(env!("CARGO_BIN_EXE_credit")).args(args).current_dir(self.dir.path()).output().expect("run credit")
+        Command::new(env!("CARGO_BIN_EXE_credit"))
+            .args(args)
+            .current_dir(self.dir.path())
+            .output()
+            .expect("run credit")
     }
 }
 
@@ -40,8 +48,14 @@ pub fn stderr(out: &Output) -> String {
 
 /// Asserts success and parses stdout as JSON.
 pub fn json(out: &Output) -> serde_json::Value {
-    assert!(out.status.success(), "exit {:?}\nstderr: {}", out.status.code(), stderr(out));
-    serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}", stdout(out)))
+    assert!(
+        out.status.success(),
+        "exit {:?}\nstderr: {}",
+        out.status.code(),
+        stderr(out)
+    );
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("stdout is not JSON ({e}): {}", stdout(out)))
 }
 
 pub fn read_jsonl(path: &Path) -> Vec<serde_json::Value> {
@@ -59,5 +73,9 @@ pub fn f(v: &serde_json::Value) -> f64 {
 
 /// Non-empty lines of a file (raw bytes: the file may not be UTF-8).
 pub fn read_lines(path: &Path) -> u64 {
-    std::fs::read(path).unwrap().split(|&b| b == b'\n').filter(|l| !l.is_empty()).count() as u64
+    std::fs::read(path)
+        .unwrap()
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+        .count() as u64
 }

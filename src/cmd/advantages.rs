@@ -28,14 +28,26 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let mut results = Vec::new();
     for method in &plan.methods {
         let bar = crate::progress::spinner(&format!("computing {}", method.label()), json);
-        results.push(method.advantages(batch).with_context(|| format!("computing {}", method.label()))?);
+        results.push(
+            method
+                .advantages(batch)
+                .with_context(|| format!("computing {}", method.label()))?,
+        );
         bar.finish_and_clear();
     }
-    let notes: Vec<String> = results.iter().flat_map(|r| r.notes.iter().cloned()).collect();
+    let notes: Vec<String> = results
+        .iter()
+        .flat_map(|r| r.notes.iter().cloned())
+        .collect();
     let meta = metadata(&plan, &notes);
     let mut frame = advantages_frame(batch, &results)?;
-    write_table(&args.output, &mut frame, &meta).with_context(|| format!("writing {}", args.output.display()))?;
-    let columns: Vec<String> = frame.get_column_names().iter().map(|c| c.to_string()).collect();
+    write_table(&args.output, &mut frame, &meta)
+        .with_context(|| format!("writing {}", args.output.display()))?;
+    let columns: Vec<String> = frame
+        .get_column_names()
+        .iter()
+        .map(|c| c.to_string())
+        .collect();
     if json {
         println!(
             "{}",
@@ -50,8 +62,21 @@ pub fn run(args: Args) -> Result<ExitCode> {
         for note in &notes {
             eprintln!("note: {note}");
         }
-        println!("wrote {} rows × {} columns to {}", frame.height(), columns.len(), args.output.display());
-        println!("methods: {} (preset {})", plan.methods.iter().map(|m| m.label()).collect::<Vec<_>>().join(", "), meta["preset"].as_str().unwrap_or(""));
+        println!(
+            "wrote {} rows × {} columns to {}",
+            frame.height(),
+            columns.len(),
+            args.output.display()
+        );
+        println!(
+            "methods: {} (preset {})",
+            plan.methods
+                .iter()
+                .map(|m| m.label())
+                .collect::<Vec<_>>()
+                .join(", "),
+            meta["preset"].as_str().unwrap_or("")
+        );
     }
     Ok(ExitCode::Ok)
 }

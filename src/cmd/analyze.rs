@@ -29,7 +29,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
             proxmo: None,
             metadata: serde_json::json!({}),
         };
-        write_plots(dir, &inputs, credit_report::Scope::Analyze, args.globals.format == Format::Json)?;
+        write_plots(
+            dir,
+            &inputs,
+            credit_report::Scope::Analyze,
+            args.globals.format == Format::Json,
+        )?;
     }
     match args.globals.format {
         Format::Json => println!("{}", serde_json::to_string_pretty(&summary)?),
@@ -43,15 +48,28 @@ fn pct(x: f64) -> String {
 }
 
 fn buckets(d: &SizeDistribution, of_steps: bool) -> String {
-    let v = if of_steps { d.pct_steps } else { d.pct_clusters };
-    format!("{:>6.1}% {:>6.1}% {:>6.1}% {:>6.1}%", v[0], v[1], v[2], v[3])
+    let v = if of_steps {
+        d.pct_steps
+    } else {
+        d.pct_clusters
+    };
+    format!(
+        "{:>6.1}% {:>6.1}% {:>6.1}% {:>6.1}%",
+        v[0], v[1], v[2], v[3]
+    )
 }
 
 pub fn render(s: &Summary) -> String {
     use std::fmt::Write;
     let mut o = String::new();
-    let iterations = s.iterations.map_or(String::new(), |i| format!(", {i} iterations"));
-    let _ = writeln!(o, "{} files, {} rows{iterations}, {} groups, {} trajectories", s.files, s.rows, s.groups, s.trajectories);
+    let iterations = s
+        .iterations
+        .map_or(String::new(), |i| format!(", {i} iterations"));
+    let _ = writeln!(
+        o,
+        "{} files, {} rows{iterations}, {} groups, {} trajectories",
+        s.files, s.rows, s.groups, s.trajectories
+    );
     let r = &s.rollouts_per_group;
     let _ = writeln!(
         o,
@@ -59,23 +77,54 @@ pub fn render(s: &Summary) -> String {
         r.min, r.mean, r.max, r.single_rollout_groups
     );
     let _ = writeln!(o, "\nsuccess: {} of trajectories", pct(s.success.overall));
-    for (title, rates) in [("per task", &s.success.per_task), ("per iteration", &s.success.per_iteration)] {
+    for (title, rates) in [
+        ("per task", &s.success.per_task),
+        ("per iteration", &s.success.per_iteration),
+    ] {
         if !rates.is_empty() {
             let _ = writeln!(o, "  {title}:");
             for rate in rates {
-                let _ = writeln!(o, "    {:<32} {:>7}  ({} trajectories)", rate.key, pct(rate.rate), rate.n);
+                let _ = writeln!(
+                    o,
+                    "    {:<32} {:>7}  ({} trajectories)",
+                    rate.key,
+                    pct(rate.rate),
+                    rate.n
+                );
             }
         }
     }
     let _ = writeln!(o, "\ntrajectory length      n   mean  median  max");
-    for (name, l) in [("success", &s.length.success), ("failure", &s.length.failure)] {
-        let _ = writeln!(o, "  {name:<16} {:>5} {:>6.1} {:>7.1} {:>4}", l.trajectories, l.mean, l.median, l.max);
+    for (name, l) in [
+        ("success", &s.length.success),
+        ("failure", &s.length.failure),
+    ] {
+        let _ = writeln!(
+            o,
+            "  {name:<16} {:>5} {:>6.1} {:>7.1} {:>4}",
+            l.trajectories, l.mean, l.median, l.max
+        );
     }
     let inv = &s.invalid_actions;
-    let logged = if inv.logged { "" } else { " (no `valid` column)" };
-    let _ = writeln!(o, "\ninvalid actions: {} of steps ({} steps){logged}", pct(inv.rate), inv.steps);
+    let logged = if inv.logged {
+        ""
+    } else {
+        " (no `valid` column)"
+    };
+    let _ = writeln!(
+        o,
+        "\ninvalid actions: {} of steps ({} steps){logged}",
+        pct(inv.rate),
+        inv.steps
+    );
     for rate in &inv.per_task {
-        let _ = writeln!(o, "    {:<32} {:>7}  ({} steps)", rate.key, pct(rate.rate), rate.n);
+        let _ = writeln!(
+            o,
+            "    {:<32} {:>7}  ({} steps)",
+            rate.key,
+            pct(rate.rate),
+            rate.n
+        );
     }
     let d = &s.degenerate;
     let _ = writeln!(
@@ -87,7 +136,11 @@ pub fn render(s: &Summary) -> String {
         pct(d.share_of_steps)
     );
     let g = &s.step_groups;
-    let _ = writeln!(o, "\nexact-anchor step groups: {} clusters over {} steps, mean size {:.2}", g.overall.clusters, g.overall.steps, g.overall.mean_size);
+    let _ = writeln!(
+        o,
+        "\nexact-anchor step groups: {} clusters over {} steps, mean size {:.2}",
+        g.overall.clusters, g.overall.steps, g.overall.mean_size
+    );
     let _ = writeln!(o, "                       size 1  size 2  size 3   >3");
     let _ = writeln!(o, "  % of steps          {}", buckets(&g.overall, true));
     let _ = writeln!(o, "  % of clusters       {}", buckets(&g.overall, false));
@@ -105,7 +158,11 @@ pub fn render(s: &Summary) -> String {
         gr.groups_with_success,
         gr.groups
     );
-    let hist: Vec<String> = gr.distance_histogram.iter().map(|(d, n)| format!("{d}:{n}")).collect();
+    let hist: Vec<String> = gr
+        .distance_histogram
+        .iter()
+        .map(|(d, n)| format!("{d}:{n}"))
+        .collect();
     let _ = writeln!(o, "  distance to goal (d:nodes): {}", hist.join(" "));
     let _ = writeln!(
         o,
@@ -131,7 +188,11 @@ pub fn render(s: &Summary) -> String {
             p.trajectories, p.steps, c.mse, c.mean_predicted, c.mean_return
         );
         if p.incomplete_trajectories > 0 {
-            let _ = writeln!(o, "  {} trajectories left out (a step without `progress`)", p.incomplete_trajectories);
+            let _ = writeln!(
+                o,
+                "  {} trajectories left out (a step without `progress`)",
+                p.incomplete_trajectories
+            );
         }
         let _ = writeln!(
             o,
@@ -142,27 +203,54 @@ pub fn render(s: &Summary) -> String {
         );
         let _ = writeln!(o, "  step   ĉ success  Φ success   ĉ failure  Φ failure");
         let cell = |c: &Option<Curve>| {
-            c.as_ref().map_or(format!("{:>10} {:>10}", "-", "-"), |c| format!("{:>10.3} {:>10.3}", c.mean_progress, c.mean_cumulative))
+            c.as_ref().map_or(format!("{:>10} {:>10}", "-", "-"), |c| {
+                format!("{:>10.3} {:>10.3}", c.mean_progress, c.mean_cumulative)
+            })
         };
         for row in p.by_position.iter().take(10) {
-            let _ = writeln!(o, "  {:<4} {}  {}", row.position, cell(&row.success), cell(&row.failure));
+            let _ = writeln!(
+                o,
+                "  {:<4} {}  {}",
+                row.position,
+                cell(&row.success),
+                cell(&row.failure)
+            );
         }
         if p.by_position.len() > 10 {
-            let _ = writeln!(o, "  … {} more positions (--format json)", p.by_position.len() - 10);
+            let _ = writeln!(
+                o,
+                "  … {} more positions (--format json)",
+                p.by_position.len() - 10
+            );
         }
     }
     if let Some(g) = &s.segments {
         let l = &g.segments_per_trajectory;
-        let logged = if g.logged { "" } else { " (no `segment` column: one per turn)" };
-        let _ = writeln!(o, "\nsegments (HISR){logged}: {:.2} per trajectory (median {:.1}, max {})", l.mean, l.median, l.max);
+        let logged = if g.logged {
+            ""
+        } else {
+            " (no `segment` column: one per turn)"
+        };
+        let _ = writeln!(
+            o,
+            "\nsegments (HISR){logged}: {:.2} per trajectory (median {:.1}, max {})",
+            l.mean, l.median, l.max
+        );
         let _ = writeln!(o, "  turns per segment      size 1  size 2  size 3   >3");
-        for (name, d) in [("success", &g.turns_per_segment_success), ("failure", &g.turns_per_segment_failure)] {
+        for (name, d) in [
+            ("success", &g.turns_per_segment_success),
+            ("failure", &g.turns_per_segment_failure),
+        ] {
             if d.clusters > 0 {
                 let _ = writeln!(o, "  {name}, % of segs  {}", buckets(d, false));
             }
         }
         if g.fallback_trajectories > 0 {
-            let _ = writeln!(o, "  {} trajectories with non-contiguous `segment` ids counted one segment per turn", g.fallback_trajectories);
+            let _ = writeln!(
+                o,
+                "  {} trajectories with non-contiguous `segment` ids counted one segment per turn",
+                g.fallback_trajectories
+            );
         }
         if let Some(r) = &g.reward_share {
             let three = |v: [f64; 3]| format!("{} / {} / {}", pct(v[0]), pct(v[1]), pct(v[2]));

@@ -59,31 +59,74 @@ pub fn render(c: &Comparison) -> String {
     let mut o = String::new();
     let w = c.methods.iter().map(|m| m.len()).max().unwrap_or(6).max(6);
     let _ = writeln!(o, "distribution of per-step credit");
-    let _ = writeln!(o, "  {:<w$}  {:>8} {:>8} {:>8} {:>8} {:>8}  {:>6} {:>6}", "method", "mean", "std", "q05", "median", "q95", "zero", "pos");
+    let _ = writeln!(
+        o,
+        "  {:<w$}  {:>8} {:>8} {:>8} {:>8} {:>8}  {:>6} {:>6}",
+        "method", "mean", "std", "q05", "median", "q95", "zero", "pos"
+    );
     for m in &c.methods {
         let d = &c.distributions[m];
         let _ = writeln!(
             o,
             "  {m:<w$}  {:>8.3} {:>8.3} {:>8.3} {:>8.3} {:>8.3}  {:>5.1}% {:>5.1}%",
-            d.mean, d.std, d.q05, d.median, d.q95, 100.0 * d.share_zero, 100.0 * d.share_positive
+            d.mean,
+            d.std,
+            d.q05,
+            d.median,
+            d.q95,
+            100.0 * d.share_zero,
+            100.0 * d.share_positive
         );
     }
     if !c.pairwise.is_empty() {
         let _ = writeln!(o, "\nagreement over steps");
-        let _ = writeln!(o, "  {:<w2$}  spearman  kendall  same sign", "pair", w2 = 2 * w + 4);
+        let _ = writeln!(
+            o,
+            "  {:<w2$}  spearman  kendall  same sign",
+            "pair",
+            w2 = 2 * w + 4
+        );
         for p in &c.pairwise {
             let pair = format!("{} vs {}", p.a, p.b);
-            let _ = writeln!(o, "  {pair:<w2$}  {}   {}   {:>6.1}%", opt(p.spearman), opt(p.kendall_tau_b), 100.0 * p.sign_agreement, w2 = 2 * w + 4);
+            let _ = writeln!(
+                o,
+                "  {pair:<w2$}  {}   {}   {:>6.1}%",
+                opt(p.spearman),
+                opt(p.kendall_tau_b),
+                100.0 * p.sign_agreement,
+                w2 = 2 * w + 4
+            );
         }
     }
     let _ = writeln!(o, "\nmean credit by (trajectory outcome × action validity)");
-    let _ = writeln!(o, "  {:<w$}  {:>14} {:>14} {:>14} {:>14}", "method", "success/valid", "success/inval", "fail/valid", "fail/invalid");
+    let _ = writeln!(
+        o,
+        "  {:<w$}  {:>14} {:>14} {:>14} {:>14}",
+        "method", "success/valid", "success/inval", "fail/valid", "fail/invalid"
+    );
     for m in &c.methods {
-        let cells: Vec<String> = c.cells[m].iter().map(|x| if x.steps == 0 { "-".into() } else { format!("{:.3} (n={})", x.mean, x.steps) }).collect();
-        let _ = writeln!(o, "  {m:<w$}  {:>14} {:>14} {:>14} {:>14}", cells[0], cells[1], cells[2], cells[3]);
+        let cells: Vec<String> = c.cells[m]
+            .iter()
+            .map(|x| {
+                if x.steps == 0 {
+                    "-".into()
+                } else {
+                    format!("{:.3} (n={})", x.mean, x.steps)
+                }
+            })
+            .collect();
+        let _ = writeln!(
+            o,
+            "  {m:<w$}  {:>14} {:>14} {:>14} {:>14}",
+            cells[0], cells[1], cells[2], cells[3]
+        );
     }
     let _ = writeln!(o, "\ninvalid actions that receive positive credit");
-    let _ = writeln!(o, "  {:<w$}  {:>10} {:>18} {:>16}", "method", "overall", "in successful traj", "sign = validity");
+    let _ = writeln!(
+        o,
+        "  {:<w$}  {:>10} {:>18} {:>16}",
+        "method", "overall", "in successful traj", "sign = validity"
+    );
     for m in &c.methods {
         let i = &c.invalid_credit[m];
         let _ = writeln!(
@@ -97,8 +140,17 @@ pub fn render(c: &Comparison) -> String {
         );
     }
     let _ = writeln!(o, "\nmean credit by step position (success / failure)");
-    let positions: Vec<u32> = c.by_position.values().next().map(|v| v.iter().map(|p| p.position).collect()).unwrap_or_default();
-    let shown: Vec<u32> = positions.iter().copied().filter(|&p| p < 5 || p % 5 == 0).collect();
+    let positions: Vec<u32> = c
+        .by_position
+        .values()
+        .next()
+        .map(|v| v.iter().map(|p| p.position).collect())
+        .unwrap_or_default();
+    let shown: Vec<u32> = positions
+        .iter()
+        .copied()
+        .filter(|&p| p < 5 || p % 5 == 0)
+        .collect();
     let _ = write!(o, "  {:<w$}", "t");
     for p in &shown {
         let _ = write!(o, " {:>13}", p);
@@ -117,10 +169,29 @@ pub fn render(c: &Comparison) -> String {
         let _ = writeln!(o);
     }
     if !c.per_task.is_empty() {
-        let _ = writeln!(o, "\nper task: mean credit (share of invalid actions credited positively)");
+        let _ = writeln!(
+            o,
+            "\nper task: mean credit (share of invalid actions credited positively)"
+        );
         for t in &c.per_task {
-            let cells: Vec<String> = c.methods.iter().map(|m| format!("{m} {:.3} ({:.0}%)", t.mean[m], 100.0 * t.invalid_positive_share[m])).collect();
-            let _ = writeln!(o, "  {:<28} {:>6} steps  {}", t.task, t.steps, cells.join("  "));
+            let cells: Vec<String> = c
+                .methods
+                .iter()
+                .map(|m| {
+                    format!(
+                        "{m} {:.3} ({:.0}%)",
+                        t.mean[m],
+                        100.0 * t.invalid_positive_share[m]
+                    )
+                })
+                .collect();
+            let _ = writeln!(
+                o,
+                "  {:<28} {:>6} steps  {}",
+                t.task,
+                t.steps,
+                cells.join("  ")
+            );
         }
     }
     o

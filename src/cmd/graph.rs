@@ -44,7 +44,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let ingested = load(&args.globals, &project)?;
     let batch = &ingested.batch;
     let method = &plan.methods[0];
-    let advantage = method.advantages(batch).with_context(|| format!("computing {}", method.label()))?;
+    let advantage = method
+        .advantages(batch)
+        .with_context(|| format!("computing {}", method.label()))?;
     let values = advantage.advantage();
 
     let mut chosen: Vec<usize> = (0..batch.groups.len()).collect();
@@ -52,22 +54,40 @@ pub fn run(args: Args) -> Result<ExitCode> {
         chosen.retain(|&g| &batch.groups[g].id == id);
         if chosen.is_empty() {
             let some: Vec<&str> = batch.groups.iter().take(5).map(|g| g.id.as_str()).collect();
-            bail!("no group `{id}` in the logs (groups include: {})", some.join(", "));
+            bail!(
+                "no group `{id}` in the logs (groups include: {})",
+                some.join(", ")
+            );
         }
     } else if !args.all {
         chosen.sort_by_key(|&g| std::cmp::Reverse(batch.groups[g].n_rows));
         chosen.truncate(args.top.unwrap_or(1));
     }
 
-    std::fs::create_dir_all(&args.out).with_context(|| format!("creating {}", args.out.display()))?;
-    let dot_available = std::process::Command::new("dot").arg("-V").output().is_ok_and(|o| o.status.success());
+    std::fs::create_dir_all(&args.out)
+        .with_context(|| format!("creating {}", args.out.display()))?;
+    let dot_available = std::process::Command::new("dot")
+        .arg("-V")
+        .output()
+        .is_ok_and(|o| o.status.success());
     let mut written = Vec::new();
     for g in chosen {
         let group = &batch.groups[g];
         let name = file_stem(&group.id, group.iteration);
         let dot_path = args.out.join(format!("{name}.dot"));
-        let text = to_dot(batch, g, &GroupGraph::build(batch, g), values, method.label());
-        write_atomic(&dot_path, |f| std::io::Write::write_all(f, text.as_bytes()).map_err(|source| credit_core::Error::Io { path: dot_path.clone(), source }))?;
+        let text = to_dot(
+            batch,
+            g,
+            &GroupGraph::build(batch, g),
+            values,
+            method.label(),
+        );
+        write_atomic(&dot_path, |f| {
+            std::io::Write::write_all(f, text.as_bytes()).map_err(|source| credit_core::Error::Io {
+                path: dot_path.clone(),
+                source,
+            })
+        })?;
         written.push(dot_path.clone());
         if dot_available {
             for format in ["svg", "png"] {
@@ -77,9 +97,14 @@ pub fn run(args: Args) -> Result<ExitCode> {
             }
         }
     }
-    let note = (!dot_available).then_some("Graphviz `dot` is not installed: wrote DOT files only (install graphviz for SVG and PNG)");
+    let note = (!dot_available).then_some(
+        "Graphviz `dot` is not installed: wrote DOT files only (install graphviz for SVG and PNG)",
+    );
     match args.globals.format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "written": written, "note": note }))?),
+        Format::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({ "written": written, "note": note }))?
+        ),
         Format::Text => {
             for path in &written {
                 println!("wrote {}", path.display());
@@ -110,7 +135,17 @@ fn render(dot_path: &Path, target: &Path, format: &str) -> Result<()> {
 }
 
 fn file_stem(id: &str, iteration: Option<i64>) -> String {
-    let safe: String = id.chars().map(|c| if c.is_ascii_alphanumeric() || c == '-' || c == '_' { c } else { '_' }).take(64).collect();
+    let safe: String = id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '-' || c == '_' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect();
     match iteration {
         Some(i) => format!("group-{safe}-it{i}"),
         None => format!("group-{safe}"),
@@ -121,9 +156,15 @@ fn file_stem(id: &str, iteration: Option<i64>) -> String {
 fn colour(t: f64) -> String {
     let t = t.clamp(-1.0, 1.0);
     let grey = [0.72, 0.72, 0.72];
-    let end = if t < 0.0 { [0.13, 0.40, 0.67] } else { [0.70, 0.09, 0.17] };
+    let end = if t < 0.0 {
+        [0.13, 0.40, 0.67]
+    } else {
+        [0.70, 0.09, 0.17]
+    };
     let a = t.abs();
-    let c: Vec<u8> = (0..3).map(|i| ((grey[i] * (1.0 - a) + end[i] * a) * 255.0).round() as u8).collect();
+    let c: Vec<u8> = (0..3)
+        .map(|i| ((grey[i] * (1.0 - a) + end[i] * a) * 255.0).round() as u8)
+        .collect();
     format!("#{:02x}{:02x}{:02x}", c[0], c[1], c[2])
 }
 
@@ -135,13 +176,27 @@ fn to_dot(batch: &StepBatch, g: usize, graph: &GroupGraph, values: &[f64], metho
     // Distinct (s, a, s′) edges with their occurrences' mean advantage.
     let mut edges: BTreeMap<(usize, String, usize), (f64, usize)> = BTreeMap::new();
     for &(row, s, t) in &graph.endpoints {
-        let e = edges.entry((s.index(), GroupGraph::action(batch, row).to_string(), t.index())).or_default();
+        let e = edges
+            .entry((
+                s.index(),
+                GroupGraph::action(batch, row).to_string(),
+                t.index(),
+            ))
+            .or_default();
         e.0 += values[row as usize];
         e.1 += 1;
     }
-    let scale = edges.values().map(|(sum, n)| (sum / *n as f64).abs()).fold(0.0, f64::max).max(1e-12);
+    let scale = edges
+        .values()
+        .map(|(sum, n)| (sum / *n as f64).abs())
+        .fold(0.0, f64::max)
+        .max(1e-12);
     let group = &batch.groups[g];
-    let successes = group.trajs.iter().filter(|&&t| batch.trajs[t as usize].success).count();
+    let successes = group
+        .trajs
+        .iter()
+        .filter(|&&t| batch.trajs[t as usize].success)
+        .count();
     let mut o = String::new();
     let _ = writeln!(o, "digraph credit {{");
     let _ = writeln!(o, "  rankdir=TB; nodesep=0.25; ranksep=0.45; fontname=\"DejaVu Sans\"; fontsize=14; labelloc=t;");
@@ -154,7 +209,10 @@ fn to_dot(batch: &StepBatch, g: usize, graph: &GroupGraph, values: &[f64], metho
         group.n_rows,
         method
     );
-    let _ = writeln!(o, "  node [shape=box, style=\"rounded,filled\", fontname=\"DejaVu Sans\", fontsize=10];");
+    let _ = writeln!(
+        o,
+        "  node [shape=box, style=\"rounded,filled\", fontname=\"DejaVu Sans\", fontsize=10];"
+    );
     let _ = writeln!(o, "  edge [fontname=\"DejaVu Sans\", fontsize=9];");
     for n in graph.graph.node_indices() {
         let d = graph.distance[n.index()];
@@ -165,7 +223,11 @@ fn to_dot(batch: &StepBatch, g: usize, graph: &GroupGraph, values: &[f64], metho
             NodeKind::State { .. } if reach => ("box", "#f7f7f7"),
             NodeKind::State { .. } => ("box", "#e0e0e0"),
         };
-        let distance = if reach { format!("d={d}") } else { format!("d={d} (no path)") };
+        let distance = if reach {
+            format!("d={d}")
+        } else {
+            format!("d={d} (no path)")
+        };
         let text = graph.label(batch, n, 40);
         let tooltip = graph.label(batch, n, 400);
         let _ = writeln!(
@@ -180,7 +242,11 @@ fn to_dot(batch: &StepBatch, g: usize, graph: &GroupGraph, values: &[f64], metho
     for ((s, action, t), (sum, count)) in &edges {
         let mean = sum / *count as f64;
         let short: String = action.chars().take(28).collect();
-        let times = if *count > 1 { format!(" ×{count}") } else { String::new() };
+        let times = if *count > 1 {
+            format!(" ×{count}")
+        } else {
+            String::new()
+        };
         let _ = writeln!(
             o,
             "  n{s} -> n{t} [color=\"{}\", penwidth={:.1}, label=\"{}{} ({:+.3})\"];",
@@ -194,7 +260,13 @@ fn to_dot(batch: &StepBatch, g: usize, graph: &GroupGraph, values: &[f64], metho
     // Legend: the colour scale from −max to +max, as one table.
     let cells: String = [-1.0, -0.5, 0.0, 0.5, 1.0]
         .iter()
-        .map(|t| format!("<td bgcolor=\"{}\" width=\"60\">{:+.3}</td>", colour(*t), t * scale))
+        .map(|t| {
+            format!(
+                "<td bgcolor=\"{}\" width=\"60\">{:+.3}</td>",
+                colour(*t),
+                t * scale
+            )
+        })
         .collect();
     let _ = writeln!(
         o,

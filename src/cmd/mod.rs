@@ -112,7 +112,10 @@ pub fn load(globals: &Globals, project: &ProjectFile) -> Result<Ingested> {
     let options = IngestOptions {
         columns: column_map(project, globals.schema.as_deref())?,
         lenient: globals.lenient,
-        success_threshold: globals.success_threshold.or(project.success_threshold).unwrap_or(0.5),
+        success_threshold: globals
+            .success_threshold
+            .or(project.success_threshold)
+            .unwrap_or(0.5),
         ..IngestOptions::default()
     };
     let paths = project.inputs(&globals.paths);
@@ -121,8 +124,16 @@ pub fn load(globals: &Globals, project: &ProjectFile) -> Result<Ingested> {
     bar.finish_and_clear();
     let skipped = ingested.report.skipped_total();
     if skipped > 0 {
-        let reasons: Vec<String> = ingested.report.skipped.iter().map(|(r, n)| format!("{n} {}", r.as_str())).collect();
-        eprintln!("warning: --lenient skipped {skipped} row(s): {}", reasons.join(", "));
+        let reasons: Vec<String> = ingested
+            .report
+            .skipped
+            .iter()
+            .map(|(r, n)| format!("{n} {}", r.as_str()))
+            .collect();
+        eprintln!(
+            "warning: --lenient skipped {skipped} row(s): {}",
+            reasons.join(", ")
+        );
         for example in &ingested.report.skipped_examples {
             eprintln!("  {example}");
         }
@@ -138,30 +149,45 @@ pub struct Plan {
 
 impl MethodArgs {
     pub fn plan(&self, project: &ProjectFile, default_methods: &str) -> Result<Plan> {
-        let preset = self.preset.as_deref().or(project.preset.as_deref()).unwrap_or("paper");
+        let preset = self
+            .preset
+            .as_deref()
+            .or(project.preset.as_deref())
+            .unwrap_or("paper");
         let profile: Profile = preset.parse().map_err(anyhow::Error::msg)?;
         let list = match (&self.methods, &project.methods) {
             (Some(list), _) => list.clone(),
             (None, Some(list)) => list.join(","),
             (None, None) => default_methods.to_string(),
         };
-        let mut methods = parse_list(&list)?.iter().map(|n| Method::preset(n, profile)).collect::<Result<Vec<_>, _>>()?;
+        let mut methods = parse_list(&list)?
+            .iter()
+            .map(|n| Method::preset(n, profile))
+            .collect::<Result<Vec<_>, _>>()?;
 
         // Keys every method may have: the file's values, then the flags' on top.
         let mut shared: Vec<(&str, String)> = Vec::new();
         let text = |v: Option<f64>| v.map(|x| x.to_string());
         for (key, file, flag) in [
-            ("invalid_penalty", text(project.invalid_penalty), text(self.invalid_penalty)),
+            (
+                "invalid_penalty",
+                text(project.invalid_penalty),
+                text(self.invalid_penalty),
+            ),
             ("gamma", text(project.gamma), text(self.gamma)),
-            ("seed", project.seed.map(|s| s.to_string()), self.seed.map(|s| s.to_string())),
+            (
+                "seed",
+                project.seed.map(|s| s.to_string()),
+                self.seed.map(|s| s.to_string()),
+            ),
         ] {
             shared.extend([file, flag].into_iter().flatten().map(|v| (key, v)));
         }
         let mut settings = project.param_settings()?;
         for item in &self.set {
-            let (key, value) = item
-                .split_once('=')
-                .with_context(|| format!("`--set {item}`: expected METHOD.PARAM=VALUE, e.g. `--set gigpo.omega=0.5`"))?;
+            let (key, value) = item.split_once('=').with_context(|| {
+                format!("`--set {item}`: expected METHOD.PARAM=VALUE, e.g. `--set gigpo.omega=0.5`")
+            })?;
             settings.push((key.trim().to_string(), value.trim().to_string()));
         }
         // Shared keys first, then per-method settings (file, then flags).
@@ -173,9 +199,9 @@ impl MethodArgs {
             }
         }
         for (key, value) in &settings {
-            let (label, param) = key
-                .split_once('.')
-                .with_context(|| format!("`{key}={value}`: expected METHOD.PARAM=VALUE, e.g. `gigpo.omega=0.5`"))?;
+            let (label, param) = key.split_once('.').with_context(|| {
+                format!("`{key}={value}`: expected METHOD.PARAM=VALUE, e.g. `gigpo.omega=0.5`")
+            })?;
             let mut matched = false;
             for method in methods.iter_mut().filter(|m| m.label() == label) {
                 method.set(param, value)?;
@@ -193,12 +219,18 @@ impl MethodArgs {
 }
 
 /// Runs every planned method, with a spinner each: (label, advantage per row) and their notes.
-pub fn compute(plan: &Plan, batch: &StepBatch, json: bool) -> Result<(Vec<(String, Vec<f64>)>, Vec<String>)> {
+pub fn compute(
+    plan: &Plan,
+    batch: &StepBatch,
+    json: bool,
+) -> Result<(Vec<(String, Vec<f64>)>, Vec<String>)> {
     let mut columns = Vec::new();
     let mut notes = Vec::new();
     for method in &plan.methods {
         let bar = crate::progress::spinner(&format!("computing {}", method.label()), json);
-        let result = method.advantages(batch).with_context(|| format!("computing {}", method.label()))?;
+        let result = method
+            .advantages(batch)
+            .with_context(|| format!("computing {}", method.label()))?;
         bar.finish_and_clear();
         notes.extend(result.notes.iter().cloned());
         columns.push((method.label().to_string(), result.advantage().to_vec()));
@@ -207,7 +239,12 @@ pub fn compute(plan: &Plan, batch: &StepBatch, json: bool) -> Result<(Vec<(Strin
 }
 
 /// The figures of `scope` as PNG and SVG files in `dir` (`--plots DIR`).
-pub fn write_plots(dir: &std::path::Path, inputs: &credit_report::Inputs, scope: credit_report::Scope, json: bool) -> Result<()> {
+pub fn write_plots(
+    dir: &std::path::Path,
+    inputs: &credit_report::Inputs,
+    scope: credit_report::Scope,
+    json: bool,
+) -> Result<()> {
     std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
     let bar = crate::progress::spinner("drawing figures", json);
     let figures = credit_report::figures(inputs, scope, Some(dir))?;
@@ -215,11 +252,20 @@ pub fn write_plots(dir: &std::path::Path, inputs: &credit_report::Inputs, scope:
     for figure in &figures {
         let path = dir.join(format!("{}.svg", figure.id));
         credit_core::output::write_atomic(&path, |f| {
-            std::io::Write::write_all(f, figure.svg.as_bytes()).map_err(|source| credit_core::Error::Io { path: path.clone(), source })
+            std::io::Write::write_all(f, figure.svg.as_bytes()).map_err(|source| {
+                credit_core::Error::Io {
+                    path: path.clone(),
+                    source,
+                }
+            })
         })?;
     }
     if !json {
-        eprintln!("wrote {} figures (PNG and SVG) to {}", figures.len(), dir.display());
+        eprintln!(
+            "wrote {} figures (PNG and SVG) to {}",
+            figures.len(),
+            dir.display()
+        );
     }
     Ok(())
 }
@@ -234,8 +280,11 @@ pub fn proxmo_params(plan: &Plan) -> Option<credit_core::methods::proxmo::Params
 
 /// The metadata written with every result: preset and every parameter in use.
 pub fn metadata(plan: &Plan, notes: &[String]) -> serde_json::Value {
-    let params: serde_json::Map<String, serde_json::Value> =
-        plan.methods.iter().map(|m| (m.label().to_string(), m.params_json())).collect();
+    let params: serde_json::Map<String, serde_json::Value> = plan
+        .methods
+        .iter()
+        .map(|m| (m.label().to_string(), m.params_json()))
+        .collect();
     serde_json::json!({
         "credit_version": env!("CARGO_PKG_VERSION"),
         "preset": plan.profile,

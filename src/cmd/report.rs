@@ -29,25 +29,37 @@ pub struct Args {
 }
 
 fn write_text(path: &Path, text: &str) -> Result<()> {
-    write_atomic(path, |f| std::io::Write::write_all(f, text.as_bytes()).map_err(|source| credit_core::Error::Io { path: path.to_path_buf(), source }))
-        .with_context(|| format!("writing {}", path.display()))
+    write_atomic(path, |f| {
+        std::io::Write::write_all(f, text.as_bytes()).map_err(|source| credit_core::Error::Io {
+            path: path.to_path_buf(),
+            source,
+        })
+    })
+    .with_context(|| format!("writing {}", path.display()))
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
     let project = ProjectFile::load(args.globals.config.as_deref())?;
-    let plan = args.methods.plan(&project, "grpo,gigpo,proxmo,graphgpo,mgr")?;
+    let plan = args
+        .methods
+        .plan(&project, "grpo,gigpo,proxmo,graphgpo,mgr")?;
     // Rules and baseline are read before any work, so a typo fails fast.
     let rules = match &args.check {
         Some(path) => {
-            let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
             Some(check::parse(&text, &path.display().to_string())?)
         }
         None => None,
     };
     let baseline: Option<serde_json::Value> = match &args.baseline {
         Some(path) => {
-            let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-            Some(serde_json::from_str(&text).with_context(|| format!("{}: not a summary.json", path.display()))?)
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("reading {}", path.display()))?;
+            Some(
+                serde_json::from_str(&text)
+                    .with_context(|| format!("{}: not a summary.json", path.display()))?,
+            )
         }
         None => None,
     };
@@ -66,7 +78,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
     };
 
     let figure_dir = args.out.join("figures");
-    std::fs::create_dir_all(&figure_dir).with_context(|| format!("creating {}", figure_dir.display()))?;
+    std::fs::create_dir_all(&figure_dir)
+        .with_context(|| format!("creating {}", figure_dir.display()))?;
     let bar = crate::progress::spinner("drawing figures", json);
     let figures = figures(&inputs, Scope::All, Some(&figure_dir))?;
     bar.finish_and_clear();
@@ -74,11 +87,23 @@ pub fn run(args: Args) -> Result<ExitCode> {
         write_text(&figure_dir.join(format!("{}.svg", figure.id)), &figure.svg)?;
     }
     let unchecked = summary_json(&inputs, &figures, None);
-    let outcome = rules.as_ref().map(|r| check::evaluate(r, &unchecked, baseline.as_ref())).transpose()?;
+    let outcome = rules
+        .as_ref()
+        .map(|r| check::evaluate(r, &unchecked, baseline.as_ref()))
+        .transpose()?;
     let document = summary_json(&inputs, &figures, outcome.as_ref());
-    write_text(&args.out.join("summary.json"), &serde_json::to_string_pretty(&document)?)?;
-    write_text(&args.out.join("report.html"), &html::write(&inputs, &figures, outcome.as_ref(), baseline.as_ref()))?;
-    write_text(&args.out.join("report.md"), &markdown::write(&inputs, &figures, outcome.as_ref(), baseline.as_ref()))?;
+    write_text(
+        &args.out.join("summary.json"),
+        &serde_json::to_string_pretty(&document)?,
+    )?;
+    write_text(
+        &args.out.join("report.html"),
+        &html::write(&inputs, &figures, outcome.as_ref(), baseline.as_ref()),
+    )?;
+    write_text(
+        &args.out.join("report.md"),
+        &markdown::write(&inputs, &figures, outcome.as_ref(), baseline.as_ref()),
+    )?;
 
     let passed = outcome.as_ref().is_none_or(|o| o.passed);
     if json {
@@ -92,12 +117,25 @@ pub fn run(args: Args) -> Result<ExitCode> {
             }))?
         );
     } else {
-        println!("wrote {0}/report.html, {0}/report.md, {0}/summary.json and {1} figures", args.out.display(), figures.len());
+        println!(
+            "wrote {0}/report.html, {0}/report.md, {0}/summary.json and {1} figures",
+            args.out.display(),
+            figures.len()
+        );
         if let Some(o) = &outcome {
             for r in &o.rules {
-                println!("  {} {}: {:.4}", if r.passed { "pass" } else { "FAIL" }, r.name, r.value);
+                println!(
+                    "  {} {}: {:.4}",
+                    if r.passed { "pass" } else { "FAIL" },
+                    r.name,
+                    r.value
+                );
             }
         }
     }
-    Ok(if passed { ExitCode::Ok } else { ExitCode::GateFailed })
+    Ok(if passed {
+        ExitCode::Ok
+    } else {
+        ExitCode::GateFailed
+    })
 }

@@ -130,11 +130,19 @@ fn policy(mut args: PolicyArgs) -> Result<ExitCode> {
     let ingested = load(&args.globals, &project)?;
     let batch = &ingested.batch;
     let bar = crate::progress::spinner(&format!("computing {}", method.label()), json);
-    let result = method.advantages(batch).with_context(|| format!("computing {}", method.label()))?;
+    let result = method
+        .advantages(batch)
+        .with_context(|| format!("computing {}", method.label()))?;
     bar.finish_and_clear();
     let bar = crate::progress::spinner("tokenizing", json);
     let max_prompt = args.max_prompt_tokens.unwrap_or(DEFAULT_MAX_PROMPT_TOKENS);
-    let (samples, skipped) = samples(batch, result.advantage(), &tokenizer, max_prompt, args.max_samples)?;
+    let (samples, skipped) = samples(
+        batch,
+        result.advantage(),
+        &tokenizer,
+        max_prompt,
+        args.max_samples,
+    )?;
     bar.finish_and_clear();
     if samples.is_empty() {
         bail!("no step has an action to train on ({skipped} rows without one)");
@@ -144,37 +152,76 @@ fn policy(mut args: PolicyArgs) -> Result<ExitCode> {
     }
 
     if let Some(path) = &args.handoff {
-        credit_train::data::write_handoff(path, &config, &samples).with_context(|| format!("writing {}", path.display()))?;
+        credit_train::data::write_handoff(path, &config, &samples)
+            .with_context(|| format!("writing {}", path.display()))?;
         if json {
-            println!("{}", serde_json::to_string_pretty(&serde_json::json!({"handoff": path, "samples": samples.len(), "method": method.label(), "preset": plan.profile}))?);
+            println!(
+                "{}",
+                serde_json::to_string_pretty(
+                    &serde_json::json!({"handoff": path, "samples": samples.len(), "method": method.label(), "preset": plan.profile})
+                )?
+            );
         } else {
-            println!("wrote {} samples ({} advantages) and the training flags to {}", samples.len(), method.label(), path.display());
-            println!("train them with: credit-train {} --model {} --out DIR [--device cuda]", path.display(), args.model.display());
+            println!(
+                "wrote {} samples ({} advantages) and the training flags to {}",
+                samples.len(),
+                method.label(),
+                path.display()
+            );
+            println!(
+                "train them with: credit-train {} --model {} --out DIR [--device cuda]",
+                path.display(),
+                args.model.display()
+            );
         }
         return Ok(ExitCode::Ok);
     }
 
-    let Some(out) = args.out.clone() else { bail!("`--out DIR` is required unless --handoff is given") };
-    let options = RunOptions { model_dir: args.model.clone(), out_dir: out.clone(), device, resume: args.resume };
+    let Some(out) = args.out.clone() else {
+        bail!("`--out DIR` is required unless --handoff is given")
+    };
+    let options = RunOptions {
+        model_dir: args.model.clone(),
+        out_dir: out.clone(),
+        device,
+        resume: args.resume,
+    };
     let hidden = json || !std::io::stderr().is_terminal();
-    let bar = if hidden { ProgressBar::hidden() } else { ProgressBar::new_spinner() };
-    let summary = credit_train::train::train(&options, &config, &samples, &mut |event| match event {
-        Event::Scoring { done, total } => bar.set_message(format!("scoring with the initial model {done}/{total}")),
-        Event::Started { start_step, total_steps } => {
-            bar.set_style(
-                ProgressStyle::with_template("{bar:30} {pos}/{len} steps · {msg} · ETA {eta}").unwrap_or_else(|_| ProgressStyle::default_bar()),
-            );
-            bar.set_length(total_steps);
-            bar.set_position(start_step);
-            bar.reset_eta();
-        }
-        Event::Step(m) => {
-            bar.set_position(m.step);
-            bar.set_message(format!("loss {:.4} · kl {} · clip {:.3} · {:.0} tok/s", m.loss, m.kl.map_or("-".into(), |k| format!("{k:.4}")), m.clip_frac, m.tokens_per_s));
-        }
-        Event::Saved { .. } => {}
-    })
-    .with_context(|| format!("training on {}", args.model.display()))?;
+    let bar = if hidden {
+        ProgressBar::hidden()
+    } else {
+        ProgressBar::new_spinner()
+    };
+    let summary =
+        credit_train::train::train(&options, &config, &samples, &mut |event| match event {
+            Event::Scoring { done, total } => {
+                bar.set_message(format!("scoring with the initial model {done}/{total}"))
+            }
+            Event::Started {
+                start_step,
+                total_steps,
+            } => {
+                bar.set_style(
+                    ProgressStyle::with_template("{bar:30} {pos}/{len} steps · {msg} · ETA {eta}")
+                        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+                );
+                bar.set_length(total_steps);
+                bar.set_position(start_step);
+                bar.reset_eta();
+            }
+            Event::Step(m) => {
+                bar.set_position(m.step);
+                bar.set_message(format!(
+                    "loss {:.4} · kl {} · clip {:.3} · {:.0} tok/s",
+                    m.loss,
+                    m.kl.map_or("-".into(), |k| format!("{k:.4}")),
+                    m.clip_frac,
+                    m.tokens_per_s
+                ));
+            }
+            Event::Saved { .. } => {}
+        })
+        .with_context(|| format!("training on {}", args.model.display()))?;
     bar.finish_and_clear();
 
     let metrics = out.join(credit_train::checkpoint::METRICS);
@@ -204,9 +251,19 @@ fn policy(mut args: PolicyArgs) -> Result<ExitCode> {
             out.display()
         );
         if let Some(m) = &summary.last {
-            println!("last step: loss {:.4}, kl {}, clip fraction {:.3}, grad norm {:.3}", m.loss, m.kl.map_or("-".into(), |k| format!("{k:.4}")), m.clip_frac, m.grad_norm);
+            println!(
+                "last step: loss {:.4}, kl {}, clip fraction {:.3}, grad norm {:.3}",
+                m.loss,
+                m.kl.map_or("-".into(), |k| format!("{k:.4}")),
+                m.clip_frac,
+                m.grad_norm
+            );
         }
-        println!("{:.0} tokens/s; metrics in {}", summary.tokens_per_s, metrics.display());
+        println!(
+            "{:.0} tokens/s; metrics in {}",
+            summary.tokens_per_s,
+            metrics.display()
+        );
     }
     Ok(ExitCode::Ok)
 }
@@ -231,11 +288,22 @@ fn train_config(args: &PolicyArgs, project: &ProjectFile) -> TrainConfig {
 }
 
 /// One sample per row with an action, in input order: (samples, rows skipped for lack of one).
-fn samples(batch: &StepBatch, advantage: &[f64], tokenizer: &Tokenizer, max_prompt: usize, limit: Option<usize>) -> Result<(Vec<Sample>, usize)> {
+fn samples(
+    batch: &StepBatch,
+    advantage: &[f64],
+    tokenizer: &Tokenizer,
+    max_prompt: usize,
+    limit: Option<usize>,
+) -> Result<(Vec<Sample>, usize)> {
     let Some(actions) = batch.texts(ACTION) else {
         bail!("the logs have no `action` column (or text_actions, response, output): training needs each step's action text");
     };
-    let (prompts, obs, tasks, logprobs) = (batch.texts(PROMPT), batch.texts(OBS), batch.texts(TASK), batch.opt_f64s(LOGPROB));
+    let (prompts, obs, tasks, logprobs) = (
+        batch.texts(PROMPT),
+        batch.texts(OBS),
+        batch.texts(TASK),
+        batch.opt_f64s(LOGPROB),
+    );
     let mut out = Vec::new();
     let mut skipped = 0;
     for row in 0..batch.len() {
@@ -256,16 +324,32 @@ fn samples(batch: &StepBatch, advantage: &[f64], tokenizer: &Tokenizer, max_prom
             None => {
                 let traj = &batch.trajs[batch.traj_of_row[row] as usize];
                 let k = batch.position[row] as usize;
-                let history: Vec<(Option<&str>, Option<&str>)> = traj.rows[k.saturating_sub(HISTORY)..k]
+                let history: Vec<(Option<&str>, Option<&str>)> = traj.rows
+                    [k.saturating_sub(HISTORY)..k]
                     .iter()
                     .map(|&r| (obs.and_then(|o| o.get(r as usize)), actions.get(r as usize)))
                     .collect();
-                render(tokenizer.chat, &template(tasks.and_then(|t| t.get(row)), &history, obs.and_then(|o| o.get(row))))
+                render(
+                    tokenizer.chat,
+                    &template(
+                        tasks.and_then(|t| t.get(row)),
+                        &history,
+                        obs.and_then(|o| o.get(row)),
+                    ),
+                )
             }
         };
-        let (input_ids, action_start) = tokenizer.encode_step(&prompt, action, max_prompt).with_context(|| format!("tokenizing row {row}"))?;
+        let (input_ids, action_start) = tokenizer
+            .encode_step(&prompt, action, max_prompt)
+            .with_context(|| format!("tokenizing row {row}"))?;
         let old_logprob = logprobs.and_then(|c| c.get(row)).map(|lp| lp as f32);
-        out.push(Sample { input_ids, action_start, advantage: a as f32, old_logprob, old_token_logprobs: None });
+        out.push(Sample {
+            input_ids,
+            action_start,
+            advantage: a as f32,
+            old_logprob,
+            old_token_logprobs: None,
+        });
     }
     Ok((out, skipped))
 }
@@ -297,7 +381,11 @@ fn render(chat: ChatFormat, body: &str) -> String {
 /// ```
 ///
 /// Lines whose column is not logged are left out.
-fn template(task: Option<&str>, history: &[(Option<&str>, Option<&str>)], obs: Option<&str>) -> String {
+fn template(
+    task: Option<&str>,
+    history: &[(Option<&str>, Option<&str>)],
+    obs: Option<&str>,
+) -> String {
     let mut s = String::new();
     if let Some(task) = task {
         s.push_str(&format!("Task: {task}\n\n"));
@@ -327,13 +415,20 @@ mod tests {
 
     #[test]
     fn template_shows_task_history_and_current_obs() {
-        let got = template(Some("find the key"), &[(Some("hall"), Some("go north")), (None, Some("look"))], Some("a room"));
+        let got = template(
+            Some("find the key"),
+            &[(Some("hall"), Some("go north")), (None, Some("look"))],
+            Some("a room"),
+        );
         assert_eq!(
             got,
             "Task: find the key\n\nRecent steps:\nObservation: hall\nAction: go north\nAction: look\n\nCurrent observation:\na room\n\nWhat is your next action?"
         );
         assert_eq!(template(None, &[], None), "What is your next action?");
-        assert_eq!(render(ChatFormat::ChatMl, "hi"), "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n");
+        assert_eq!(
+            render(ChatFormat::ChatMl, "hi"),
+            "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n"
+        );
         assert_eq!(render(ChatFormat::Plain, "hi"), "hi\n");
     }
 }

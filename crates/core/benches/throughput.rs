@@ -15,15 +15,29 @@ use std::time::Instant;
 fn peak_rss_mib() -> f64 {
     std::fs::read_to_string("/proc/self/status")
         .ok()
-        .and_then(|s| s.lines().find(|l| l.starts_with("VmHWM:")).map(|l| l.split_whitespace().nth(1).unwrap_or("0").parse::<f64>().unwrap_or(0.0)))
+        .and_then(|s| {
+            s.lines().find(|l| l.starts_with("VmHWM:")).map(|l| {
+                l.split_whitespace()
+                    .nth(1)
+                    .unwrap_or("0")
+                    .parse::<f64>()
+                    .unwrap_or(0.0)
+            })
+        })
         .unwrap_or(0.0)
         / 1024.0
 }
 
 fn main() {
-    let paths: Vec<PathBuf> = std::env::args().skip(1).filter(|a| !a.starts_with("--")).map(PathBuf::from).collect();
+    let paths: Vec<PathBuf> = std::env::args()
+        .skip(1)
+        .filter(|a| !a.starts_with("--"))
+        .map(PathBuf::from)
+        .collect();
     if paths.is_empty() {
-        eprintln!("usage: cargo bench -p credit-core --bench throughput -- LOG.jsonl [LOG.parquet …]");
+        eprintln!(
+            "usage: cargo bench -p credit-core --bench throughput -- LOG.jsonl [LOG.parquet …]"
+        );
         return;
     }
     let mut batch = None;
@@ -50,9 +64,16 @@ fn main() {
             let result = method.advantages(&batch).expect("method");
             let secs = start.elapsed().as_secs_f64();
             std::hint::black_box(result);
-            println!("{profile:?} {name:<8} {secs:>7.2} s {:>12.0} rows/s", batch.len() as f64 / secs);
+            println!(
+                "{profile:?} {name:<8} {secs:>7.2} s {:>12.0} rows/s",
+                batch.len() as f64 / secs
+            );
         }
         let secs = all.elapsed().as_secs_f64();
-        println!("{profile:?} all      {secs:>7.2} s {:>12.0} rows/s  peak RSS {:>7.0} MiB", batch.len() as f64 / secs, peak_rss_mib());
+        println!(
+            "{profile:?} all      {secs:>7.2} s {:>12.0} rows/s  peak RSS {:>7.0} MiB",
+            batch.len() as f64 / secs,
+            peak_rss_mib()
+        );
     }
 }

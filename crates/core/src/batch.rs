@@ -67,11 +67,22 @@ impl StepBatch {
             let gid = group_ids.get(row).ok_or_else(|| missing(GROUP_ID, row))?;
             let tid = traj_ids.get(row).ok_or_else(|| missing(TRAJ_ID, row))?;
             let g = *group_index.entry((it, gid)).or_insert_with(|| {
-                groups.push(Group { id: gid.to_string(), iteration: it, trajs: Vec::new(), n_rows: 0 });
+                groups.push(Group {
+                    id: gid.to_string(),
+                    iteration: it,
+                    trajs: Vec::new(),
+                    n_rows: 0,
+                });
                 (groups.len() - 1) as u32
             });
             let t = *traj_index.entry((it, tid)).or_insert_with(|| {
-                trajs.push(Traj { id: tid.to_string(), group: g, rows: Vec::new(), episode_return: 0.0, success: false });
+                trajs.push(Traj {
+                    id: tid.to_string(),
+                    group: g,
+                    rows: Vec::new(),
+                    episode_return: 0.0,
+                    success: false,
+                });
                 groups[g as usize].trajs.push((trajs.len() - 1) as u32);
                 (trajs.len() - 1) as u32
             });
@@ -92,16 +103,30 @@ impl StepBatch {
         }
 
         let rewards = frame.column(REWARD)?.f64()?.cont_slice()?.to_vec();
-        let episode_rewards = frame.column(EPISODE_REWARD).ok().map(|c| c.f64().cloned()).transpose()?;
-        let success_col = frame.column(SUCCESS).ok().map(|c| c.bool().cloned()).transpose()?;
+        let episode_rewards = frame
+            .column(EPISODE_REWARD)
+            .ok()
+            .map(|c| c.f64().cloned())
+            .transpose()?;
+        let success_col = frame
+            .column(SUCCESS)
+            .ok()
+            .map(|c| c.bool().cloned())
+            .transpose()?;
         for traj in &mut trajs {
             let logged = episode_rewards
                 .as_ref()
                 .and_then(|c| traj.rows.iter().find_map(|&r| c.get(r as usize)));
-            traj.episode_return = logged.unwrap_or_else(|| traj.rows.iter().map(|&r| rewards[r as usize]).sum());
+            traj.episode_return =
+                logged.unwrap_or_else(|| traj.rows.iter().map(|&r| rewards[r as usize]).sum());
             let flags: Vec<bool> = success_col
                 .as_ref()
-                .map(|c| traj.rows.iter().filter_map(|&r| c.get(r as usize)).collect())
+                .map(|c| {
+                    traj.rows
+                        .iter()
+                        .filter_map(|&r| c.get(r as usize))
+                        .collect()
+                })
                 .unwrap_or_default();
             traj.success = if flags.is_empty() {
                 traj.episode_return > success_threshold
@@ -110,13 +135,32 @@ impl StepBatch {
             };
         }
 
-        let mut batch = StepBatch { frame, groups, trajs, group_of_row, traj_of_row, position };
+        let mut batch = StepBatch {
+            frame,
+            groups,
+            trajs,
+            group_of_row,
+            traj_of_row,
+            position,
+        };
         let per_row = |f: &dyn Fn(&Traj) -> f64| -> Vec<f64> {
-            batch.traj_of_row.iter().map(|&t| f(&batch.trajs[t as usize])).collect()
+            batch
+                .traj_of_row
+                .iter()
+                .map(|&t| f(&batch.trajs[t as usize]))
+                .collect()
         };
         let episode_return = per_row(&|t| t.episode_return);
-        let traj_length: Vec<i64> = batch.traj_of_row.iter().map(|&t| batch.trajs[t as usize].rows.len() as i64).collect();
-        let traj_success: Vec<bool> = batch.traj_of_row.iter().map(|&t| batch.trajs[t as usize].success).collect();
+        let traj_length: Vec<i64> = batch
+            .traj_of_row
+            .iter()
+            .map(|&t| batch.trajs[t as usize].rows.len() as i64)
+            .collect();
+        let traj_success: Vec<bool> = batch
+            .traj_of_row
+            .iter()
+            .map(|&t| batch.trajs[t as usize].success)
+            .collect();
         let return_to_go = batch.discounted_returns(&rewards, gamma);
         let next_obs = batch.next_obs_filled()?;
         let height = batch.frame.height();
@@ -203,18 +247,25 @@ impl StepBatch {
 
     /// Rows of each group, trajectory by trajectory, each in step order.
     pub fn group_rows(&self, g: usize) -> impl Iterator<Item = u32> + '_ {
-        self.groups[g].trajs.iter().flat_map(move |&t| self.trajs[t as usize].rows.iter().copied())
+        self.groups[g]
+            .trajs
+            .iter()
+            .flat_map(move |&t| self.trajs[t as usize].rows.iter().copied())
     }
 
     /// The `next_obs` column with the schema default (the next row's `obs` within the trajectory)
     /// filled in; `None` when nothing is to be filled.
     fn next_obs_filled(&self) -> Result<Option<Column>> {
-        let Some(obs) = self.texts(OBS) else { return Ok(None) };
+        let Some(obs) = self.texts(OBS) else {
+            return Ok(None);
+        };
         let logged = self.texts(NEXT_OBS);
         if logged.is_some_and(|c| c.null_count() == 0) {
             return Ok(None);
         }
-        let mut next: Vec<Option<&str>> = (0..self.len()).map(|r| logged.and_then(|c| c.get(r))).collect();
+        let mut next: Vec<Option<&str>> = (0..self.len())
+            .map(|r| logged.and_then(|c| c.get(r)))
+            .collect();
         for traj in &self.trajs {
             for w in traj.rows.windows(2) {
                 let (r, following) = (w[0] as usize, w[1] as usize);
@@ -253,9 +304,17 @@ pub(crate) mod testing {
         build(rows, None, extra, 0.5)
     }
 
-    fn build(rows: &[Row], actions: Option<&[&str]>, extra: Vec<Column>, success_threshold: f64) -> StepBatch {
+    fn build(
+        rows: &[Row],
+        actions: Option<&[&str]>,
+        extra: Vec<Column>,
+        success_threshold: f64,
+    ) -> StepBatch {
         let mut columns = vec![
-            Column::new(GROUP_ID.into(), rows.iter().map(|r| r.0).collect::<Vec<_>>()),
+            Column::new(
+                GROUP_ID.into(),
+                rows.iter().map(|r| r.0).collect::<Vec<_>>(),
+            ),
             Column::new(TRAJ_ID.into(), rows.iter().map(|r| r.1).collect::<Vec<_>>()),
             Column::new(STEP.into(), rows.iter().map(|r| r.2).collect::<Vec<_>>()),
             Column::new(OBS.into(), rows.iter().map(|r| r.3).collect::<Vec<_>>()),
@@ -266,7 +325,12 @@ pub(crate) mod testing {
             columns.push(Column::new(ACTION.into(), actions.to_vec()));
         }
         columns.extend(extra);
-        StepBatch::new(DataFrame::new(rows.len(), columns).unwrap(), success_threshold, 0.95).unwrap()
+        StepBatch::new(
+            DataFrame::new(rows.len(), columns).unwrap(),
+            success_threshold,
+            0.95,
+        )
+        .unwrap()
     }
 
     /// The spec's §4.1 dataset (`spec-proxmo-gigpo.md`): two groups, six trajectories, 16 rows,
@@ -280,12 +344,22 @@ pub(crate) mod testing {
         const P: &str = "you are in the hallway";
         const Q: &str = "you open the door";
         let base: [(&str, &str, i64, &str, f64); 16] = [
-            ("g1", "t1", 1, A, 0.0), ("g1", "t1", 2, B, 0.0), ("g1", "t1", 3, C, 1.0),
-            ("g1", "t2", 1, A, 0.0), ("g1", "t2", 2, B, 0.0), ("g1", "t2", 3, D, 0.0),
-            ("g1", "t3", 1, A, 0.0), ("g1", "t3", 2, D, 0.0),
-            ("g1", "t4", 1, A, 0.0), ("g1", "t4", 2, B, 0.0), ("g1", "t4", 3, B, 0.0),
-            ("g2", "t5", 1, P, 0.0), ("g2", "t5", 2, Q, 1.0),
-            ("g2", "t6", 1, P, 0.0), ("g2", "t6", 2, P, 0.0), ("g2", "t6", 3, Q, 1.0),
+            ("g1", "t1", 1, A, 0.0),
+            ("g1", "t1", 2, B, 0.0),
+            ("g1", "t1", 3, C, 1.0),
+            ("g1", "t2", 1, A, 0.0),
+            ("g1", "t2", 2, B, 0.0),
+            ("g1", "t2", 3, D, 0.0),
+            ("g1", "t3", 1, A, 0.0),
+            ("g1", "t3", 2, D, 0.0),
+            ("g1", "t4", 1, A, 0.0),
+            ("g1", "t4", 2, B, 0.0),
+            ("g1", "t4", 3, B, 0.0),
+            ("g2", "t5", 1, P, 0.0),
+            ("g2", "t5", 2, Q, 1.0),
+            ("g2", "t6", 1, P, 0.0),
+            ("g2", "t6", 2, P, 0.0),
+            ("g2", "t6", 3, Q, 1.0),
         ];
         let rows: Vec<Row> = base
             .iter()
@@ -295,10 +369,21 @@ pub(crate) mod testing {
         build(&rows, None, Vec::new(), 0.5 * scale)
     }
 
+    /// A method's float column by name (panics in tests when absent).
+    pub fn part<'a>(a: &'a crate::methods::Advantages, name: &str) -> &'a [f64] {
+        match a.column(name) {
+            Some(crate::methods::Values::F64(v)) => v,
+            _ => panic!("no f64 column {name}"),
+        }
+    }
+
     pub fn assert_close(got: &[f64], expected: &[f64], tol: f64) {
         assert_eq!(got.len(), expected.len(), "length");
         for (i, (g, e)) in got.iter().zip(expected).enumerate() {
-            assert!((g - e).abs() <= tol, "row {i}: got {g}, expected {e} (tol {tol})\n got: {got:?}");
+            assert!(
+                (g - e).abs() <= tol,
+                "row {i}: got {g}, expected {e} (tol {tol})\n got: {got:?}"
+            );
         }
     }
 }

@@ -41,9 +41,16 @@ impl fmt::Display for Location {
 pub enum Error {
     /// A problem with the content of an input file.
     #[error("{location}: {message}")]
-    Input { location: Location, reason: Reason, message: String },
+    Input {
+        location: Location,
+        reason: Reason,
+        message: String,
+    },
     #[error("{path}: {source}")]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     #[error("{0}")]
     Config(String),
     #[error("{0}")]
@@ -91,6 +98,10 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 impl Error {
     pub fn input(location: Location, reason: Reason, message: impl Into<String>) -> Self {
-        Error::Input { location, reason, message: message.into() }
+        Error::Input {
+            location,
+            reason,
+            message: message.into(),
+        }
     }
 }

@@ -18,10 +18,15 @@ use polars::prelude::PlHashMap;
 #[derive(Clone, Debug, PartialEq)]
 pub enum NodeKind {
     /// A state: the text of its key is `batch.obs[row]` for `row`, the first row that named it.
-    State { row: u32, from_next: bool },
+    State {
+        row: u32,
+        from_next: bool,
+    },
     Success,
     /// The end of a failed trajectory with no logged next state.
-    Fail { traj: u32 },
+    Fail {
+        traj: u32,
+    },
 }
 
 /// One edge occurrence: the step `row` from `source` to `target`.
@@ -64,20 +69,34 @@ impl GroupGraph {
         ) -> NodeIndex {
             match key {
                 None => graph.add_node(NodeKind::State { row, from_next }),
-                Some(k) => *by_key.entry(k).or_insert_with(|| graph.add_node(NodeKind::State { row, from_next })),
+                Some(k) => *by_key
+                    .entry(k)
+                    .or_insert_with(|| graph.add_node(NodeKind::State { row, from_next })),
             }
         }
         for &t in &batch.groups[g].trajs {
             let traj = &batch.trajs[t as usize];
             for (k, &row) in traj.rows.iter().enumerate() {
                 let r = row as usize;
-                let source = node_for(&mut graph, &mut by_key, obs.and_then(|o| o.get(r)), row, false);
+                let source = node_for(
+                    &mut graph,
+                    &mut by_key,
+                    obs.and_then(|o| o.get(r)),
+                    row,
+                    false,
+                );
                 let logged_next = next_obs.and_then(|o| o.get(r));
                 let last = k + 1 == traj.rows.len();
                 let target = if logged_next == Some("success") || (last && traj.success) {
                     *success.get_or_insert_with(|| graph.add_node(NodeKind::Success))
                 } else if !last {
-                    node_for(&mut graph, &mut by_key, obs.and_then(|o| o.get(traj.rows[k + 1] as usize)), traj.rows[k + 1], false)
+                    node_for(
+                        &mut graph,
+                        &mut by_key,
+                        obs.and_then(|o| o.get(traj.rows[k + 1] as usize)),
+                        traj.rows[k + 1],
+                        false,
+                    )
                 } else if let Some(next) = logged_next {
                     node_for(&mut graph, &mut by_key, Some(next), row, true)
                 } else {
@@ -97,13 +116,24 @@ impl GroupGraph {
             }
         }
         let reaches_success: Vec<bool> = distance.iter().map(|d| d.is_finite()).collect();
-        let d_max = distance.iter().copied().filter(|d| d.is_finite()).fold(0.0, f64::max);
+        let d_max = distance
+            .iter()
+            .copied()
+            .filter(|d| d.is_finite())
+            .fold(0.0, f64::max);
         for d in &mut distance {
             if !d.is_finite() {
                 *d = d_max + 1.0;
             }
         }
-        GroupGraph { graph, success, distance, reaches_success, d_max, endpoints }
+        GroupGraph {
+            graph,
+            success,
+            distance,
+            reaches_success,
+            d_max,
+            endpoints,
+        }
     }
 
     /// A short label for a node: its state text, shortened.
@@ -113,13 +143,29 @@ impl GroupGraph {
             NodeKind::Fail { .. } => "FAIL".into(),
             NodeKind::State { row, from_next } => {
                 let column = if *from_next { NEXT_OBS } else { OBS };
-                let text = batch.texts(column).and_then(|o| o.get(*row as usize)).unwrap_or("(no obs)");
+                let text = batch
+                    .texts(column)
+                    .and_then(|o| o.get(*row as usize))
+                    .unwrap_or("(no obs)");
                 // Start at the first line that reads as words (observations often open with banners
                 // or board art), then flatten whitespace.
-                let wordy = |l: &&str| l.split_whitespace().filter(|w| w.chars().all(|c| c.is_alphabetic() || ".,'!?:;".contains(c)) && w.len() > 1).count() >= 3;
+                let wordy = |l: &&str| {
+                    l.split_whitespace()
+                        .filter(|w| {
+                            w.chars()
+                                .all(|c| c.is_alphabetic() || ".,'!?:;".contains(c))
+                                && w.len() > 1
+                        })
+                        .count()
+                        >= 3
+                };
                 let start = text.lines().position(|l| wordy(&l)).unwrap_or(0);
                 let rest: Vec<&str> = text.lines().skip(start).collect();
-                let flat: String = rest.join(" ").split_whitespace().collect::<Vec<_>>().join(" ");
+                let flat: String = rest
+                    .join(" ")
+                    .split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ");
                 if flat.chars().count() > max_chars {
                     format!("{}…", flat.chars().take(max_chars).collect::<String>())
                 } else {
@@ -131,6 +177,9 @@ impl GroupGraph {
 
     /// The action text of a step, if logged.
     pub fn action<'a>(batch: &'a StepBatch, row: u32) -> &'a str {
-        batch.texts(ACTION).and_then(|a| a.get(row as usize)).unwrap_or("")
+        batch
+            .texts(ACTION)
+            .and_then(|a| a.get(row as usize))
+            .unwrap_or("")
     }
 }

@@ -11,8 +11,8 @@ pub mod schema;
 
 pub use batch::StepBatch;
 pub use error::{Error, Result};
-pub mod methods;
-pub mod profile;
 pub mod analyses;
-pub mod output;
 pub mod graph;
+pub mod methods;
+pub mod output;
+pub mod profile;

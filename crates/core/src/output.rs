@@ -18,18 +18,33 @@ pub enum TableFormat {
 }
 
 pub fn table_format(path: &Path) -> Result<TableFormat> {
-    let ext = path.extension().and_then(|e| e.to_str()).unwrap_or("").to_ascii_lowercase();
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .unwrap_or("")
+        .to_ascii_lowercase();
     Ok(match ext.as_str() {
         "parquet" => TableFormat::Parquet,
         "jsonl" | "ndjson" => TableFormat::Jsonl,
         "csv" => TableFormat::Csv,
-        _ => return Err(Error::Config(format!("{}: unknown output type; use .parquet, .jsonl or .csv", path.display()))),
+        _ => {
+            return Err(Error::Config(format!(
+                "{}: unknown output type; use .parquet, .jsonl or .csv",
+                path.display()
+            )))
+        }
     })
 }
 
 /// Writes to `path` through a temporary file in the same folder.
-pub fn write_atomic(path: &Path, write: impl FnOnce(&mut std::fs::File) -> Result<()>) -> Result<()> {
-    let dir = path.parent().filter(|d| !d.as_os_str().is_empty()).unwrap_or(Path::new("."));
+pub fn write_atomic(
+    path: &Path,
+    write: impl FnOnce(&mut std::fs::File) -> Result<()>,
+) -> Result<()> {
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
     let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("out");
     let tmp: PathBuf = dir.join(format!(".{name}.{}.tmp", std::process::id()));
     let io = |p: &Path| {
@@ -73,15 +88,20 @@ pub fn advantages_frame(batch: &StepBatch, results: &[Advantages]) -> Result<Dat
 /// Writes a table with its metadata.
 pub fn write_table(path: &Path, frame: &mut DataFrame, metadata: &serde_json::Value) -> Result<()> {
     let format = table_format(path)?;
-    let meta_text = serde_json::to_string_pretty(metadata).map_err(|e| Error::Config(e.to_string()))?;
+    let meta_text =
+        serde_json::to_string_pretty(metadata).map_err(|e| Error::Config(e.to_string()))?;
     match format {
         TableFormat::Parquet => write_atomic(path, |file| {
             let kv = KeyValueMetadata::from_static(vec![("credit".to_string(), meta_text.clone())]);
-            ParquetWriter::new(file).with_key_value_metadata(Some(kv)).finish(frame)?;
+            ParquetWriter::new(file)
+                .with_key_value_metadata(Some(kv))
+                .finish(frame)?;
             Ok(())
         })?,
         TableFormat::Jsonl => write_atomic(path, |file| {
-            JsonWriter::new(file).with_json_format(JsonFormat::JsonLines).finish(frame)?;
+            JsonWriter::new(file)
+                .with_json_format(JsonFormat::JsonLines)
+                .finish(frame)?;
             Ok(())
         })?,
         TableFormat::Csv => write_atomic(path, |file| {
@@ -93,7 +113,13 @@ pub fn write_table(path: &Path, frame: &mut DataFrame, metadata: &serde_json::Va
         let mut sidecar = path.as_os_str().to_owned();
         sidecar.push(".meta.json");
         let sidecar = PathBuf::from(sidecar);
-        write_atomic(&sidecar, |file| file.write_all(meta_text.as_bytes()).map_err(|source| Error::Io { path: sidecar.clone(), source }))?;
+        write_atomic(&sidecar, |file| {
+            file.write_all(meta_text.as_bytes())
+                .map_err(|source| Error::Io {
+                    path: sidecar.clone(),
+                    source,
+                })
+        })?;
     }
     Ok(())
 }

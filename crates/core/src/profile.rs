@@ -23,7 +23,9 @@ impl std::str::FromStr for Profile {
         match s {
             "paper" => Ok(Profile::Paper),
             "verl" => Ok(Profile::Verl),
-            other => Err(format!("unknown preset `{other}` (expected `paper` or `verl`)")),
+            other => Err(format!(
+                "unknown preset `{other}` (expected `paper` or `verl`)"
+            )),
         }
     }
 }

@@ -12,18 +12,32 @@ use std::path::PathBuf;
 const TOL: f64 = 1e-4;
 
 fn fixture(path: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../fixtures").join(path)
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../../fixtures")
+        .join(path)
 }
 
 fn load(name: &str) -> StepBatch {
-    read_paths(&[fixture(&format!("real/{name}.jsonl"))], &IngestOptions::default()).expect("fixture reads").batch
+    read_paths(
+        &[fixture(&format!("real/{name}.jsonl"))],
+        &IngestOptions::default(),
+    )
+    .expect("fixture reads")
+    .batch
 }
 
 /// The reference rows, checked to be aligned with the batch (same uid, traj_uid, step per row).
 fn reference(batch: &StepBatch, file: &str) -> Vec<serde_json::Value> {
     let text = std::fs::read_to_string(fixture(&format!("reference/{file}"))).unwrap();
-    let rows: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
-    assert_eq!(rows.len(), batch.len(), "{file}: one reference row per input row");
+    let rows: Vec<serde_json::Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(
+        rows.len(),
+        batch.len(),
+        "{file}: one reference row per input row"
+    );
     let frame = batch.frame();
     let traj = frame.column("traj_id").unwrap().str().unwrap();
     let step = frame.column("step").unwrap().i64().unwrap();
@@ -34,7 +48,12 @@ fn reference(batch: &StepBatch, file: &str) -> Vec<serde_json::Value> {
     rows
 }
 
-fn run(batch: &StepBatch, name: &str, profile: Profile, settings: &[(&str, &str)]) -> credit_core::methods::Advantages {
+fn run(
+    batch: &StepBatch,
+    name: &str,
+    profile: Profile,
+    settings: &[(&str, &str)],
+) -> credit_core::methods::Advantages {
     let mut method = Method::preset(name, profile).unwrap();
     for (k, v) in settings {
         method.set(k, v).unwrap();
@@ -53,13 +72,22 @@ fn column<'a>(a: &'a credit_core::methods::Advantages, name: &str) -> &'a [f64] 
 fn assert_matches(got: &[f64], rows: &[serde_json::Value], key: &str, what: &str) {
     let mut worst = (0.0f64, 0usize);
     for (i, r) in rows.iter().enumerate() {
-        let expected = r[key].as_f64().unwrap_or_else(|| panic!("{key} missing in row {i}"));
+        let expected = r[key]
+            .as_f64()
+            .unwrap_or_else(|| panic!("{key} missing in row {i}"));
         let d = (got[i] - expected).abs();
         if d > worst.0 {
             worst = (d, i);
         }
     }
-    assert!(worst.0 <= TOL, "{what}: {key} differs by {} at row {} (got {}, reference {})", worst.0, worst.1, got[worst.1], rows[worst.1][key]);
+    assert!(
+        worst.0 <= TOL,
+        "{what}: {key} differs by {} at row {} (got {}, reference {})",
+        worst.0,
+        worst.1,
+        got[worst.1],
+        rows[worst.1][key]
+    );
 }
 
 fn verl_grpo_gigpo_graphgpo(name: &str, file: &str, penalty: &str) {
@@ -67,18 +95,58 @@ fn verl_grpo_gigpo_graphgpo(name: &str, file: &str, penalty: &str) {
     let rows = reference(&batch, file);
     let p = [("invalid_penalty", penalty)];
     let grpo = run(&batch, "grpo", Profile::Verl, &p);
-    assert_matches(grpo.advantage(), &rows, "grpo_cross_steps", &format!("{file} verl grpo"));
+    assert_matches(
+        grpo.advantage(),
+        &rows,
+        "grpo_cross_steps",
+        &format!("{file} verl grpo"),
+    );
     let gigpo = run(&batch, "gigpo", Profile::Verl, &p);
-    assert_matches(gigpo.advantage(), &rows, "gigpo_mean_std_norm", &format!("{file} verl gigpo"));
-    assert_matches(column(&gigpo, "gigpo_step_return"), &rows, "gigpo_step_return", &format!("{file} verl gigpo"));
-    let mean_norm = run(&batch, "gigpo", Profile::Verl, &[("invalid_penalty", penalty), ("mode", "mean_norm")]);
-    assert_matches(mean_norm.advantage(), &rows, "gigpo_mean_norm", &format!("{file} verl gigpo mean_norm"));
+    assert_matches(
+        gigpo.advantage(),
+        &rows,
+        "gigpo_mean_std_norm",
+        &format!("{file} verl gigpo"),
+    );
+    assert_matches(
+        column(&gigpo, "gigpo_step_return"),
+        &rows,
+        "gigpo_step_return",
+        &format!("{file} verl gigpo"),
+    );
+    let mean_norm = run(
+        &batch,
+        "gigpo",
+        Profile::Verl,
+        &[("invalid_penalty", penalty), ("mode", "mean_norm")],
+    );
+    assert_matches(
+        mean_norm.advantage(),
+        &rows,
+        "gigpo_mean_norm",
+        &format!("{file} verl gigpo mean_norm"),
+    );
     let graphgpo = run(&batch, "graphgpo", Profile::Verl, &p);
-    assert_matches(graphgpo.advantage(), &rows, "graphgpo_mean_std_norm", &format!("{file} verl graphgpo"));
-    assert_matches(column(&graphgpo, "graphgpo_reward"), &rows, "graph_step_return", &format!("{file} verl graphgpo"));
+    assert_matches(
+        graphgpo.advantage(),
+        &rows,
+        "graphgpo_mean_std_norm",
+        &format!("{file} verl graphgpo"),
+    );
+    assert_matches(
+        column(&graphgpo, "graphgpo_reward"),
+        &rows,
+        "graph_step_return",
+        &format!("{file} verl graphgpo"),
+    );
     // `paper` with the reference's penalty: one score per trajectory (`grpo_per_traj`).
     let paper = run(&batch, "grpo", Profile::Paper, &p);
-    assert_matches(paper.advantage(), &rows, "grpo_per_traj", &format!("{file} paper grpo"));
+    assert_matches(
+        paper.advantage(),
+        &rows,
+        "grpo_per_traj",
+        &format!("{file} paper grpo"),
+    );
 }
 
 #[test]
@@ -108,15 +176,38 @@ fn proxmo(name: &str) {
     for (cfg, settings) in [
         ("pen01", vec![]),
         ("pen0", vec![("invalid_penalty", "0")]),
-        ("psa_only_pen0", vec![("invalid_penalty", "0"), ("psc", "false")]),
+        (
+            "psa_only_pen0",
+            vec![("invalid_penalty", "0"), ("psc", "false")],
+        ),
     ] {
         let a = run(&batch, "proxmo", Profile::Verl, &settings);
         let what = format!("{file} verl proxmo {cfg}");
         assert_matches(a.advantage(), &rows, &format!("proxmo_ref_{cfg}"), &what);
-        assert_matches(column(&a, "proxmo_episode"), &rows, &format!("proxmo_ref_{cfg}_episode"), &what);
-        assert_matches(column(&a, "proxmo_step"), &rows, &format!("proxmo_ref_{cfg}_step"), &what);
-        assert_matches(column(&a, "proxmo_baseline"), &rows, &format!("proxmo_ref_{cfg}_baseline"), &what);
-        assert_matches(column(&a, "proxmo_step_return"), &rows, &format!("proxmo_ref_{cfg}_step_return"), &what);
+        assert_matches(
+            column(&a, "proxmo_episode"),
+            &rows,
+            &format!("proxmo_ref_{cfg}_episode"),
+            &what,
+        );
+        assert_matches(
+            column(&a, "proxmo_step"),
+            &rows,
+            &format!("proxmo_ref_{cfg}_step"),
+            &what,
+        );
+        assert_matches(
+            column(&a, "proxmo_baseline"),
+            &rows,
+            &format!("proxmo_ref_{cfg}_baseline"),
+            &what,
+        );
+        assert_matches(
+            column(&a, "proxmo_step_return"),
+            &rows,
+            &format!("proxmo_ref_{cfg}_step_return"),
+            &what,
+        );
     }
 }
 
@@ -137,7 +228,17 @@ fn proxmo_paper_step_part_is_profile_independent() {
     for name in ["textworld", "sokoban"] {
         let batch = load(name);
         let rows = reference(&batch, &format!("{name}.proxmo-ref.jsonl"));
-        let a = run(&batch, "proxmo", Profile::Paper, &[("psc", "false"), ("episode_norm", "mean")]);
-        assert_matches(column(&a, "proxmo_step"), &rows, "proxmo_ref_psa_only_pen0_step", name);
+        let a = run(
+            &batch,
+            "proxmo",
+            Profile::Paper,
+            &[("psc", "false"), ("episode_norm", "mean")],
+        );
+        assert_matches(
+            column(&a, "proxmo_step"),
+            &rows,
+            "proxmo_ref_psa_only_pen0_step",
+            name,
+        );
     }
 }

@@ -7,7 +7,10 @@ use crate::Inputs;
 use std::fmt::Write;
 
 fn esc(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
 fn pct(x: f64) -> String {
@@ -23,7 +26,12 @@ figure{margin:1.2rem 0 2rem}figure svg{max-width:100%;height:auto;border:1px sol
 figcaption{color:#444;font-size:.95rem;margin-top:.4rem}pre{background:#f7f7f7;padding:.8rem;overflow-x:auto;font-size:.8rem}\
 .note{color:#555}";
 
-pub fn write(inputs: &Inputs, figures: &[Figure], checks: Option<&Outcome>, baseline: Option<&serde_json::Value>) -> String {
+pub fn write(
+    inputs: &Inputs,
+    figures: &[Figure],
+    checks: Option<&Outcome>,
+    baseline: Option<&serde_json::Value>,
+) -> String {
     let s = inputs.summary;
     let mut o = String::new();
     let preset = inputs.metadata["preset"].as_str().unwrap_or("paper");
@@ -41,29 +49,46 @@ pub fn write(inputs: &Inputs, figures: &[Figure], checks: Option<&Outcome>, base
     );
 
     if let Some(c) = checks {
-        let verdict = if c.passed { "<span class=\"pass\">all checks passed</span>" } else { "<span class=\"fail\">checks failed</span>" };
+        let verdict = if c.passed {
+            "<span class=\"pass\">all checks passed</span>"
+        } else {
+            "<span class=\"fail\">checks failed</span>"
+        };
         let _ = writeln!(o, "<h2 id=\"checks\">Checks</h2><p>{verdict}</p><table><tr><th>rule</th><th>key</th><th>value</th><th>bound</th>");
         if baseline.is_some() {
             let _ = write!(o, "<th>baseline</th>");
         }
         let _ = writeln!(o, "<th>result</th></tr>");
         for r in &c.rules {
-            let bound = match (r.min, r.max) {
-                (Some(a), Some(b)) => format!("{a} ≤ x ≤ {b}"),
-                (Some(a), None) => format!("≥ {a}"),
-                (None, Some(b)) => format!("≤ {b}"),
-                (None, None) => String::new(),
-            };
-            let _ = write!(o, "<tr><td>{}</td><td><code>{}</code></td><td>{:.4}</td><td>{}</td>", esc(&r.name), esc(&r.key), r.value, esc(&bound));
+            let bound = r.bound();
+            let _ = write!(
+                o,
+                "<tr><td>{}</td><td><code>{}</code></td><td>{:.4}</td><td>{}</td>",
+                esc(&r.name),
+                esc(&r.key),
+                r.value,
+                esc(&bound)
+            );
             if baseline.is_some() {
-                let _ = write!(o, "<td>{}</td>", r.baseline.map_or("—".into(), |b| format!("{b:.4}")));
+                let _ = write!(
+                    o,
+                    "<td>{}</td>",
+                    r.baseline.map_or("—".into(), |b| format!("{b:.4}"))
+                );
             }
-            let _ = writeln!(o, "<td class=\"{0}\">{0}</td></tr>", if r.passed { "pass" } else { "fail" });
+            let _ = writeln!(
+                o,
+                "<td class=\"{0}\">{0}</td></tr>",
+                if r.passed { "pass" } else { "fail" }
+            );
         }
         let _ = writeln!(o, "</table>");
     }
 
-    let _ = writeln!(o, "<h2 id=\"logs\">What is in the logs</h2><table><tr><th>figure</th><th>value</th>");
+    let _ = writeln!(
+        o,
+        "<h2 id=\"logs\">What is in the logs</h2><table><tr><th>figure</th><th>value</th>"
+    );
     if baseline.is_some() {
         let _ = write!(o, "<th>baseline</th>");
     }
@@ -73,15 +98,35 @@ pub fn write(inputs: &Inputs, figures: &[Figure], checks: Option<&Outcome>, base
         ("success rate", "success_rate"),
         ("invalid-action rate", "invalid_action_rate"),
         ("steps in singleton step groups", "singleton_step_share"),
-        ("singleton step groups (of clusters)", "singleton_cluster_share"),
-        ("degenerate groups (all-success or all-fail)", "degenerate_group_share"),
+        (
+            "singleton step groups (of clusters)",
+            "singleton_cluster_share",
+        ),
+        (
+            "degenerate groups (all-success or all-fail)",
+            "degenerate_group_share",
+        ),
         ("steps in degenerate groups", "degenerate_step_share"),
-        ("progress steps in failed trajectories (graph)", "graph_progress_share_in_failures"),
-        ("non-progress steps in successful trajectories (graph)", "graph_non_progress_share_in_successes"),
+        (
+            "progress steps in failed trajectories (graph)",
+            "graph_progress_share_in_failures",
+        ),
+        (
+            "non-progress steps in successful trajectories (graph)",
+            "graph_non_progress_share_in_successes",
+        ),
     ] {
-        let _ = write!(o, "<tr><td>{label}</td><td>{}</td>", pct(headline[key].as_f64().unwrap_or(0.0)));
+        let _ = write!(
+            o,
+            "<tr><td>{label}</td><td>{}</td>",
+            pct(headline[key].as_f64().unwrap_or(0.0))
+        );
         if let Some(b) = baseline {
-            let _ = write!(o, "<td>{}</td>", b["headline"][key].as_f64().map_or("—".into(), pct));
+            let _ = write!(
+                o,
+                "<td>{}</td>",
+                b["headline"][key].as_f64().map_or("—".into(), pct)
+            );
         }
         let _ = writeln!(o, "</tr>");
     }
@@ -101,7 +146,10 @@ pub fn write(inputs: &Inputs, figures: &[Figure], checks: Option<&Outcome>, base
     }
 
     if let Some(c) = inputs.comparison {
-        let _ = writeln!(o, "<h2 id=\"compare\">How the methods credit the same steps</h2>");
+        let _ = writeln!(
+            o,
+            "<h2 id=\"compare\">How the methods credit the same steps</h2>"
+        );
         let _ = writeln!(o, "<table><tr><th>method</th><th>mean</th><th>std</th><th>median</th><th>zero</th><th>positive</th><th>invalid credited +</th><th>… in successes</th></tr>");
         for m in &c.methods {
             let d = &c.distributions[m];
@@ -140,10 +188,25 @@ pub fn write(inputs: &Inputs, figures: &[Figure], checks: Option<&Outcome>, base
 
     let _ = writeln!(o, "<h2 id=\"figures\">Figures</h2>");
     for fig in figures {
-        let _ = writeln!(o, "<figure id=\"fig-{}\"><h3>{}</h3>\n{}\n<figcaption>{}</figcaption></figure>", fig.id, esc(&fig.title), fig.svg, esc(&fig.caption));
+        let _ = writeln!(
+            o,
+            "<figure id=\"fig-{}\"><h3>{}</h3>\n{}\n<figcaption>{}</figcaption></figure>",
+            fig.id,
+            esc(&fig.title),
+            fig.svg,
+            esc(&fig.caption)
+        );
     }
     let params = serde_json::to_string_pretty(&inputs.metadata).unwrap_or_default();
-    let _ = writeln!(o, "<h2 id=\"parameters\">Preset and parameters</h2><pre>{}</pre>", esc(&params));
-    let _ = writeln!(o, "<p class=\"note\">Generated by credit {}.</p></body></html>", env!("CARGO_PKG_VERSION"));
+    let _ = writeln!(
+        o,
+        "<h2 id=\"parameters\">Preset and parameters</h2><pre>{}</pre>",
+        esc(&params)
+    );
+    let _ = writeln!(
+        o,
+        "<p class=\"note\">Generated by credit {}.</p></body></html>",
+        env!("CARGO_PKG_VERSION")
+    );
     o
 }

@@ -50,16 +50,35 @@ pub enum Scope {
 
 /// Renders the figures of `scope`; PNGs go to `png_dir/<id>.png` when given (written through a
 /// temporary name, then renamed).
-pub fn figures(inputs: &Inputs, scope: Scope, png_dir: Option<&Path>) -> Result<Vec<Figure>, Error> {
+pub fn figures(
+    inputs: &Inputs,
+    scope: Scope,
+    png_dir: Option<&Path>,
+) -> Result<Vec<Figure>, Error> {
     let mut out = Vec::new();
-    let mut add = |id: &str, title: String, caption: String, plot: &dyn Fn(Option<&Path>) -> Result<String, String>| -> Result<(), Error> {
+    let mut add = |id: &str,
+                   title: String,
+                   caption: String,
+                   plot: &dyn Fn(Option<&Path>) -> Result<String, String>|
+     -> Result<(), Error> {
         let png = png_dir.map(|d| d.join(format!(".{id}.tmp.png")));
-        let svg = plot(png.as_deref()).map_err(|message| Error::Plot { figure: id.to_string(), message })?;
+        let svg = plot(png.as_deref()).map_err(|message| Error::Plot {
+            figure: id.to_string(),
+            message,
+        })?;
         if let (Some(tmp), Some(dir)) = (png, png_dir) {
             let target = dir.join(format!("{id}.png"));
-            std::fs::rename(&tmp, &target).map_err(|e| Error::File { path: target, message: e.to_string() })?;
+            std::fs::rename(&tmp, &target).map_err(|e| Error::File {
+                path: target,
+                message: e.to_string(),
+            })?;
         }
-        out.push(Figure { id: id.to_string(), title, caption, svg });
+        out.push(Figure {
+            id: id.to_string(),
+            title,
+            caption,
+            svg,
+        });
         Ok(())
     };
     fn draw<P: Plot>(p: P) -> impl Fn(Option<&Path>) -> Result<String, String> {
@@ -70,17 +89,34 @@ pub fn figures(inputs: &Inputs, scope: Scope, png_dir: Option<&Path>) -> Result<
 
     if scope != Scope::Compare {
         let mut panels = Vec::new();
-        let rates = |v: &[credit_core::analyses::summary::Rate]| v.iter().map(|r| (format!("{} (n={})", r.key, r.n), vec![r.rate])).collect::<Vec<_>>();
+        let rates = |v: &[credit_core::analyses::summary::Rate]| {
+            v.iter()
+                .map(|r| (format!("{} (n={})", r.key, r.n), vec![r.rate]))
+                .collect::<Vec<_>>()
+        };
         if !s.success.per_task.is_empty() {
-            panels.push(("success rate per task".to_string(), "share of trajectories that succeeded".to_string(), rates(&s.success.per_task), vec![]));
+            panels.push((
+                "success rate per task".to_string(),
+                "share of trajectories that succeeded".to_string(),
+                rates(&s.success.per_task),
+                vec![],
+            ));
         }
         if !s.success.per_iteration.is_empty() {
-            panels.push(("success rate per iteration".into(), "share of trajectories that succeeded".into(), rates(&s.success.per_iteration), vec![]));
+            panels.push((
+                "success rate per iteration".into(),
+                "share of trajectories that succeeded".into(),
+                rates(&s.success.per_iteration),
+                vec![],
+            ));
         }
         panels.push((
             "success rate overall".into(),
             "share of trajectories that succeeded".into(),
-            vec![(format!("all (n={})", s.trajectories), vec![s.success.overall])],
+            vec![(
+                format!("all (n={})", s.trajectories),
+                vec![s.success.overall],
+            )],
             vec![],
         ));
         add(
@@ -93,7 +129,14 @@ pub fn figures(inputs: &Inputs, scope: Scope, png_dir: Option<&Path>) -> Result<
             &draw(BarPanels { panels, x_max: Some(1.0) }),
         )?;
 
-        let lengths = |want: bool| batch.trajs.iter().filter(|t| t.success == want).map(|t| t.rows.len() as f64).collect::<Vec<_>>();
+        let lengths = |want: bool| {
+            batch
+                .trajs
+                .iter()
+                .filter(|t| t.success == want)
+                .map(|t| t.rows.len() as f64)
+                .collect::<Vec<_>>()
+        };
         add(
             "lengths",
             "Trajectory length by outcome".into(),
@@ -109,8 +152,12 @@ pub fn figures(inputs: &Inputs, scope: Scope, png_dir: Option<&Path>) -> Result<
             }),
         )?;
 
-        let mut rows: Vec<(String, Vec<f64>)> =
-            s.step_groups.per_iteration.iter().map(|(it, d)| (format!("iteration {it}"), d.pct_steps.to_vec())).collect();
+        let mut rows: Vec<(String, Vec<f64>)> = s
+            .step_groups
+            .per_iteration
+            .iter()
+            .map(|(it, d)| (format!("iteration {it}"), d.pct_steps.to_vec()))
+            .collect();
         rows.push(("all steps".into(), s.step_groups.overall.pct_steps.to_vec()));
         add(
             "step_groups",
@@ -125,7 +172,12 @@ pub fn figures(inputs: &Inputs, scope: Scope, png_dir: Option<&Path>) -> Result<
             }),
         )?;
 
-        let hist: Vec<(String, Vec<f64>)> = s.graph.distance_histogram.iter().map(|(d, n)| (format!("d = {d}"), vec![*n as f64])).collect();
+        let hist: Vec<(String, Vec<f64>)> = s
+            .graph
+            .distance_histogram
+            .iter()
+            .map(|(d, n)| (format!("d = {d}"), vec![*n as f64]))
+            .collect();
         add(
             "graph_distance",
             "GraphGPO distance to goal".into(),
@@ -147,8 +199,28 @@ pub fn figures(inputs: &Inputs, scope: Scope, png_dir: Option<&Path>) -> Result<
                 "The spread of per-step credit each method assigns, on one shared axis (1st–99th percentile). Tall bars at 0 mean many steps get no credit.".into(),
                 &draw(SmallHistograms { series: inputs.advantages.to_vec(), x_desc: "advantage".into(), y_desc: "share of steps".into(), bins: 50 }),
             )?;
-            let column = |m: &str| inputs.advantages.iter().find(|(n, _)| n == m).map(|(_, v)| v.clone()).unwrap_or_default();
-            let pairs: Vec<_> = c.pairwise.iter().take(6).map(|p| (p.a.clone(), p.b.clone(), column(&p.a), column(&p.b), p.spearman)).collect();
+            let column = |m: &str| {
+                inputs
+                    .advantages
+                    .iter()
+                    .find(|(n, _)| n == m)
+                    .map(|(_, v)| v.clone())
+                    .unwrap_or_default()
+            };
+            let pairs: Vec<_> = c
+                .pairwise
+                .iter()
+                .take(6)
+                .map(|p| {
+                    (
+                        p.a.clone(),
+                        p.b.clone(),
+                        column(&p.a),
+                        column(&p.b),
+                        p.spearman,
+                    )
+                })
+                .collect();
             if !pairs.is_empty() {
                 add(
                     "scatter",
@@ -162,12 +234,18 @@ pub fn figures(inputs: &Inputs, scope: Scope, png_dir: Option<&Path>) -> Result<
                 .iter()
                 .map(|m| {
                     let pos = &c.by_position[m];
-                    let line = |f: &dyn Fn(&credit_core::analyses::compare::Position) -> Option<f64>| {
-                        pos.iter().filter_map(|p| f(p).map(|v| (p.position as f64, v))).collect::<Vec<_>>()
-                    };
+                    let line =
+                        |f: &dyn Fn(&credit_core::analyses::compare::Position) -> Option<f64>| {
+                            pos.iter()
+                                .filter_map(|p| f(p).map(|v| (p.position as f64, v)))
+                                .collect::<Vec<_>>()
+                        };
                     (
                         m.clone(),
-                        vec![("successful".to_string(), 2, line(&|p| p.mean_success)), ("failed".to_string(), 3, line(&|p| p.mean_failure))],
+                        vec![
+                            ("successful".to_string(), 2, line(&|p| p.mean_success)),
+                            ("failed".to_string(), 3, line(&|p| p.mean_failure)),
+                        ],
                     )
                 })
                 .collect();
@@ -177,7 +255,14 @@ pub fn figures(inputs: &Inputs, scope: Scope, png_dir: Option<&Path>) -> Result<
                 "Mean credit at each step index, for successful and failed trajectories separately. A flat line means the method credits every step of a trajectory alike (GRPO); slopes show step-level credit.".into(),
                 &draw(LinePanels { panels, x_desc: "step position".into(), y_desc: "mean advantage".into(), columns: 2, y_range: None }),
             )?;
-            let cells = ["success, valid", "success, invalid", "failure, valid", "failure, invalid"].map(String::from).to_vec();
+            let cells = [
+                "success, valid",
+                "success, invalid",
+                "failure, valid",
+                "failure, invalid",
+            ]
+            .map(String::from)
+            .to_vec();
             add(
                 "credit_table",
                 "Credit by trajectory outcome × action validity".into(),
@@ -195,7 +280,12 @@ pub fn figures(inputs: &Inputs, scope: Scope, png_dir: Option<&Path>) -> Result<
                 }),
             )?;
             if let Some(p) = &inputs.proxmo {
-                let curve = |success: bool| (0..=100).map(|i| i as f64 / 100.0).map(|q| (q, p.weight(success, q))).collect::<Vec<_>>();
+                let curve = |success: bool| {
+                    (0..=100)
+                        .map(|i| i as f64 / 100.0)
+                        .map(|q| (q, p.weight(success, q)))
+                        .collect::<Vec<_>>()
+                };
                 add(
                     "psc_weight",
                     "ProxMO PSC weight w(p)".into(),
@@ -221,9 +311,15 @@ pub fn figures(inputs: &Inputs, scope: Scope, png_dir: Option<&Path>) -> Result<
 
 /// The headline numbers CI rules usually gate on, with short stable keys.
 pub fn headline(summary: &Summary, comparison: Option<&Comparison>) -> serde_json::Value {
-    let per_method = |f: &dyn Fn(&credit_core::analyses::compare::InvalidCredit) -> f64| -> serde_json::Value {
-        comparison.map_or(serde_json::json!({}), |c| c.invalid_credit.iter().map(|(m, i)| (m.clone(), serde_json::json!(f(i)))).collect())
-    };
+    let per_method =
+        |f: &dyn Fn(&credit_core::analyses::compare::InvalidCredit) -> f64| -> serde_json::Value {
+            comparison.map_or(serde_json::json!({}), |c| {
+                c.invalid_credit
+                    .iter()
+                    .map(|(m, i)| (m.clone(), serde_json::json!(f(i))))
+                    .collect()
+            })
+        };
     serde_json::json!({
         "rows": summary.rows,
         "groups": summary.groups,
@@ -242,7 +338,11 @@ pub fn headline(summary: &Summary, comparison: Option<&Comparison>) -> serde_jso
 }
 
 /// `summary.json`: every number in the report, the preset and parameters, the figures, checks.
-pub fn summary_json(inputs: &Inputs, figures: &[Figure], checks: Option<&check::Outcome>) -> serde_json::Value {
+pub fn summary_json(
+    inputs: &Inputs,
+    figures: &[Figure],
+    checks: Option<&check::Outcome>,
+) -> serde_json::Value {
     serde_json::json!({
         "schema": "credit-report/1",
         "metadata": inputs.metadata,

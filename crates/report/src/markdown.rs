@@ -9,7 +9,12 @@ fn pct(x: f64) -> String {
     format!("{:.1}%", 100.0 * x)
 }
 
-pub fn write(inputs: &Inputs, figures: &[Figure], checks: Option<&Outcome>, baseline: Option<&serde_json::Value>) -> String {
+pub fn write(
+    inputs: &Inputs,
+    figures: &[Figure],
+    checks: Option<&Outcome>,
+    baseline: Option<&serde_json::Value>,
+) -> String {
     let s = inputs.summary;
     let mut o = String::new();
     let preset = inputs.metadata["preset"].as_str().unwrap_or("paper");
@@ -20,38 +25,92 @@ pub fn write(inputs: &Inputs, figures: &[Figure], checks: Option<&Outcome>, base
         s.rows,
         s.groups,
         s.trajectories,
-        inputs.advantages.iter().map(|(m, _)| format!("`{m}`")).collect::<Vec<_>>().join(", ")
+        inputs
+            .advantages
+            .iter()
+            .map(|(m, _)| format!("`{m}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
     );
     if let Some(c) = checks {
-        let _ = writeln!(o, "## Checks: {}\n", if c.passed { "all passed ✅" } else { "FAILED ❌" });
-        let _ = writeln!(o, "| rule | value | bound | {}result |", if baseline.is_some() { "baseline | " } else { "" });
-        let _ = writeln!(o, "|---|---|---|{}---|", if baseline.is_some() { "---|" } else { "" });
+        let _ = writeln!(
+            o,
+            "## Checks: {}\n",
+            if c.passed {
+                "all passed ✅"
+            } else {
+                "FAILED ❌"
+            }
+        );
+        let _ = writeln!(
+            o,
+            "| rule | value | bound | {}result |",
+            if baseline.is_some() {
+                "baseline | "
+            } else {
+                ""
+            }
+        );
+        let _ = writeln!(
+            o,
+            "|---|---|---|{}---|",
+            if baseline.is_some() { "---|" } else { "" }
+        );
         for r in &c.rules {
-            let bound = match (r.min, r.max) {
-                (Some(a), Some(b)) => format!("{a} ≤ x ≤ {b}"),
-                (Some(a), None) => format!("≥ {a}"),
-                (None, Some(b)) => format!("≤ {b}"),
-                (None, None) => String::new(),
+            let bound = r.bound();
+            let base = if baseline.is_some() {
+                format!(
+                    "{} | ",
+                    r.baseline.map_or("—".into(), |b| format!("{b:.4}"))
+                )
+            } else {
+                String::new()
             };
-            let base = if baseline.is_some() { format!("{} | ", r.baseline.map_or("—".into(), |b| format!("{b:.4}"))) } else { String::new() };
-            let _ = writeln!(o, "| {} (`{}`) | {:.4} | {bound} | {base}{} |", r.name, r.key, r.value, if r.passed { "pass" } else { "**FAIL**" });
+            let _ = writeln!(
+                o,
+                "| {} (`{}`) | {:.4} | {bound} | {base}{} |",
+                r.name,
+                r.key,
+                r.value,
+                if r.passed { "pass" } else { "**FAIL**" }
+            );
         }
         let _ = writeln!(o);
     }
     let _ = writeln!(o, "## Headline\n");
     let headline = crate::headline(s, inputs.comparison);
-    let _ = writeln!(o, "| figure | value |{}", if baseline.is_some() { " baseline |" } else { "" });
-    let _ = writeln!(o, "|---|---|{}", if baseline.is_some() { "---|" } else { "" });
+    let _ = writeln!(
+        o,
+        "| figure | value |{}",
+        if baseline.is_some() {
+            " baseline |"
+        } else {
+            ""
+        }
+    );
+    let _ = writeln!(
+        o,
+        "|---|---|{}",
+        if baseline.is_some() { "---|" } else { "" }
+    );
     let rows = [
         ("success rate", "success_rate"),
         ("invalid-action rate", "invalid_action_rate"),
         ("steps in singleton step groups", "singleton_step_share"),
-        ("degenerate groups (all-success or all-fail)", "degenerate_group_share"),
-        ("progress steps in failed trajectories (graph)", "graph_progress_share_in_failures"),
+        (
+            "degenerate groups (all-success or all-fail)",
+            "degenerate_group_share",
+        ),
+        (
+            "progress steps in failed trajectories (graph)",
+            "graph_progress_share_in_failures",
+        ),
     ];
     for (label, key) in rows {
         let v = headline[key].as_f64().unwrap_or(0.0);
-        let base = baseline.and_then(|b| b["headline"][key].as_f64()).map_or(String::new(), |b| format!(" {} |", pct(b)));
+        let base = baseline
+            .and_then(|b| b["headline"][key].as_f64())
+            .map_or(String::new(), |b| format!(" {} |", pct(b)));
         let _ = writeln!(o, "| {label} | {} |{base}", pct(v));
     }
     if let Some(c) = inputs.comparison {
@@ -60,7 +119,12 @@ pub fn write(inputs: &Inputs, figures: &[Figure], checks: Option<&Outcome>, base
         let _ = writeln!(o, "|---|---|---|");
         for m in &c.methods {
             let i = &c.invalid_credit[m];
-            let _ = writeln!(o, "| `{m}` | {} | {} |", pct(i.invalid_positive_share), pct(i.invalid_positive_share_in_success));
+            let _ = writeln!(
+                o,
+                "| `{m}` | {} | {} |",
+                pct(i.invalid_positive_share),
+                pct(i.invalid_positive_share_in_success)
+            );
         }
     }
     if !s.diagnostics.is_empty() {
@@ -71,7 +135,11 @@ pub fn write(inputs: &Inputs, figures: &[Figure], checks: Option<&Outcome>, base
     }
     let _ = writeln!(o, "\n## Figures\n");
     for f in figures {
-        let _ = writeln!(o, "### {}\n\n![{}](figures/{}.png)\n\n{}\n", f.title, f.title, f.id, f.caption);
+        let _ = writeln!(
+            o,
+            "### {}\n\n![{}](figures/{}.png)\n\n{}\n",
+            f.title, f.title, f.id, f.caption
+        );
     }
     o
 }

@@ -65,8 +65,16 @@ pub fn render(plot: &impl Plot, png: Option<&Path>) -> Result<String, String> {
 /// A qualitative palette (Tableau 10), one colour per method or series.
 pub fn palette(i: usize) -> RGBColor {
     const P: [(u8, u8, u8); 10] = [
-        (31, 119, 180), (255, 127, 14), (44, 160, 44), (214, 39, 40), (148, 103, 189),
-        (140, 86, 75), (227, 119, 194), (127, 127, 127), (188, 189, 34), (23, 190, 207),
+        (31, 119, 180),
+        (255, 127, 14),
+        (44, 160, 44),
+        (214, 39, 40),
+        (148, 103, 189),
+        (140, 86, 75),
+        (227, 119, 194),
+        (127, 127, 127),
+        (188, 189, 34),
+        (23, 190, 207),
     ];
     let (r, g, b) = P[i % P.len()];
     RGBColor(r, g, b)
@@ -74,11 +82,21 @@ pub fn palette(i: usize) -> RGBColor {
 
 /// Blue (−1) through light grey (0) to red (+1).
 pub fn diverging(t: f64) -> RGBColor {
-    let t = if t.is_finite() { t.clamp(-1.0, 1.0) } else { 0.0 };
+    let t = if t.is_finite() {
+        t.clamp(-1.0, 1.0)
+    } else {
+        0.0
+    };
     let mid = [236.0, 236.0, 236.0];
-    let end = if t < 0.0 { [33.0, 102.0, 172.0] } else { [178.0, 24.0, 43.0] };
+    let end = if t < 0.0 {
+        [33.0, 102.0, 172.0]
+    } else {
+        [178.0, 24.0, 43.0]
+    };
     let a = t.abs();
-    let c: Vec<u8> = (0..3).map(|i| (mid[i] * (1.0 - a) + end[i] * a).round() as u8).collect();
+    let c: Vec<u8> = (0..3)
+        .map(|i| (mid[i] * (1.0 - a) + end[i] * a).round() as u8)
+        .collect();
     RGBColor(c[0], c[1], c[2])
 }
 
@@ -109,9 +127,18 @@ impl Plot for SmallHistograms {
 
     fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> PlotResult {
         // Shared range: the 1st–99th percentile over every series, so outliers do not squash the rest.
-        let mut all: Vec<f64> = self.series.iter().flat_map(|(_, v)| v.iter().copied()).filter(|x| x.is_finite()).collect();
+        let mut all: Vec<f64> = self
+            .series
+            .iter()
+            .flat_map(|(_, v)| v.iter().copied())
+            .filter(|x| x.is_finite())
+            .collect();
         all.sort_by(f64::total_cmp);
-        let q = |p: f64| all.get(((all.len().saturating_sub(1)) as f64 * p) as usize).copied().unwrap_or(0.0);
+        let q = |p: f64| {
+            all.get(((all.len().saturating_sub(1)) as f64 * p) as usize)
+                .copied()
+                .unwrap_or(0.0)
+        };
         let (lo, hi) = padded(q(0.01), q(0.99));
         let width = (hi - lo) / self.bins as f64;
         let panels = area.split_evenly((self.series.len().max(1), 1));
@@ -122,9 +149,20 @@ impl Plot for SmallHistograms {
                 counts[b] += 1;
             }
             let total = values.len().max(1) as f64;
-            let top = counts.iter().map(|&c| c as f64 / total).fold(0.0, f64::max).max(1e-9) * 1.1;
+            let top = counts
+                .iter()
+                .map(|&c| c as f64 / total)
+                .fold(0.0, f64::max)
+                .max(1e-9)
+                * 1.1;
             let mut chart = ChartBuilder::on(panel)
-                .caption(format!("{name}  (n = {}, outside the range are counted at its ends)", values.len()), (FONT, 16))
+                .caption(
+                    format!(
+                        "{name}  (n = {}, outside the range are counted at its ends)",
+                        values.len()
+                    ),
+                    (FONT, 16),
+                )
                 .margin(8)
                 .x_label_area_size(30)
                 .y_label_area_size(60)
@@ -133,7 +171,11 @@ impl Plot for SmallHistograms {
             chart
                 .configure_mesh()
                 .light_line_style(RGBColor(244, 244, 244))
-                .x_desc(if k + 1 == self.series.len() { self.x_desc.as_str() } else { "" })
+                .x_desc(if k + 1 == self.series.len() {
+                    self.x_desc.as_str()
+                } else {
+                    ""
+                })
                 .y_desc(self.y_desc.as_str())
                 .label_style((FONT, 12))
                 .draw()
@@ -142,7 +184,10 @@ impl Plot for SmallHistograms {
             chart
                 .draw_series(counts.iter().enumerate().map(|(b, &c)| {
                     let x0 = lo + b as f64 * width;
-                    Rectangle::new([(x0, 0.0), (x0 + width, c as f64 / total)], colour.mix(0.75).filled())
+                    Rectangle::new(
+                        [(x0, 0.0), (x0 + width, c as f64 / total)],
+                        colour.mix(0.75).filled(),
+                    )
                 }))
                 .map_err(err)?;
         }
@@ -168,7 +213,12 @@ impl Plot for PairScatter {
         let cols = n.min(3);
         let panels = area.split_evenly((n.div_ceil(cols), cols));
         for ((a, b, xs, ys, rho), panel) in self.pairs.iter().zip(&panels) {
-            let range = |v: &[f64]| padded(v.iter().copied().fold(f64::INFINITY, f64::min), v.iter().copied().fold(f64::NEG_INFINITY, f64::max));
+            let range = |v: &[f64]| {
+                padded(
+                    v.iter().copied().fold(f64::INFINITY, f64::min),
+                    v.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+                )
+            };
             let (x0, x1) = range(xs);
             let (y0, y1) = range(ys);
             let title = match rho {
@@ -182,11 +232,23 @@ impl Plot for PairScatter {
                 .y_label_area_size(50)
                 .build_cartesian_2d(x0..x1, y0..y1)
                 .map_err(err)?;
-            chart.configure_mesh().light_line_style(RGBColor(244, 244, 244)).x_desc(format!("adv_{a}")).y_desc(format!("adv_{b}")).label_style((FONT, 11)).draw().map_err(err)?;
+            chart
+                .configure_mesh()
+                .light_line_style(RGBColor(244, 244, 244))
+                .x_desc(format!("adv_{a}"))
+                .y_desc(format!("adv_{b}"))
+                .label_style((FONT, 11))
+                .draw()
+                .map_err(err)?;
             // At most ~4000 points, evenly strided, so large logs stay readable and small files small.
             let stride = xs.len().div_ceil(4000).max(1);
             chart
-                .draw_series(xs.iter().zip(ys).step_by(stride).map(|(&x, &y)| Circle::new((x, y), 2, palette(0).mix(0.35).filled())))
+                .draw_series(
+                    xs.iter()
+                        .zip(ys)
+                        .step_by(stride)
+                        .map(|(&x, &y)| Circle::new((x, y), 2, palette(0).mix(0.35).filled())),
+                )
                 .map_err(err)?;
         }
         Ok(())
@@ -216,10 +278,16 @@ impl Plot for LinePanels {
         let cells = area.split_evenly((self.panels.len().max(1).div_ceil(cols), cols));
         for ((title, lines), cell) in self.panels.iter().zip(&cells) {
             let points = || lines.iter().flat_map(|(_, _, p)| p.iter());
-            let (x0, x1) = padded(points().map(|p| p.0).fold(f64::INFINITY, f64::min), points().map(|p| p.0).fold(f64::NEG_INFINITY, f64::max));
-            let (y0, y1) = self
-                .y_range
-                .unwrap_or_else(|| padded(points().map(|p| p.1).fold(f64::INFINITY, f64::min), points().map(|p| p.1).fold(f64::NEG_INFINITY, f64::max)));
+            let (x0, x1) = padded(
+                points().map(|p| p.0).fold(f64::INFINITY, f64::min),
+                points().map(|p| p.0).fold(f64::NEG_INFINITY, f64::max),
+            );
+            let (y0, y1) = self.y_range.unwrap_or_else(|| {
+                padded(
+                    points().map(|p| p.1).fold(f64::INFINITY, f64::min),
+                    points().map(|p| p.1).fold(f64::NEG_INFINITY, f64::max),
+                )
+            });
             let mut chart = ChartBuilder::on(cell)
                 .caption(title, (FONT, 15))
                 .margin(10)
@@ -227,15 +295,26 @@ impl Plot for LinePanels {
                 .y_label_area_size(55)
                 .build_cartesian_2d(x0..x1, y0..y1)
                 .map_err(err)?;
-            chart.configure_mesh().light_line_style(RGBColor(244, 244, 244)).x_desc(self.x_desc.as_str()).y_desc(self.y_desc.as_str()).label_style((FONT, 11)).draw().map_err(err)?;
+            chart
+                .configure_mesh()
+                .light_line_style(RGBColor(244, 244, 244))
+                .x_desc(self.x_desc.as_str())
+                .y_desc(self.y_desc.as_str())
+                .label_style((FONT, 11))
+                .draw()
+                .map_err(err)?;
             for (name, colour, pts) in lines {
                 let c = palette(*colour);
                 chart
                     .draw_series(LineSeries::new(pts.iter().copied(), c.stroke_width(2)))
                     .map_err(err)?
                     .label(name.as_str())
-                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2)));
-                chart.draw_series(pts.iter().map(|&p| Circle::new(p, 2, c.filled()))).map_err(err)?;
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 18, y)], c.stroke_width(2))
+                    });
+                chart
+                    .draw_series(pts.iter().map(|&p| Circle::new(p, 2, c.filled())))
+                    .map_err(err)?;
             }
             chart
                 .configure_series_labels()
@@ -262,21 +341,48 @@ pub struct BarPanels {
 impl Plot for BarPanels {
     fn size(&self) -> (u32, u32) {
         let rows: usize = self.panels.iter().map(|p| p.2.len().max(1)).sum();
-        (900, 90 * self.panels.len().max(1) as u32 + 26 * rows as u32 + 40)
+        (
+            900,
+            90 * self.panels.len().max(1) as u32 + 26 * rows as u32 + 40,
+        )
     }
 
     fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> PlotResult {
-        let heights: Vec<u32> = self.panels.iter().map(|p| 90 + 26 * p.2.len().max(1) as u32).collect();
+        let heights: Vec<u32> = self
+            .panels
+            .iter()
+            .map(|p| 90 + 26 * p.2.len().max(1) as u32)
+            .collect();
         let mut rest = area.clone();
         for ((title, x_desc, rows, stack_names), h) in self.panels.iter().zip(&heights) {
             let (panel, below) = rest.split_vertically(*h);
             rest = below;
             let n = rows.len().max(1) as u32;
-            let x_max = self.x_max.unwrap_or_else(|| rows.iter().map(|(_, v)| v.iter().sum::<f64>()).fold(0.0, f64::max).max(1e-9) * 1.1);
-            let labels: Vec<String> = rows.iter().map(|(k, _)| k.chars().take(28).collect()).collect();
-            const COLOUR_NAMES: [&str; 10] = ["blue", "orange", "green", "red", "purple", "brown", "pink", "grey", "olive", "cyan"];
-            let key: Vec<String> = stack_names.iter().enumerate().map(|(i, n)| format!("{n} {}", COLOUR_NAMES[i % 10])).collect();
-            let caption = if key.is_empty() { title.clone() } else { format!("{title} ({})", key.join(", ")) };
+            let x_max = self.x_max.unwrap_or_else(|| {
+                rows.iter()
+                    .map(|(_, v)| v.iter().sum::<f64>())
+                    .fold(0.0, f64::max)
+                    .max(1e-9)
+                    * 1.1
+            });
+            let labels: Vec<String> = rows
+                .iter()
+                .map(|(k, _)| k.chars().take(28).collect())
+                .collect();
+            const COLOUR_NAMES: [&str; 10] = [
+                "blue", "orange", "green", "red", "purple", "brown", "pink", "grey", "olive",
+                "cyan",
+            ];
+            let key: Vec<String> = stack_names
+                .iter()
+                .enumerate()
+                .map(|(i, n)| format!("{n} {}", COLOUR_NAMES[i % 10]))
+                .collect();
+            let caption = if key.is_empty() {
+                title.clone()
+            } else {
+                format!("{title} ({})", key.join(", "))
+            };
             let mut chart = ChartBuilder::on(&panel)
                 .caption(caption, (FONT, 15))
                 .margin(8)
@@ -291,7 +397,9 @@ impl Plot for BarPanels {
                 .x_desc(x_desc.as_str())
                 .y_labels(n as usize)
                 .y_label_formatter(&|v| match v {
-                    SegmentValue::CenterOf(i) => labels.get(*i as usize).cloned().unwrap_or_default(),
+                    SegmentValue::CenterOf(i) => {
+                        labels.get(*i as usize).cloned().unwrap_or_default()
+                    }
                     _ => String::new(),
                 })
                 .label_style((FONT, 12))
@@ -304,7 +412,10 @@ impl Plot for BarPanels {
                         let base: f64 = values.iter().take(s).sum();
                         let v = values.get(s).copied().unwrap_or(0.0);
                         let mut bar = Rectangle::new(
-                            [(base, SegmentValue::Exact(i as u32)), (base + v, SegmentValue::Exact(i as u32 + 1))],
+                            [
+                                (base, SegmentValue::Exact(i as u32)),
+                                (base + v, SegmentValue::Exact(i as u32 + 1)),
+                            ],
                             colour.mix(0.8).filled(),
                         );
                         bar.set_margin(4, 4, 0, 0);
@@ -330,32 +441,66 @@ pub struct HeatTable {
 
 impl Plot for HeatTable {
     fn size(&self) -> (u32, u32) {
-        (200 + 170 * self.columns.len() as u32, 120 + 56 * self.rows.len() as u32)
+        (
+            200 + 170 * self.columns.len() as u32,
+            120 + 56 * self.rows.len() as u32,
+        )
     }
 
     fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> PlotResult {
         let title = TextStyle::from((FONT, 17).into_font()).color(&BLACK);
         let label = TextStyle::from((FONT, 13).into_font()).color(&BLACK);
-        area.draw(&Text::new(self.title.as_str(), (16, 12), title)).map_err(err)?;
+        area.draw(&Text::new(self.title.as_str(), (16, 12), title))
+            .map_err(err)?;
         let (x0, y0, cw, ch) = (180i32, 80i32, 170i32, 56i32);
         for (j, c) in self.columns.iter().enumerate() {
-            area.draw(&Text::new(c.as_str(), (x0 + j as i32 * cw + 8, y0 - 24), label.clone())).map_err(err)?;
+            area.draw(&Text::new(
+                c.as_str(),
+                (x0 + j as i32 * cw + 8, y0 - 24),
+                label.clone(),
+            ))
+            .map_err(err)?;
         }
         // Each row is scaled by its own largest |value|: methods differ in scale by orders of magnitude.
         for (i, r) in self.rows.iter().enumerate() {
             let y = y0 + i as i32 * ch;
-            area.draw(&Text::new(r.as_str(), (16, y + ch / 2 - 8), label.clone())).map_err(err)?;
-            let scale = self.values[i].iter().flatten().map(|v| v.abs()).fold(0.0, f64::max).max(1e-12);
+            area.draw(&Text::new(r.as_str(), (16, y + ch / 2 - 8), label.clone()))
+                .map_err(err)?;
+            let scale = self.values[i]
+                .iter()
+                .flatten()
+                .map(|v| v.abs())
+                .fold(0.0, f64::max)
+                .max(1e-12);
             for (j, v) in self.values[i].iter().enumerate() {
                 let x = x0 + j as i32 * cw;
                 let fill = v.map_or(RGBColor(250, 250, 250), |v| diverging(v / scale));
-                area.draw(&Rectangle::new([(x, y), (x + cw - 4, y + ch - 4)], fill.filled())).map_err(err)?;
+                area.draw(&Rectangle::new(
+                    [(x, y), (x + cw - 4, y + ch - 4)],
+                    fill.filled(),
+                ))
+                .map_err(err)?;
                 let text = v.map_or("—".to_string(), |v| format!("{v:+.3}"));
                 let dark = v.is_some_and(|v| (v / scale).abs() > 0.6);
                 let colour = if dark { WHITE } else { BLACK };
-                area.draw(&Text::new(text, (x + 10, y + 8), TextStyle::from((FONT, 15).into_font()).color(&colour))).map_err(err)?;
-                let note = self.notes.get(i).and_then(|n| n.get(j)).cloned().unwrap_or_default();
-                area.draw(&Text::new(note, (x + 10, y + 30), TextStyle::from((FONT, 11).into_font()).color(&colour))).map_err(err)?;
+                area.draw(&Text::new(
+                    text,
+                    (x + 10, y + 8),
+                    TextStyle::from((FONT, 15).into_font()).color(&colour),
+                ))
+                .map_err(err)?;
+                let note = self
+                    .notes
+                    .get(i)
+                    .and_then(|n| n.get(j))
+                    .cloned()
+                    .unwrap_or_default();
+                area.draw(&Text::new(
+                    note,
+                    (x + 10, y + 30),
+                    TextStyle::from((FONT, 11).into_font()).color(&colour),
+                ))
+                .map_err(err)?;
             }
         }
         Ok(())

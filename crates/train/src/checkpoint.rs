@@ -77,12 +77,19 @@ impl Fingerprint {
                 eat(&lp.to_bits().to_le_bytes());
             }
         }
-        Fingerprint { count: samples.len(), action_tokens: samples.iter().map(Sample::action_len).sum(), hash: format!("{h:016x}") }
+        Fingerprint {
+            count: samples.len(),
+            action_tokens: samples.iter().map(Sample::action_len).sum(),
+            hash: format!("{h:016x}"),
+        }
     }
 }
 
 /// Writes `path` through a temporary file in the same folder, renamed into place on success.
-pub fn write_atomic(path: &Path, write: impl FnOnce(&mut std::fs::File) -> Result<()>) -> Result<()> {
+pub fn write_atomic(
+    path: &Path,
+    write: impl FnOnce(&mut std::fs::File) -> Result<()>,
+) -> Result<()> {
     let tmp = temp_name(path);
     let mut file = std::fs::File::create(&tmp).map_err(|e| Error::io(&tmp, e))?;
     let written = write(&mut file).and_then(|()| file.sync_all().map_err(|e| Error::io(&tmp, e)));
@@ -98,23 +105,41 @@ pub fn write_atomic(path: &Path, write: impl FnOnce(&mut std::fs::File) -> Resul
 }
 
 fn temp_name(path: &Path) -> PathBuf {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     path.with_file_name(format!(".{name}.tmp-{}", std::process::id()))
 }
 
 /// safetensors' `serialize_to_file` itself writes a sibling temporary file and renames it.
 fn write_safetensors(path: &Path, tensors: Vec<(String, Tensor)>, step: u64) -> Result<()> {
-    let metadata = HashMap::from([("format".to_string(), "pt".to_string()), (STEP_KEY.to_string(), step.to_string())]);
-    safetensors::serialize_to_file(tensors, Some(metadata), path).map_err(|e| Error::Checkpoint { path: path.to_path_buf(), message: format!("writing: {e}") })
+    let metadata = HashMap::from([
+        ("format".to_string(), "pt".to_string()),
+        (STEP_KEY.to_string(), step.to_string()),
+    ]);
+    safetensors::serialize_to_file(tensors, Some(metadata), path).map_err(|e| Error::Checkpoint {
+        path: path.to_path_buf(),
+        message: format!("writing: {e}"),
+    })
 }
 
 /// The tensors of a safetensors file written by [`save`], on the CPU, and the step it records.
 pub fn read_stamped(path: &Path) -> Result<(HashMap<String, Tensor>, Option<u64>)> {
     let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-    let bad = |message: String| Error::Checkpoint { path: path.to_path_buf(), message };
-    let (_, header) = safetensors::SafeTensors::read_metadata(&bytes).map_err(|e| bad(format!("not a safetensors file: {e}")))?;
-    let step = header.metadata().as_ref().and_then(|m| m.get(STEP_KEY)).and_then(|s| s.parse().ok());
-    let tensors = candle_core::safetensors::load_buffer(&bytes, &Device::Cpu).map_err(|e| bad(format!("not a safetensors file: {e}")))?;
+    let bad = |message: String| Error::Checkpoint {
+        path: path.to_path_buf(),
+        message,
+    };
+    let (_, header) = safetensors::SafeTensors::read_metadata(&bytes)
+        .map_err(|e| bad(format!("not a safetensors file: {e}")))?;
+    let step = header
+        .metadata()
+        .as_ref()
+        .and_then(|m| m.get(STEP_KEY))
+        .and_then(|s| s.parse().ok());
+    let tensors = candle_core::safetensors::load_buffer(&bytes, &Device::Cpu)
+        .map_err(|e| bad(format!("not a safetensors file: {e}")))?;
     Ok((tensors, step))
 }
 
@@ -124,7 +149,13 @@ pub fn read_state(dir: &Path) -> Result<Option<TrainerState>> {
         return Ok(None);
     }
     let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
-    serde_json::from_str(&text).map(Some).map_err(|e| Error::Json { path, line: 0, message: e.to_string() })
+    serde_json::from_str(&text)
+        .map(Some)
+        .map_err(|e| Error::Json {
+            path,
+            line: 0,
+            message: e.to_string(),
+        })
 }
 
 /// Everything a checkpoint holds besides the model.
@@ -150,15 +181,22 @@ pub fn save(dir: &Path, model: &Model, saved: &Saved) -> Result<()> {
             if from.is_file() {
                 let bytes = std::fs::read(&from).map_err(|e| Error::io(&from, e))?;
                 let to = dir.join(name);
-                write_atomic(&to, |f| std::io::Write::write_all(f, &bytes).map_err(|e| Error::io(&to, e)))?;
+                write_atomic(&to, |f| {
+                    std::io::Write::write_all(f, &bytes).map_err(|e| Error::io(&to, e))
+                })?;
             }
         }
     }
-    let weights = model.params().iter().map(|(n, v)| (n.clone(), v.as_tensor().clone())).collect();
+    let weights = model
+        .params()
+        .iter()
+        .map(|(n, v)| (n.clone(), v.as_tensor().clone()))
+        .collect();
     write_safetensors(&dir.join(crate::load::WEIGHTS), weights, step)?;
     let mut optimizer = saved.optimizer.state();
     if let Some(lp) = saved.init_logprobs {
-        let t = Tensor::from_slice(lp, lp.len(), &Device::Cpu).map_err(|e| Error::candle("saving init_logprobs", e))?;
+        let t = Tensor::from_slice(lp, lp.len(), &Device::Cpu)
+            .map_err(|e| Error::candle("saving init_logprobs", e))?;
         optimizer.push((INIT_LOGPROBS.to_string(), t));
     }
     write_safetensors(&dir.join(OPTIMIZER), optimizer, step)?;
@@ -166,8 +204,14 @@ pub fn save(dir: &Path, model: &Model, saved: &Saved) -> Result<()> {
 }
 
 fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
-    let text = serde_json::to_string_pretty(value).map_err(|e| Error::Json { path: path.to_path_buf(), line: 0, message: e.to_string() })?;
-    write_atomic(path, |f| std::io::Write::write_all(f, format!("{text}\n").as_bytes()).map_err(|e| Error::io(path, e)))
+    let text = serde_json::to_string_pretty(value).map_err(|e| Error::Json {
+        path: path.to_path_buf(),
+        line: 0,
+        message: e.to_string(),
+    })?;
+    write_atomic(path, |f| {
+        std::io::Write::write_all(f, format!("{text}\n").as_bytes()).map_err(|e| Error::io(path, e))
+    })
 }
 
 /// Checks that a safetensors file of the checkpoint was written at the state's step.
@@ -194,10 +238,17 @@ pub fn truncate_metrics(path: &Path, step: u64) -> Result<()> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
     let kept: String = text
         .lines()
-        .filter(|l| serde_json::from_str::<serde_json::Value>(l).ok().and_then(|v| v.get("step")?.as_u64()).is_some_and(|s| s <= step))
+        .filter(|l| {
+            serde_json::from_str::<serde_json::Value>(l)
+                .ok()
+                .and_then(|v| v.get("step")?.as_u64())
+                .is_some_and(|s| s <= step)
+        })
         .map(|l| format!("{l}\n"))
         .collect();
-    write_atomic(path, |f| std::io::Write::write_all(f, kept.as_bytes()).map_err(|e| Error::io(path, e)))
+    write_atomic(path, |f| {
+        std::io::Write::write_all(f, kept.as_bytes()).map_err(|e| Error::io(path, e))
+    })
 }
 
 #[cfg(test)]
@@ -206,10 +257,20 @@ mod tests {
 
     #[test]
     fn fingerprint_changes_with_any_field() {
-        let s = Sample { input_ids: vec![1, 2, 3], action_start: 2, advantage: 1.0, old_logprob: None, old_token_logprobs: None };
+        let s = Sample {
+            input_ids: vec![1, 2, 3],
+            action_start: 2,
+            advantage: 1.0,
+            old_logprob: None,
+            old_token_logprobs: None,
+        };
         let base = Fingerprint::of(std::slice::from_ref(&s));
         assert_eq!((base.count, base.action_tokens), (1, 1));
-        for edit in [|s: &mut Sample| s.advantage = -1.0, |s: &mut Sample| s.action_start = 1, |s: &mut Sample| s.old_logprob = Some(-1.0)] {
+        for edit in [
+            |s: &mut Sample| s.advantage = -1.0,
+            |s: &mut Sample| s.action_start = 1,
+            |s: &mut Sample| s.old_logprob = Some(-1.0),
+        ] {
             let mut t = s.clone();
             edit(&mut t);
             assert_ne!(Fingerprint::of(&[t]).hash, base.hash);
@@ -222,6 +283,9 @@ mod tests {
         let path = dir.path().join(METRICS);
         std::fs::write(&path, "{\"step\":1}\n{\"step\":2}\n{\"step\":3}\n").unwrap();
         truncate_metrics(&path, 2).unwrap();
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "{\"step\":1}\n{\"step\":2}\n");
+        assert_eq!(
+            std::fs::read_to_string(&path).unwrap(),
+            "{\"step\":1}\n{\"step\":2}\n"
+        );
     }
 }

@@ -44,7 +44,11 @@ impl Sample {
             return Err(bad("empty prompt (action_start = 0): the first action token needs a prompt token to be predicted from".into()));
         }
         if self.action_start >= self.input_ids.len() {
-            return Err(bad(format!("empty action (action_start = {} with {} input ids)", self.action_start, self.input_ids.len())));
+            return Err(bad(format!(
+                "empty action (action_start = {} with {} input ids)",
+                self.action_start,
+                self.input_ids.len()
+            )));
         }
         if let Some(&id) = self.input_ids.iter().find(|&&id| id as usize >= vocab_size) {
             return Err(bad(format!("token id {id} is outside the model's vocabulary of {vocab_size} (tokenized for another model?)")));
@@ -53,14 +57,22 @@ impl Sample {
             return Err(bad(format!("advantage {} is not finite", self.advantage)));
         }
         if let Some(lp) = self.old_logprob.filter(|lp| !lp.is_finite() || *lp > 0.0) {
-            return Err(bad(format!("old_logprob {lp} is not a log-probability (finite, ≤ 0)")));
+            return Err(bad(format!(
+                "old_logprob {lp} is not a log-probability (finite, ≤ 0)"
+            )));
         }
         if let Some(lps) = &self.old_token_logprobs {
             if lps.len() != self.action_len() {
-                return Err(bad(format!("{} old_token_logprobs for {} action tokens", lps.len(), self.action_len())));
+                return Err(bad(format!(
+                    "{} old_token_logprobs for {} action tokens",
+                    lps.len(),
+                    self.action_len()
+                )));
             }
             if let Some(lp) = lps.iter().find(|lp| !lp.is_finite() || **lp > 0.0) {
-                return Err(bad(format!("old_token_logprobs holds {lp}, not a log-probability (finite, ≤ 0)")));
+                return Err(bad(format!(
+                    "old_token_logprobs holds {lp}, not a log-probability (finite, ≤ 0)"
+                )));
             }
         }
         Ok(())
@@ -95,7 +107,11 @@ pub fn prepare(samples: &[&Sample], device: &Device) -> Result<Prepared> {
         positions: Tensor::from_vec(positions, n_tokens, device).ctx("building the batch")?,
         targets: Tensor::from_vec(targets, n_tokens, device).ctx("building the batch")?,
     };
-    Ok(Prepared { batch, segment, n_tokens })
+    Ok(Prepared {
+        batch,
+        segment,
+        n_tokens,
+    })
 }
 
 #[derive(Serialize, Deserialize)]
@@ -110,8 +126,17 @@ const HANDOFF_VERSION: u32 = 1;
 pub fn write_handoff(path: &Path, config: &TrainConfig, samples: &[Sample]) -> Result<()> {
     crate::checkpoint::write_atomic(path, |file| {
         let mut w = std::io::BufWriter::new(file);
-        let header = Header { credit_train_handoff: HANDOFF_VERSION, config: config.clone() };
-        let json = |v: serde_json::Result<String>| v.map_err(|e| Error::Json { path: path.to_path_buf(), line: 0, message: e.to_string() });
+        let header = Header {
+            credit_train_handoff: HANDOFF_VERSION,
+            config: config.clone(),
+        };
+        let json = |v: serde_json::Result<String>| {
+            v.map_err(|e| Error::Json {
+                path: path.to_path_buf(),
+                line: 0,
+                message: e.to_string(),
+            })
+        };
         writeln!(w, "{}", json(serde_json::to_string(&header))?).map_err(|e| Error::io(path, e))?;
         for s in samples {
             writeln!(w, "{}", json(serde_json::to_string(s))?).map_err(|e| Error::io(path, e))?;
@@ -124,15 +149,30 @@ pub fn write_handoff(path: &Path, config: &TrainConfig, samples: &[Sample]) -> R
 pub fn read_handoff(path: &Path) -> Result<(TrainConfig, Vec<Sample>)> {
     let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
     let mut lines = std::io::BufReader::new(file).lines().enumerate();
-    let bad = |line: usize, message: String| Error::Json { path: path.to_path_buf(), line, message };
+    let bad = |line: usize, message: String| Error::Json {
+        path: path.to_path_buf(),
+        line,
+        message,
+    };
     let header = match lines.next() {
         Some((_, line)) => line.map_err(|e| Error::io(path, e))?,
-        None => return Err(bad(1, "empty file: expected a `credit_train_handoff` header line".into())),
+        None => {
+            return Err(bad(
+                1,
+                "empty file: expected a `credit_train_handoff` header line".into(),
+            ))
+        }
     };
     let header: Header = serde_json::from_str(&header)
         .map_err(|e| bad(1, format!("not a hand-off header ({e}); write one with `credit train policy … --handoff FILE`")))?;
     if header.credit_train_handoff != HANDOFF_VERSION {
-        return Err(bad(1, format!("hand-off version {} (this build reads {HANDOFF_VERSION})", header.credit_train_handoff)));
+        return Err(bad(
+            1,
+            format!(
+                "hand-off version {} (this build reads {HANDOFF_VERSION})",
+                header.credit_train_handoff
+            ),
+        ));
     }
     let mut samples = Vec::new();
     for (i, line) in lines {
@@ -140,7 +180,9 @@ pub fn read_handoff(path: &Path) -> Result<(TrainConfig, Vec<Sample>)> {
         if line.trim().is_empty() {
             continue;
         }
-        samples.push(serde_json::from_str(&line).map_err(|e| bad(i + 1, format!("not a sample: {e}")))?);
+        samples.push(
+            serde_json::from_str(&line).map_err(|e| bad(i + 1, format!("not a sample: {e}")))?,
+        );
     }
     Ok((header.config, samples))
 }
@@ -150,7 +192,13 @@ mod tests {
     use super::*;
 
     fn sample() -> Sample {
-        Sample { input_ids: vec![5, 6, 7, 8], action_start: 2, advantage: 0.5, old_logprob: Some(-1.5), old_token_logprobs: None }
+        Sample {
+            input_ids: vec![5, 6, 7, 8],
+            action_start: 2,
+            advantage: 0.5,
+            old_logprob: Some(-1.5),
+            old_token_logprobs: None,
+        }
     }
 
     #[test]
@@ -176,7 +224,10 @@ mod tests {
             (|s| s.action_start = 0, "empty prompt"),
             (|s| s.action_start = 4, "empty action"),
             (|s| s.advantage = f32::NAN, "not finite"),
-            (|s| s.old_token_logprobs = Some(vec![-1.0]), "1 old_token_logprobs for 2"),
+            (
+                |s| s.old_token_logprobs = Some(vec![-1.0]),
+                "1 old_token_logprobs for 2",
+            ),
             (|s| s.input_ids[0] = 9, "outside the model's vocabulary"),
         ];
         for (edit, message) in cases {
@@ -189,11 +240,26 @@ mod tests {
 
     #[test]
     fn prepare_points_at_the_positions_predicting_actions() {
-        let a = Sample { input_ids: vec![1, 2, 3], action_start: 2, advantage: 1.0, old_logprob: None, old_token_logprobs: None };
-        let b = Sample { input_ids: vec![4, 5, 6, 7, 8], action_start: 3, advantage: -1.0, old_logprob: None, old_token_logprobs: None };
+        let a = Sample {
+            input_ids: vec![1, 2, 3],
+            action_start: 2,
+            advantage: 1.0,
+            old_logprob: None,
+            old_token_logprobs: None,
+        };
+        let b = Sample {
+            input_ids: vec![4, 5, 6, 7, 8],
+            action_start: 3,
+            advantage: -1.0,
+            old_logprob: None,
+            old_token_logprobs: None,
+        };
         let p = prepare(&[&a, &b], &Device::Cpu).unwrap();
         // T = 5; a's token 3 (position 2) is predicted at flat 1; b's 7, 8 at 5 + 2, 5 + 3.
-        assert_eq!(p.batch.ids.to_vec2::<u32>().unwrap(), vec![vec![1, 2, 3, 0, 0], vec![4, 5, 6, 7, 8]]);
+        assert_eq!(
+            p.batch.ids.to_vec2::<u32>().unwrap(),
+            vec![vec![1, 2, 3, 0, 0], vec![4, 5, 6, 7, 8]]
+        );
         assert_eq!(p.batch.positions.to_vec1::<u32>().unwrap(), vec![1, 7, 8]);
         assert_eq!(p.batch.targets.to_vec1::<u32>().unwrap(), vec![3, 7, 8]);
         assert_eq!(p.segment, vec![0, 1, 1]);

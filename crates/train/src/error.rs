@@ -9,10 +9,17 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[non_exhaustive]
 pub enum Error {
     #[error("{}: {source}", path.display())]
-    Io { path: PathBuf, source: std::io::Error },
+    Io {
+        path: PathBuf,
+        source: std::io::Error,
+    },
     /// A malformed JSON file or line (`line` is 1-based; 0 for a whole-file document).
     #[error("{}{}: {message}", path.display(), if *line > 0 { format!(":{line}") } else { String::new() })]
-    Json { path: PathBuf, line: usize, message: String },
+    Json {
+        path: PathBuf,
+        line: usize,
+        message: String,
+    },
     /// A model directory that cannot be used as it is (missing file, wrong shape, unsupported
     /// architecture).
     #[error("{}: {message}", path.display())]
@@ -29,16 +36,25 @@ pub enum Error {
     #[error("{0}")]
     Params(String),
     #[error("{context}: {source}")]
-    Candle { context: String, source: candle_core::Error },
+    Candle {
+        context: String,
+        source: candle_core::Error,
+    },
 }
 
 impl Error {
     pub(crate) fn candle(context: impl Into<String>, source: candle_core::Error) -> Self {
-        Error::Candle { context: context.into(), source }
+        Error::Candle {
+            context: context.into(),
+            source,
+        }
     }
 
     pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
-        Error::Io { path: path.into(), source }
+        Error::Io {
+            path: path.into(),
+            source,
+        }
     }
 }
 

@@ -42,9 +42,9 @@ pub mod optim;
 pub mod random;
 pub mod train;
 
+pub use candle_core::DType;
 pub use data::Sample;
 pub use error::{Error, Result};
-pub use candle_core::DType;
 pub use model::{Config, Model};
 pub use train::{RunOptions, TrainConfig};
 
@@ -87,7 +87,9 @@ impl std::str::FromStr for DeviceKind {
         match s {
             "cpu" => Ok(DeviceKind::Cpu),
             "cuda" | "gpu" => Ok(DeviceKind::Cuda),
-            other => Err(Error::Params(format!("`--device {other}`: expected `cpu` or `cuda`"))),
+            other => Err(Error::Params(format!(
+                "`--device {other}`: expected `cpu` or `cuda`"
+            ))),
         }
     }
 }

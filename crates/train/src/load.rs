@@ -17,17 +17,28 @@ pub const TOKENIZER_CONFIG: &str = "tokenizer_config.json";
 
 fn read_json(path: &Path) -> Result<serde_json::Value> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
-    serde_json::from_str(&text).map_err(|e| Error::Json { path: path.to_path_buf(), line: 0, message: e.to_string() })
+    serde_json::from_str(&text).map_err(|e| Error::Json {
+        path: path.to_path_buf(),
+        line: 0,
+        message: e.to_string(),
+    })
 }
 
 /// `config.json` as written (kept to copy into checkpoints) and the [`Config`] it describes.
 pub fn read_config(dir: &Path) -> Result<(serde_json::Value, Config)> {
     let path = dir.join(CONFIG);
     if !path.is_file() {
-        return Err(Error::Model { path: dir.to_path_buf(), message: format!("no {CONFIG}: expected a Hugging Face model directory") });
+        return Err(Error::Model {
+            path: dir.to_path_buf(),
+            message: format!("no {CONFIG}: expected a Hugging Face model directory"),
+        });
     }
     let raw = read_json(&path)?;
-    let hf: HfConfig = serde_json::from_value(raw.clone()).map_err(|e| Error::Json { path: path.clone(), line: 0, message: e.to_string() })?;
+    let hf: HfConfig = serde_json::from_value(raw.clone()).map_err(|e| Error::Json {
+        path: path.clone(),
+        line: 0,
+        message: e.to_string(),
+    })?;
     Ok((raw, hf.into_config(&path)?))
 }
 
@@ -44,7 +55,11 @@ pub fn weight_files(dir: &Path) -> Result<Vec<PathBuf>> {
         })?;
         let mut shards = BTreeSet::new();
         for (tensor, file) in map {
-            let file = file.as_str().ok_or_else(|| Error::Json { path: index.clone(), line: 0, message: format!("weight_map[`{tensor}`] is not a file name") })?;
+            let file = file.as_str().ok_or_else(|| Error::Json {
+                path: index.clone(),
+                line: 0,
+                message: format!("weight_map[`{tensor}`] is not a file name"),
+            })?;
             shards.insert(file.to_string());
         }
         return Ok(shards.into_iter().map(|f| dir.join(f)).collect());
@@ -54,11 +69,16 @@ pub fn weight_files(dir: &Path) -> Result<Vec<PathBuf>> {
         return Ok(vec![single]);
     }
     let entries = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
-    let mut files: Vec<PathBuf> =
-        entries.filter_map(|e| e.ok().map(|e| e.path())).filter(|p| p.extension().is_some_and(|x| x == "safetensors")).collect();
+    let mut files: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "safetensors"))
+        .collect();
     files.sort();
     if files.is_empty() {
-        return Err(Error::Model { path: dir.to_path_buf(), message: format!("no weights: expected {WEIGHTS}, or shards listed in {WEIGHTS_INDEX}") });
+        return Err(Error::Model {
+            path: dir.to_path_buf(),
+            message: format!("no weights: expected {WEIGHTS}, or shards listed in {WEIGHTS_INDEX}"),
+        });
     }
     Ok(files)
 }
@@ -68,8 +88,12 @@ pub fn read_tensors(files: &[PathBuf]) -> Result<HashMap<String, Tensor>> {
     let mut out = HashMap::new();
     for path in files {
         let bytes = std::fs::read(path).map_err(|e| Error::io(path, e))?;
-        let tensors = candle_core::safetensors::load_buffer(&bytes, &Device::Cpu)
-            .map_err(|e| Error::Model { path: path.clone(), message: format!("not a readable safetensors file: {e}") })?;
+        let tensors = candle_core::safetensors::load_buffer(&bytes, &Device::Cpu).map_err(|e| {
+            Error::Model {
+                path: path.clone(),
+                message: format!("not a readable safetensors file: {e}"),
+            }
+        })?;
         out.extend(tensors);
     }
     Ok(out)
@@ -80,7 +104,13 @@ pub fn load_model(dir: &Path, device: DeviceKind) -> Result<Model> {
     let (_, config) = read_config(dir)?;
     let files = weight_files(dir)?;
     let tensors = read_tensors(&files)?;
-    Model::from_tensors(config, tensors, &device.device()?, device.compute_dtype(), dir)
+    Model::from_tensors(
+        config,
+        tensors,
+        &device.device()?,
+        device.compute_dtype(),
+        dir,
+    )
 }
 
 /// The conversation markup the model was tuned with, read from `chat_template`.
@@ -99,7 +129,11 @@ impl ChatFormat {
     pub fn detect(tokenizer_config: &serde_json::Value) -> Self {
         let template = match tokenizer_config.get("chat_template") {
             Some(serde_json::Value::String(s)) => s.clone(),
-            Some(serde_json::Value::Array(items)) => items.iter().filter_map(|t| t.get("template")?.as_str()).collect::<Vec<_>>().join("\n"),
+            Some(serde_json::Value::Array(items)) => items
+                .iter()
+                .filter_map(|t| t.get("template")?.as_str())
+                .collect::<Vec<_>>()
+                .join("\n"),
             _ => String::new(),
         };
         if template.contains("<|im_start|>") {
@@ -153,24 +187,46 @@ impl Tokenizer {
     pub fn load(dir: &Path) -> Result<Self> {
         let path = dir.join(TOKENIZER);
         if !path.is_file() {
-            return Err(Error::Tokenizer { path, message: "missing: the model directory needs the tokenizer it was trained with".into() });
+            return Err(Error::Tokenizer {
+                path,
+                message: "missing: the model directory needs the tokenizer it was trained with"
+                    .into(),
+            });
         }
-        let inner = tokenizers::Tokenizer::from_file(&path).map_err(|e| Error::Tokenizer { path: path.clone(), message: e.to_string() })?;
+        let inner = tokenizers::Tokenizer::from_file(&path).map_err(|e| Error::Tokenizer {
+            path: path.clone(),
+            message: e.to_string(),
+        })?;
         let config = dir.join(TOKENIZER_CONFIG);
-        let chat = if config.is_file() { ChatFormat::detect(&read_json(&config)?) } else { ChatFormat::Plain };
+        let chat = if config.is_file() {
+            ChatFormat::detect(&read_json(&config)?)
+        } else {
+            ChatFormat::Plain
+        };
         Ok(Tokenizer { inner, path, chat })
     }
 
     /// Token ids of `text`; `special` adds the model's BOS (Llama) where its post-processor has one.
     pub fn encode(&self, text: &str, special: bool) -> Result<Vec<u32>> {
-        let encoding = self.inner.encode(text, special).map_err(|e| Error::Tokenizer { path: self.path.clone(), message: e.to_string() })?;
+        let encoding = self
+            .inner
+            .encode(text, special)
+            .map_err(|e| Error::Tokenizer {
+                path: self.path.clone(),
+                message: e.to_string(),
+            })?;
         Ok(encoding.get_ids().to_vec())
     }
 
     /// Prompt and action as one id sequence and the index of the first action token. The action
     /// ends with the chat's end-of-turn token; a prompt longer than `max_prompt_tokens` keeps its
     /// last `max_prompt_tokens` tokens (the most recent context).
-    pub fn encode_step(&self, prompt: &str, action: &str, max_prompt_tokens: usize) -> Result<(Vec<u32>, usize)> {
+    pub fn encode_step(
+        &self,
+        prompt: &str,
+        action: &str,
+        max_prompt_tokens: usize,
+    ) -> Result<(Vec<u32>, usize)> {
         let mut ids = self.encode(prompt, true)?;
         if ids.len() > max_prompt_tokens {
             ids.drain(..ids.len() - max_prompt_tokens);
@@ -191,8 +247,14 @@ mod tests {
         let llama = serde_json::json!({"chat_template": [{"name": "default", "template": "<|start_header_id|>{{ role }}<|end_header_id|>"}]});
         assert_eq!(ChatFormat::detect(&qwen), ChatFormat::ChatMl);
         assert_eq!(ChatFormat::detect(&llama), ChatFormat::Llama3);
-        assert_eq!(ChatFormat::detect(&serde_json::json!({})), ChatFormat::Plain);
-        assert_eq!(ChatFormat::ChatMl.wrap_user("go"), "<|im_start|>user\ngo<|im_end|>\n<|im_start|>assistant\n");
+        assert_eq!(
+            ChatFormat::detect(&serde_json::json!({})),
+            ChatFormat::Plain
+        );
+        assert_eq!(
+            ChatFormat::ChatMl.wrap_user("go"),
+            "<|im_start|>user\ngo<|im_end|>\n<|im_start|>assistant\n"
+        );
     }
 
     #[test]
@@ -201,7 +263,13 @@ mod tests {
         let index = serde_json::json!({"weight_map": {"a": "m-00002.safetensors", "b": "m-00001.safetensors", "c": "m-00002.safetensors"}});
         std::fs::write(dir.path().join(WEIGHTS_INDEX), index.to_string()).unwrap();
         let files = weight_files(dir.path()).unwrap();
-        assert_eq!(files, vec![dir.path().join("m-00001.safetensors"), dir.path().join("m-00002.safetensors")]);
+        assert_eq!(
+            files,
+            vec![
+                dir.path().join("m-00001.safetensors"),
+                dir.path().join("m-00002.safetensors")
+            ]
+        );
     }
 
     #[test]

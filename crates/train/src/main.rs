@@ -7,7 +7,8 @@ use credit_train::{DeviceKind, RunOptions};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: credit-train HANDOFF.jsonl --model DIR --out DIR [--device cpu|cuda] [--resume]
+const USAGE: &str =
+    "usage: credit-train HANDOFF.jsonl --model DIR --out DIR [--device cpu|cuda] [--resume]
 
 Trains a Hugging Face causal LM (Qwen2/Llama family) on the samples and hyper-parameters of a
 hand-off file written by `credit train policy … --handoff HANDOFF.jsonl`, and writes a checkpoint
@@ -22,18 +23,27 @@ struct Args {
 }
 
 fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
-    let (mut handoff, mut model, mut out, mut device, mut resume) = (None, None, None, DeviceKind::Cpu, false);
+    let (mut handoff, mut model, mut out, mut device, mut resume) =
+        (None, None, None, DeviceKind::Cpu, false);
     while let Some(arg) = args.next() {
         let mut value = |flag: &str| args.next().ok_or_else(|| format!("`{flag}` needs a value"));
         match arg.as_str() {
             "--model" => model = Some(PathBuf::from(value("--model")?)),
             "--out" => out = Some(PathBuf::from(value("--out")?)),
-            "--device" => device = value("--device")?.parse().map_err(|e: credit_train::Error| e.to_string())?,
+            "--device" => {
+                device = value("--device")?
+                    .parse()
+                    .map_err(|e: credit_train::Error| e.to_string())?
+            }
             "--resume" => resume = true,
             "-h" | "--help" => return Err(String::new()),
             flag if flag.starts_with('-') => return Err(format!("unknown flag `{flag}`")),
             path if handoff.is_none() => handoff = Some(PathBuf::from(path)),
-            extra => return Err(format!("unexpected argument `{extra}`: one hand-off file per run")),
+            extra => {
+                return Err(format!(
+                    "unexpected argument `{extra}`: one hand-off file per run"
+                ))
+            }
         }
     }
     Ok(Args {
@@ -59,10 +69,24 @@ fn main() -> ExitCode {
     };
     let run = || -> credit_train::Result<()> {
         let (config, samples) = credit_train::data::read_handoff(&args.handoff)?;
-        let options = RunOptions { model_dir: args.model.clone(), out_dir: args.out.clone(), device: args.device, resume: args.resume };
+        let options = RunOptions {
+            model_dir: args.model.clone(),
+            out_dir: args.out.clone(),
+            device: args.device,
+            resume: args.resume,
+        };
         let summary = train(&options, &config, &samples, &mut |event| match event {
-            Event::Scoring { done, total } => eprintln!("scoring with the initial model: {done}/{total} samples"),
-            Event::Started { start_step, total_steps } => eprintln!("training steps {}..{total_steps} on {} samples", start_step + 1, samples.len()),
+            Event::Scoring { done, total } => {
+                eprintln!("scoring with the initial model: {done}/{total} samples")
+            }
+            Event::Started {
+                start_step,
+                total_steps,
+            } => eprintln!(
+                "training steps {}..{total_steps} on {} samples",
+                start_step + 1,
+                samples.len()
+            ),
             Event::Step(m) => eprintln!(
                 "step {} loss {:.4} kl {} clip {:.3} grad-norm {:.3} {:.0} tokens/s",
                 m.step,
@@ -74,7 +98,12 @@ fn main() -> ExitCode {
             ),
             Event::Saved { step, dir } => eprintln!("saved step {step} to {}", dir.display()),
         })?;
-        println!("trained {} steps; checkpoint in {} ({:.0} tokens/s)", summary.steps, args.out.display(), summary.tokens_per_s);
+        println!(
+            "trained {} steps; checkpoint in {} ({:.0} tokens/s)",
+            summary.steps,
+            args.out.display(),
+            summary.tokens_per_s
+        );
         Ok(())
     };
     match run() {

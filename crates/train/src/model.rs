@@ -98,7 +98,10 @@ impl Config {
     pub fn parameters(&self) -> Vec<(String, Vec<usize>)> {
         let (h, i, hd) = (self.hidden_size, self.intermediate_size, self.head_dim);
         let (q, kv) = (self.num_attention_heads * hd, self.num_key_value_heads * hd);
-        let mut out = vec![("model.embed_tokens.weight".to_string(), vec![self.vocab_size, h])];
+        let mut out = vec![(
+            "model.embed_tokens.weight".to_string(),
+            vec![self.vocab_size, h],
+        )];
         for l in 0..self.num_hidden_layers {
             let p = format!("model.layers.{l}");
             out.push((format!("{p}.input_layernorm.weight"), vec![h]));
@@ -122,12 +125,19 @@ impl Config {
     }
 
     pub fn n_parameters(&self) -> usize {
-        self.parameters().iter().map(|(_, s)| s.iter().product::<usize>()).sum()
+        self.parameters()
+            .iter()
+            .map(|(_, s)| s.iter().product::<usize>())
+            .sum()
     }
 
     /// The `config.json` of this architecture, as `transformers` writes it.
     pub fn to_hf_json(&self, torch_dtype: &str) -> serde_json::Value {
-        let architecture = if self.model_type == "llama" { "LlamaForCausalLM" } else { "Qwen2ForCausalLM" };
+        let architecture = if self.model_type == "llama" {
+            "LlamaForCausalLM"
+        } else {
+            "Qwen2ForCausalLM"
+        };
         let mut v = serde_json::json!({
             "architectures": [architecture],
             "model_type": self.model_type,
@@ -157,17 +167,21 @@ impl Config {
         (0..d / 2)
             .map(|i| {
                 let freq = 1.0 / self.rope_theta.powf(2.0 * i as f64 / d as f64);
-                let Some(s) = &self.rope_scaling else { return freq as f32 };
+                let Some(s) = &self.rope_scaling else {
+                    return freq as f32;
+                };
                 // `_compute_llama3_parameters` in transformers' `modeling_rope_utils.py`.
                 let original = s.original_max_position_embeddings as f64;
-                let (low_wavelen, high_wavelen) = (original / s.low_freq_factor, original / s.high_freq_factor);
+                let (low_wavelen, high_wavelen) =
+                    (original / s.low_freq_factor, original / s.high_freq_factor);
                 let wavelen = 2.0 * std::f64::consts::PI / freq;
                 let scaled = if wavelen < high_wavelen {
                     freq
                 } else if wavelen > low_wavelen {
                     freq / s.factor
                 } else {
-                    let smooth = (original / wavelen - s.low_freq_factor) / (s.high_freq_factor - s.low_freq_factor);
+                    let smooth = (original / wavelen - s.low_freq_factor)
+                        / (s.high_freq_factor - s.low_freq_factor);
                     (1.0 - smooth) * freq / s.factor + smooth * freq
                 };
                 scaled as f32
@@ -219,7 +233,10 @@ fn default_rms_norm_eps() -> f64 {
 impl HfConfig {
     /// Checks that the architecture is one this crate implements; `path` is named in errors.
     pub fn into_config(self, path: &Path) -> Result<Config> {
-        let bad = |message: String| Error::Model { path: path.to_path_buf(), message };
+        let bad = |message: String| Error::Model {
+            path: path.to_path_buf(),
+            message,
+        };
         let family = match self.model_type.as_deref() {
             Some(t @ ("qwen2" | "llama")) => t.to_string(),
             Some(other) => {
@@ -232,7 +249,9 @@ impl HfConfig {
             },
         };
         if let Some(act) = self.hidden_act.as_deref().filter(|a| *a != "silu") {
-            return Err(bad(format!("hidden_act `{act}` is not supported (Qwen2 and Llama use `silu`)")));
+            return Err(bad(format!(
+                "hidden_act `{act}` is not supported (Qwen2 and Llama use `silu`)"
+            )));
         }
         if self.use_sliding_window {
             return Err(bad("use_sliding_window = true is not supported: training attends over the whole sequence".into()));
@@ -245,20 +264,35 @@ impl HfConfig {
         let head_dim = match self.head_dim {
             Some(d) => d,
             None if self.hidden_size.is_multiple_of(heads) => self.hidden_size / heads,
-            None => return Err(bad(format!("hidden_size = {} is not a multiple of num_attention_heads = {heads}", self.hidden_size))),
+            None => {
+                return Err(bad(format!(
+                    "hidden_size = {} is not a multiple of num_attention_heads = {heads}",
+                    self.hidden_size
+                )))
+            }
         };
         if head_dim == 0 || head_dim % 2 != 0 {
-            return Err(bad(format!("head_dim = {head_dim} must be even and positive (RoPE rotates pairs)")));
+            return Err(bad(format!(
+                "head_dim = {head_dim} must be even and positive (RoPE rotates pairs)"
+            )));
         }
         if self.vocab_size == 0 || self.hidden_size == 0 || self.num_hidden_layers == 0 {
-            return Err(bad("vocab_size, hidden_size and num_hidden_layers must be positive".into()));
+            return Err(bad(
+                "vocab_size, hidden_size and num_hidden_layers must be positive".into(),
+            ));
         }
         let rope_scaling = match self.rope_scaling {
             None | Some(serde_json::Value::Null) => None,
             Some(value) => {
-                let kind = value.get("rope_type").or_else(|| value.get("type")).and_then(|t| t.as_str()).unwrap_or("");
+                let kind = value
+                    .get("rope_type")
+                    .or_else(|| value.get("type"))
+                    .and_then(|t| t.as_str())
+                    .unwrap_or("");
                 if kind != "llama3" {
-                    return Err(bad(format!("rope_scaling type `{kind}` is not supported (only `llama3`)")));
+                    return Err(bad(format!(
+                        "rope_scaling type `{kind}` is not supported (only `llama3`)"
+                    )));
                 }
                 Some(serde_json::from_value(value).map_err(|e| bad(format!("rope_scaling: {e}")))?)
             }
@@ -324,31 +358,62 @@ impl Model {
     /// Builds the model from named tensors (any dtype; converted to f32 `Var`s on `device`).
     /// Tensors the architecture does not use are ignored; a missing or misshapen one is an
     /// error naming it and `source`.
-    pub fn from_tensors(config: Config, mut tensors: HashMap<String, Tensor>, device: &Device, dtype: DType, source: &Path) -> Result<Self> {
+    pub fn from_tensors(
+        config: Config,
+        mut tensors: HashMap<String, Tensor>,
+        device: &Device,
+        dtype: DType,
+        source: &Path,
+    ) -> Result<Self> {
         let mut params = Vec::new();
         for (name, shape) in config.parameters() {
             let tensor = tensors.remove(&name).ok_or_else(|| Error::Model {
                 path: source.to_path_buf(),
-                message: format!("tensor `{name}` is missing (expected shape {shape:?} for this config.json)"),
+                message: format!(
+                    "tensor `{name}` is missing (expected shape {shape:?} for this config.json)"
+                ),
             })?;
             if tensor.dims() != shape.as_slice() {
                 return Err(Error::Model {
                     path: source.to_path_buf(),
-                    message: format!("tensor `{name}` has shape {:?}, config.json implies {shape:?}", tensor.dims()),
+                    message: format!(
+                        "tensor `{name}` has shape {:?}, config.json implies {shape:?}",
+                        tensor.dims()
+                    ),
                 });
             }
-            let tensor = tensor.to_dtype(DType::F32).and_then(|t| t.to_device(device)).ctx(&format!("converting `{name}`"))?;
-            params.push((name, Var::from_tensor(&tensor).ctx("making a trainable variable")?));
+            let tensor = tensor
+                .to_dtype(DType::F32)
+                .and_then(|t| t.to_device(device))
+                .ctx(&format!("converting `{name}`"))?;
+            params.push((
+                name,
+                Var::from_tensor(&tensor).ctx("making a trainable variable")?,
+            ));
         }
         Self::assemble(config, params, device, dtype)
     }
 
-    fn assemble(config: Config, params: Vec<(String, Var)>, device: &Device, dtype: DType) -> Result<Self> {
+    fn assemble(
+        config: Config,
+        params: Vec<(String, Var)>,
+        device: &Device,
+        dtype: DType,
+    ) -> Result<Self> {
         let by_name: HashMap<&str, &Var> = params.iter().map(|(n, v)| (n.as_str(), v)).collect();
         let get = |name: &str| -> Result<Var> {
-            by_name.get(name).map(|v| (*v).clone()).ok_or_else(|| Error::Params(format!("internal: parameter `{name}` not built")))
+            by_name
+                .get(name)
+                .map(|v| (*v).clone())
+                .ok_or_else(|| Error::Params(format!("internal: parameter `{name}` not built")))
         };
-        let bias = |name: String| -> Result<Option<Var>> { if config.attention_bias { get(&name).map(Some) } else { Ok(None) } };
+        let bias = |name: String| -> Result<Option<Var>> {
+            if config.attention_bias {
+                get(&name).map(Some)
+            } else {
+                Ok(None)
+            }
+        };
         let mut layers = Vec::with_capacity(config.num_hidden_layers);
         for l in 0..config.num_hidden_layers {
             let p = format!("model.layers.{l}");
@@ -369,8 +434,21 @@ impl Model {
         }
         let embed = get("model.embed_tokens.weight")?;
         let norm = get("model.norm.weight")?;
-        let lm_head = if config.tie_word_embeddings { None } else { Some(get("lm_head.weight")?) };
-        Ok(Model { config, params, embed, layers, norm, lm_head, dtype, device: device.clone() })
+        let lm_head = if config.tie_word_embeddings {
+            None
+        } else {
+            Some(get("lm_head.weight")?)
+        };
+        Ok(Model {
+            config,
+            params,
+            embed,
+            layers,
+            norm,
+            lm_head,
+            dtype,
+            device: device.clone(),
+        })
     }
 
     pub fn config(&self) -> &Config {
@@ -420,16 +498,24 @@ impl Model {
         let mut h = self.w(&self.embed)?.index_select(&flat_ids, 0)?;
 
         let inv_freq = Tensor::from_vec(c.inv_freq(), (1, hd / 2), &self.device)?;
-        let pos = Tensor::arange(0u32, t as u32, &self.device)?.to_dtype(DType::F32)?.reshape((t, 1))?;
+        let pos = Tensor::arange(0u32, t as u32, &self.device)?
+            .to_dtype(DType::F32)?
+            .reshape((t, 1))?;
         let freqs = pos.broadcast_mul(&inv_freq)?;
-        let (cos, sin) = (freqs.cos()?.to_dtype(self.dtype)?, freqs.sin()?.to_dtype(self.dtype)?);
-        let mask: Vec<f32> = (0..t).flat_map(|i| (0..t).map(move |j| if j > i { f32::NEG_INFINITY } else { 0.0 })).collect();
+        let (cos, sin) = (
+            freqs.cos()?.to_dtype(self.dtype)?,
+            freqs.sin()?.to_dtype(self.dtype)?,
+        );
+        let mask: Vec<f32> = (0..t)
+            .flat_map(|i| (0..t).map(move |j| if j > i { f32::NEG_INFINITY } else { 0.0 }))
+            .collect();
         let mask = Tensor::from_vec(mask, (1, 1, t, t), &self.device)?.to_dtype(self.dtype)?;
         let scale = 1.0 / (hd as f64).sqrt();
 
         for layer in &self.layers {
             let x = self.rms_norm(&h, &layer.input_norm)?;
-            let heads = |y: Tensor, n: usize| y.reshape((b, t, n, hd))?.transpose(1, 2)?.contiguous();
+            let heads =
+                |y: Tensor, n: usize| y.reshape((b, t, n, hd))?.transpose(1, 2)?.contiguous();
             let q = heads(self.linear(&x, &layer.q, layer.q_bias.as_ref())?, nh)?;
             let k = heads(self.linear(&x, &layer.k, layer.k_bias.as_ref())?, nkv)?;
             let v = heads(self.linear(&x, &layer.v, layer.v_bias.as_ref())?, nkv)?;
@@ -438,7 +524,10 @@ impl Model {
             let v = repeat_kv(v, nh / nkv)?;
             let scores = (q.matmul(&k.t()?.contiguous()?)? * scale)?.broadcast_add(&mask)?;
             let probs = ops::softmax(&scores, D::Minus1)?;
-            let attn = probs.matmul(&v)?.transpose(1, 2)?.reshape((b * t, nh * hd))?;
+            let attn = probs
+                .matmul(&v)?
+                .transpose(1, 2)?
+                .reshape((b * t, nh * hd))?;
             h = (h + self.linear(&attn, &layer.o, None)?)?;
 
             let x = self.rms_norm(&h, &layer.post_norm)?;
@@ -450,7 +539,9 @@ impl Model {
         // 150k vocabulary would dominate memory and time and are never used.
         let h = h.index_select(&batch.positions, 0)?;
         let h = self.rms_norm(&h, &self.norm)?;
-        let logits = self.linear(&h, self.lm_head.as_ref().unwrap_or(&self.embed), None)?.to_dtype(DType::F32)?;
+        let logits = self
+            .linear(&h, self.lm_head.as_ref().unwrap_or(&self.embed), None)?
+            .to_dtype(DType::F32)?;
         let logp = ops::log_softmax(&logits, D::Minus1)?;
         logp.gather(&batch.targets.unsqueeze(1)?, 1)?.squeeze(1)
     }
@@ -480,7 +571,12 @@ mod tests {
         // [f(x) for x in inv] → [1.0, 0.037606030, 0.000524846, 6.64787e-06]
         let mut c = Config::qwen2_tiny(10);
         c.rope_theta = 500_000.0;
-        c.rope_scaling = Some(Llama3RopeScaling { factor: 8.0, low_freq_factor: 1.0, high_freq_factor: 4.0, original_max_position_embeddings: 8192 });
+        c.rope_scaling = Some(Llama3RopeScaling {
+            factor: 8.0,
+            low_freq_factor: 1.0,
+            high_freq_factor: 4.0,
+            original_max_position_embeddings: 8192,
+        });
         let got = c.inv_freq();
         let expected = [1.0f32, 0.037_606_03, 0.000_524_846, 6.647_87e-6];
         for (g, e) in got.iter().zip(expected) {
@@ -496,13 +592,26 @@ mod tests {
 
     #[test]
     fn config_json_errors_name_the_problem() {
-        let parse = |s: &str| serde_json::from_str::<HfConfig>(s).unwrap().into_config(Path::new("m/config.json"));
+        let parse = |s: &str| {
+            serde_json::from_str::<HfConfig>(s)
+                .unwrap()
+                .into_config(Path::new("m/config.json"))
+        };
         let base = r#""vocab_size": 10, "hidden_size": 8, "intermediate_size": 16, "num_hidden_layers": 1, "num_attention_heads": 2"#;
-        let e = parse(&format!(r#"{{"model_type": "gpt2", {base}}}"#)).unwrap_err().to_string();
+        let e = parse(&format!(r#"{{"model_type": "gpt2", {base}}}"#))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("m/config.json") && e.contains("gpt2"), "{e}");
-        let e = parse(&format!(r#"{{"model_type": "qwen2", "num_key_value_heads": 3, {base}}}"#)).unwrap_err().to_string();
+        let e = parse(&format!(
+            r#"{{"model_type": "qwen2", "num_key_value_heads": 3, {base}}}"#
+        ))
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("num_key_value_heads = 3"), "{e}");
         let c = parse(&format!(r#"{{"model_type": "llama", {base}}}"#)).unwrap();
-        assert_eq!((c.head_dim, c.num_key_value_heads, c.attention_bias), (4, 2, false));
+        assert_eq!(
+            (c.head_dim, c.num_key_value_heads, c.attention_bias),
+            (4, 2, false)
+        );
     }
 }

@@ -28,7 +28,11 @@ const KL_LIMIT: f64 = 10.0;
 
 /// Per-token clipped surrogate ℓ_t and, as 0/1 f32, whether the clipped branch was taken
 /// (verl's `pg_clipfrac` is its mean). All inputs `[N]` f32.
-pub fn clipped_surrogate(log_ratio: &Tensor, advantages: &Tensor, clip_eps: f64) -> Result<(Tensor, Tensor)> {
+pub fn clipped_surrogate(
+    log_ratio: &Tensor,
+    advantages: &Tensor,
+    clip_eps: f64,
+) -> Result<(Tensor, Tensor)> {
     let ratio = log_ratio.clamp(-LOG_RATIO_LIMIT, LOG_RATIO_LIMIT)?.exp()?;
     let unclipped = (advantages.neg()? * &ratio)?;
     let clipped = (advantages.neg()? * ratio.clamp(1.0 - clip_eps, 1.0 + clip_eps)?)?;
@@ -61,7 +65,10 @@ mod tests {
     fn close(got: &[f32], expected: &[f64], tol: f64) {
         assert_eq!(got.len(), expected.len());
         for (g, e) in got.iter().zip(expected) {
-            assert!((*g as f64 - e).abs() <= tol, "got {got:?}, expected {expected:?}");
+            assert!(
+                (*g as f64 - e).abs() <= tol,
+                "got {got:?}, expected {expected:?}"
+            );
         }
     }
 
@@ -76,8 +83,13 @@ mod tests {
         // clipped branch where l2 > l1: [0, 1, 0, 1]
         // d loss / d lr: unclipped branch -A·r, clipped branch 0 → [-1.105171, 0, -2.0, 0]
         let lr = Var::from_tensor(&t(&[0.1, -0.5, 0.0, 0.5])).unwrap();
-        let (loss, taken) = clipped_surrogate(lr.as_tensor(), &t(&[1.0, -1.0, 2.0, 1.0]), 0.2).unwrap();
-        close(&loss.to_vec1().unwrap(), &[-1.105171, 0.8, -2.0, -1.2], 1e-5);
+        let (loss, taken) =
+            clipped_surrogate(lr.as_tensor(), &t(&[1.0, -1.0, 2.0, 1.0]), 0.2).unwrap();
+        close(
+            &loss.to_vec1().unwrap(),
+            &[-1.105171, 0.8, -2.0, -1.2],
+            1e-5,
+        );
         close(&taken.to_vec1().unwrap(), &[0.0, 1.0, 0.0, 1.0], 0.0);
         let grads = loss.sum_all().unwrap().backward().unwrap();
         let g: Vec<f32> = grads.get(lr.as_tensor()).unwrap().to_vec1().unwrap();
@@ -89,7 +101,11 @@ mod tests {
         // python3: import math; [math.exp(r - l) - (r - l) - 1 for l, r in [(-1.0, -1.2), (-2.0, -1.0), (-0.3, -0.3)]]
         // → [0.018730753, 0.718281828, 0.0]
         let kl = low_var_kl(&t(&[-1.0, -2.0, -0.3]), &t(&[-1.2, -1.0, -0.3])).unwrap();
-        close(&kl.to_vec1().unwrap(), &[0.018730753, 0.718281828, 0.0], 1e-6);
+        close(
+            &kl.to_vec1().unwrap(),
+            &[0.018730753, 0.718281828, 0.0],
+            1e-6,
+        );
     }
 
     #[test]
@@ -100,7 +116,15 @@ mod tests {
         let seg = Tensor::from_slice(&[0u32, 0, 1, 1, 1], 5, &Device::Cpu).unwrap();
         let m = segment_mean(x.as_tensor(), &seg, &t(&[2.0, 3.0])).unwrap();
         close(&m.to_vec1().unwrap(), &[-2.0, -2.0, -4.0, -4.0, -4.0], 1e-6);
-        let g: Vec<f32> = m.sum_all().unwrap().backward().unwrap().get(x.as_tensor()).unwrap().to_vec1().unwrap();
+        let g: Vec<f32> = m
+            .sum_all()
+            .unwrap()
+            .backward()
+            .unwrap()
+            .get(x.as_tensor())
+            .unwrap()
+            .to_vec1()
+            .unwrap();
         close(&g, &[1.0; 5], 1e-6);
     }
 }

@@ -23,7 +23,12 @@ pub struct AdamWConfig {
 impl Default for AdamWConfig {
     /// verl's actor optimizer: betas (0.9, 0.999), ε 1e-8, weight decay 0.01.
     fn default() -> Self {
-        AdamWConfig { beta1: 0.9, beta2: 0.999, eps: 1e-8, weight_decay: 0.01 }
+        AdamWConfig {
+            beta1: 0.9,
+            beta2: 0.999,
+            eps: 1e-8,
+            weight_decay: 0.01,
+        }
     }
 }
 
@@ -39,14 +44,34 @@ pub struct AdamW {
 impl AdamW {
     pub fn new(params: &[(String, Var)], config: AdamWConfig) -> Result<Self> {
         let zeros = |v: &Var| v.as_tensor().zeros_like().ctx("allocating optimizer state");
-        let m = params.iter().map(|(_, v)| zeros(v)).collect::<Result<Vec<_>>>()?;
-        let v = params.iter().map(|(_, v)| zeros(v)).collect::<Result<Vec<_>>>()?;
-        Ok(AdamW { params: params.to_vec(), m, v, t: 0, config })
+        let m = params
+            .iter()
+            .map(|(_, v)| zeros(v))
+            .collect::<Result<Vec<_>>>()?;
+        let v = params
+            .iter()
+            .map(|(_, v)| zeros(v))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(AdamW {
+            params: params.to_vec(),
+            m,
+            v,
+            t: 0,
+            config,
+        })
     }
 
     /// One update with `grads[i]` for parameter `i` (already accumulated and clipped).
     pub fn step(&mut self, grads: &[Tensor], lr: f64) -> Result<()> {
-        let kernel = if self.params.first().is_some_and(|(_, v)| v.device().is_cpu()) { Kernel::Fused } else { Kernel::Tensor };
+        let kernel = if self
+            .params
+            .first()
+            .is_some_and(|(_, v)| v.device().is_cpu())
+        {
+            Kernel::Fused
+        } else {
+            Kernel::Tensor
+        };
         self.step_with(grads, lr, kernel)
     }
 
@@ -80,8 +105,13 @@ impl AdamW {
     /// The moments as named tensors (`m.<param>`, `v.<param>`), for a checkpoint.
     pub fn state(&self) -> Vec<(String, Tensor)> {
         let names = self.params.iter().map(|(n, _)| n);
-        let m = names.clone().zip(&self.m).map(|(n, t)| (format!("m.{n}"), t.clone()));
-        let v = names.zip(&self.v).map(|(n, t)| (format!("v.{n}"), t.clone()));
+        let m = names
+            .clone()
+            .zip(&self.m)
+            .map(|(n, t)| (format!("m.{n}"), t.clone()));
+        let v = names
+            .zip(&self.v)
+            .map(|(n, t)| (format!("v.{n}"), t.clone()));
         m.chain(v).collect()
     }
 
@@ -91,9 +121,15 @@ impl AdamW {
         for (i, (name, theta)) in self.params.iter().enumerate() {
             for (prefix, slot) in [("m", &mut self.m[i]), ("v", &mut self.v[i])] {
                 let key = format!("{prefix}.{name}");
-                let tensor = tensors.remove(&key).ok_or_else(|| Error::Params(format!("optimizer state has no `{key}`")))?;
+                let tensor = tensors
+                    .remove(&key)
+                    .ok_or_else(|| Error::Params(format!("optimizer state has no `{key}`")))?;
                 if tensor.dims() != theta.dims() {
-                    return Err(Error::Params(format!("optimizer state `{key}` has shape {:?}, the parameter {:?}", tensor.dims(), theta.dims())));
+                    return Err(Error::Params(format!(
+                        "optimizer state `{key}` has shape {:?}, the parameter {:?}",
+                        tensor.dims(),
+                        theta.dims()
+                    )));
                 }
                 let on_device = match &device {
                     Some(d) => tensor.to_dtype(DType::F32).and_then(|x| x.to_device(d)),
@@ -128,7 +164,13 @@ struct Hyper {
 }
 
 /// (m, v, θ) after one update, with candle ops.
-fn tensor_update(theta: &Tensor, g: &Tensor, m: &Tensor, v: &Tensor, h: &Hyper) -> candle_core::Result<(Tensor, Tensor, Tensor)> {
+fn tensor_update(
+    theta: &Tensor,
+    g: &Tensor,
+    m: &Tensor,
+    v: &Tensor,
+    h: &Hyper,
+) -> candle_core::Result<(Tensor, Tensor, Tensor)> {
     let m = ((m * h.beta1)? + (g * (1.0 - h.beta1))?)?;
     let v = ((v * h.beta2)? + (g.sqr()? * (1.0 - h.beta2))?)?;
     let step = ((&m * h.scale_m)? / ((&v * h.scale_v)?.sqrt()? + h.eps)?)?;
@@ -137,23 +179,56 @@ fn tensor_update(theta: &Tensor, g: &Tensor, m: &Tensor, v: &Tensor, h: &Hyper) 
 }
 
 /// (m, v, θ) after one update, in one pass over CPU memory split across threads.
-fn fused_update(theta: &Tensor, g: &Tensor, m: &Tensor, v: &Tensor, h: &Hyper) -> candle_core::Result<(Tensor, Tensor, Tensor)> {
+fn fused_update(
+    theta: &Tensor,
+    g: &Tensor,
+    m: &Tensor,
+    v: &Tensor,
+    h: &Hyper,
+) -> candle_core::Result<(Tensor, Tensor, Tensor)> {
     // The gradient of a weight used transposed (`x·Wᵀ`) arrives as a strided view.
     let g = g.contiguous()?;
-    let (theta_s, g_s, m_s, v_s) = (theta.storage_and_layout(), g.storage_and_layout(), m.storage_and_layout(), v.storage_and_layout());
-    let (theta_v, g_v, m_v, v_v) = (cpu_f32s(&theta_s)?, cpu_f32s(&g_s)?, cpu_f32s(&m_s)?, cpu_f32s(&v_s)?);
+    let (theta_s, g_s, m_s, v_s) = (
+        theta.storage_and_layout(),
+        g.storage_and_layout(),
+        m.storage_and_layout(),
+        v.storage_and_layout(),
+    );
+    let (theta_v, g_v, m_v, v_v) = (
+        cpu_f32s(&theta_s)?,
+        cpu_f32s(&g_s)?,
+        cpu_f32s(&m_s)?,
+        cpu_f32s(&v_s)?,
+    );
     let n = theta_v.len();
     if [g_v.len(), m_v.len(), v_v.len()] != [n; 3] {
-        candle_core::bail!("fused AdamW: {n} parameters but {} gradients and {}/{} moments", g_v.len(), m_v.len(), v_v.len());
+        candle_core::bail!(
+            "fused AdamW: {n} parameters but {} gradients and {}/{} moments",
+            g_v.len(),
+            m_v.len(),
+            v_v.len()
+        );
     }
     let (mut out_m, mut out_v, mut out_t) = (vec![0f32; n], vec![0f32; n], vec![0f32; n]);
     let threads = std::thread::available_parallelism().map_or(1, |t| t.get());
     let chunk = n.div_ceil(threads).max(1 << 14);
     let (b1, b2, eps) = (h.beta1 as f32, h.beta2 as f32, h.eps as f32);
-    let (sm, sv, decay, lr) = (h.scale_m as f32, h.scale_v as f32, h.decay as f32, h.lr as f32);
+    let (sm, sv, decay, lr) = (
+        h.scale_m as f32,
+        h.scale_v as f32,
+        h.decay as f32,
+        h.lr as f32,
+    );
     std::thread::scope(|scope| {
-        let outputs = out_m.chunks_mut(chunk).zip(out_v.chunks_mut(chunk)).zip(out_t.chunks_mut(chunk));
-        let inputs = theta_v.chunks(chunk).zip(g_v.chunks(chunk)).zip(m_v.chunks(chunk)).zip(v_v.chunks(chunk));
+        let outputs = out_m
+            .chunks_mut(chunk)
+            .zip(out_v.chunks_mut(chunk))
+            .zip(out_t.chunks_mut(chunk));
+        let inputs = theta_v
+            .chunks(chunk)
+            .zip(g_v.chunks(chunk))
+            .zip(m_v.chunks(chunk))
+            .zip(v_v.chunks(chunk));
         for (((om, ov), ot), (((th, gs), ms), vs)) in outputs.zip(inputs) {
             scope.spawn(move || {
                 for j in 0..ot.len() {
@@ -168,13 +243,21 @@ fn fused_update(theta: &Tensor, g: &Tensor, m: &Tensor, v: &Tensor, h: &Hyper) -
         }
     });
     let (shape, device) = (theta.shape(), theta.device());
-    Ok((Tensor::from_vec(out_m, shape, device)?, Tensor::from_vec(out_v, shape, device)?, Tensor::from_vec(out_t, shape, device)?))
+    Ok((
+        Tensor::from_vec(out_m, shape, device)?,
+        Tensor::from_vec(out_v, shape, device)?,
+        Tensor::from_vec(out_t, shape, device)?,
+    ))
 }
 
 /// The values of a contiguous f32 CPU tensor, borrowed from its storage.
-fn cpu_f32s<'a>((storage, layout): &'a (candle_core::StorageRef<'_>, &candle_core::Layout)) -> candle_core::Result<&'a [f32]> {
+fn cpu_f32s<'a>(
+    (storage, layout): &'a (candle_core::StorageRef<'_>, &candle_core::Layout),
+) -> candle_core::Result<&'a [f32]> {
     match (&**storage, layout.contiguous_offsets()) {
-        (candle_core::Storage::Cpu(cpu), Some((start, end))) => Ok(&cpu.as_slice::<f32>()?[start..end]),
+        (candle_core::Storage::Cpu(cpu), Some((start, end))) => {
+            Ok(&cpu.as_slice::<f32>()?[start..end])
+        }
         _ => candle_core::bail!("fused AdamW needs contiguous f32 CPU tensors"),
     }
 }
@@ -184,7 +267,12 @@ fn cpu_f32s<'a>((storage, layout): &'a (candle_core::StorageRef<'_>, &candle_cor
 pub fn clip_grad_norm(grads: &mut [Tensor], max_norm: f64) -> Result<f64> {
     let mut sq = 0.0f64;
     for g in grads.iter() {
-        sq += g.sqr().and_then(|s| s.sum_all()).and_then(|s| s.to_dtype(DType::F64)).and_then(|s| s.to_scalar::<f64>()).ctx("gradient norm")?;
+        sq += g
+            .sqr()
+            .and_then(|s| s.sum_all())
+            .and_then(|s| s.to_dtype(DType::F64))
+            .and_then(|s| s.to_scalar::<f64>())
+            .ctx("gradient norm")?;
     }
     let norm = sq.sqrt();
     let coef = max_norm / (norm + 1e-6);
@@ -223,7 +311,8 @@ mod tests {
         let mut opt = AdamW::new(&[("w".into(), p.clone())], AdamWConfig::default()).unwrap();
         let expected = [0.899000002, 0.863540418];
         for (g, e) in [0.5f32, -0.2].into_iter().zip(expected) {
-            opt.step(&[Tensor::new(&[g], &Device::Cpu).unwrap()], 0.1).unwrap();
+            opt.step(&[Tensor::new(&[g], &Device::Cpu).unwrap()], 0.1)
+                .unwrap();
             let got = p.as_tensor().to_vec1::<f32>().unwrap()[0] as f64;
             assert!((got - e).abs() < 1e-6, "got {got}, expected {e}");
         }
@@ -237,28 +326,49 @@ mod tests {
         let mut rng = crate::random::SplitMix64(3);
         let mut values = |n: usize| -> Vec<f32> { (0..n).map(|_| rng.next_signed()).collect() };
         let theta = Tensor::from_vec(values(40_000), (200, 200), &Device::Cpu).unwrap();
-        let g = Tensor::from_vec(values(40_000), (200, 200), &Device::Cpu).unwrap().t().unwrap();
+        let g = Tensor::from_vec(values(40_000), (200, 200), &Device::Cpu)
+            .unwrap()
+            .t()
+            .unwrap();
         let run = |kernel| {
             let p = Var::from_tensor(&theta.copy().unwrap()).unwrap();
             let mut opt = AdamW::new(&[("w".into(), p.clone())], AdamWConfig::default()).unwrap();
             for _ in 0..3 {
-                opt.step_with(std::slice::from_ref(&g), 1e-2, kernel).unwrap();
+                opt.step_with(std::slice::from_ref(&g), 1e-2, kernel)
+                    .unwrap();
             }
-            p.as_tensor().flatten_all().unwrap().to_vec1::<f32>().unwrap()
+            p.as_tensor()
+                .flatten_all()
+                .unwrap()
+                .to_vec1::<f32>()
+                .unwrap()
         };
         let (fused, tensor) = (run(Kernel::Fused), run(Kernel::Tensor));
-        let worst = fused.iter().zip(&tensor).map(|(a, b)| (a - b).abs()).fold(0f32, f32::max);
+        let worst = fused
+            .iter()
+            .zip(&tensor)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0f32, f32::max);
         assert!(worst < 1e-6, "kernels differ by {worst}");
     }
 
     #[test]
     fn clipping_rescales_to_the_max_norm() {
         // ‖(3, 4)‖ = 5; max 1 → coefficient 1/(5 + 1e-6) → (0.6, 0.8) to 1e-6.
-        let mut grads = vec![Tensor::new(&[3.0f32], &Device::Cpu).unwrap(), Tensor::new(&[4.0f32], &Device::Cpu).unwrap()];
+        let mut grads = vec![
+            Tensor::new(&[3.0f32], &Device::Cpu).unwrap(),
+            Tensor::new(&[4.0f32], &Device::Cpu).unwrap(),
+        ];
         let norm = clip_grad_norm(&mut grads, 1.0).unwrap();
         assert!((norm - 5.0).abs() < 1e-9);
-        let got: Vec<f32> = grads.iter().map(|g| g.to_vec1::<f32>().unwrap()[0]).collect();
-        assert!((got[0] - 0.6).abs() < 1e-6 && (got[1] - 0.8).abs() < 1e-6, "{got:?}");
+        let got: Vec<f32> = grads
+            .iter()
+            .map(|g| g.to_vec1::<f32>().unwrap()[0])
+            .collect();
+        assert!(
+            (got[0] - 0.6).abs() < 1e-6 && (got[1] - 0.8).abs() < 1e-6,
+            "{got:?}"
+        );
         let mut small = vec![Tensor::new(&[0.3f32], &Device::Cpu).unwrap()];
         clip_grad_norm(&mut small, 1.0).unwrap();
         assert_eq!(small[0].to_vec1::<f32>().unwrap(), [0.3]);

@@ -51,7 +51,11 @@ pub fn random_tensors(config: &Config, seed: u64) -> Result<Vec<(String, Tensor)
         .into_iter()
         .map(|(name, shape)| {
             let n: usize = shape.iter().product();
-            let values: Vec<f32> = if name.ends_with("norm.weight") { vec![1.0; n] } else { (0..n).map(|_| a * rng.next_signed()).collect() };
+            let values: Vec<f32> = if name.ends_with("norm.weight") {
+                vec![1.0; n]
+            } else {
+                (0..n).map(|_| a * rng.next_signed()).collect()
+            };
             let t = Tensor::from_vec(values, shape, &Device::Cpu).ctx("building random weights")?;
             Ok((name, t))
         })
@@ -67,14 +71,23 @@ pub fn random_model(config: Config, seed: u64, device: &Device, dtype: DType) ->
 /// Writes a random model directory. `shards > 1` splits the weights over
 /// `model-0000k-of-0000n.safetensors` files listed in `model.safetensors.index.json`, as
 /// `transformers` does for large models; `dtype` is the stored dtype (`F32` or `BF16`).
-pub fn write_model_dir(dir: &Path, config: &Config, seed: u64, shards: usize, dtype: DType) -> Result<()> {
+pub fn write_model_dir(
+    dir: &Path,
+    config: &Config,
+    seed: u64,
+    shards: usize,
+    dtype: DType,
+) -> Result<()> {
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     let torch_dtype = match dtype {
         DType::BF16 => "bfloat16",
         DType::F16 => "float16",
         _ => "float32",
     };
-    write(&dir.join(crate::load::CONFIG), &serde_json::to_string_pretty(&config.to_hf_json(torch_dtype)).unwrap_or_default())?;
+    write(
+        &dir.join(crate::load::CONFIG),
+        &serde_json::to_string_pretty(&config.to_hf_json(torch_dtype)).unwrap_or_default(),
+    )?;
     let tensors = random_tensors(config, seed)?
         .into_iter()
         .map(|(n, t)| Ok((n, t.to_dtype(dtype).ctx("converting random weights")?)))
@@ -95,14 +108,20 @@ pub fn write_model_dir(dir: &Path, config: &Config, seed: u64, shards: usize, dt
         let index = serde_json::json!({"metadata": {}, "weight_map": weight_map});
         write(&dir.join(crate::load::WEIGHTS_INDEX), &index.to_string())?;
     }
-    write(&dir.join(crate::load::TOKENIZER), &byte_level_tokenizer().to_string())?;
+    write(
+        &dir.join(crate::load::TOKENIZER),
+        &byte_level_tokenizer().to_string(),
+    )?;
     let tokenizer_config = serde_json::json!({
         "chat_template": CHAT_TEMPLATE,
         "eos_token": "<|im_end|>",
         "pad_token": "<|endoftext|>",
         "model_max_length": 32768,
     });
-    write(&dir.join(crate::load::TOKENIZER_CONFIG), &tokenizer_config.to_string())
+    write(
+        &dir.join(crate::load::TOKENIZER_CONFIG),
+        &tokenizer_config.to_string(),
+    )
 }
 
 fn write(path: &Path, text: &str) -> Result<()> {
@@ -110,14 +129,18 @@ fn write(path: &Path, text: &str) -> Result<()> {
 }
 
 fn save(path: &Path, tensors: Vec<(String, Tensor)>) -> Result<()> {
-    safetensors::serialize_to_file(tensors, None, path).map_err(|e| Error::Model { path: path.to_path_buf(), message: format!("writing: {e}") })
+    safetensors::serialize_to_file(tensors, None, path).map_err(|e| Error::Model {
+        path: path.to_path_buf(),
+        message: format!("writing: {e}"),
+    })
 }
 
 /// A byte-level BPE tokenizer with no merges: one token per byte (GPT-2's byte-to-character
 /// map, as Qwen's tokenizer uses), plus [`SPECIAL_TOKENS`] as added tokens 256, 257, 258.
 pub fn byte_level_tokenizer() -> serde_json::Value {
-    let vocab: serde_json::Map<String, serde_json::Value> =
-        (0u32..256).map(|b| (byte_char(b as u8).to_string(), serde_json::Value::from(b))).collect();
+    let vocab: serde_json::Map<String, serde_json::Value> = (0u32..256)
+        .map(|b| (byte_char(b as u8).to_string(), serde_json::Value::from(b)))
+        .collect();
     let added: Vec<serde_json::Value> = SPECIAL_TOKENS
         .iter()
         .enumerate()
@@ -146,7 +169,9 @@ pub fn byte_level_tokenizer() -> serde_json::Value {
 /// GPT-2's `bytes_to_unicode`: printable Latin-1 bytes map to themselves, the other 68 to
 /// U+0100 onwards in byte order.
 fn byte_char(b: u8) -> char {
-    let printable = |x: u8| (b'!'..=b'~').contains(&x) || (0xA1..=0xAC).contains(&x) || (0xAE..=0xFF).contains(&x);
+    let printable = |x: u8| {
+        (b'!'..=b'~').contains(&x) || (0xA1..=0xAC).contains(&x) || (0xAE..=0xFF).contains(&x)
+    };
     if printable(b) {
         return b as char;
     }
@@ -162,7 +187,15 @@ mod tests {
     fn byte_map_matches_gpt2() {
         // GPT-2 `bytes_to_unicode()`: b' ' (32) → 'Ġ' (U+0120), b'\n' (10) → 'Ċ' (U+010A),
         // b'A' → 'A', 0xAD → U+0143 ('Ń').
-        assert_eq!([byte_char(b' '), byte_char(b'\n'), byte_char(b'A'), byte_char(0xAD)], ['\u{120}', '\u{10A}', 'A', '\u{143}']);
+        assert_eq!(
+            [
+                byte_char(b' '),
+                byte_char(b'\n'),
+                byte_char(b'A'),
+                byte_char(0xAD)
+            ],
+            ['\u{120}', '\u{10A}', 'A', '\u{143}']
+        );
     }
 
     #[test]

@@ -103,7 +103,13 @@ impl TrainConfig {
             return fail("`--save-every` must be at least 1");
         }
         let a = &self.adamw;
-        if !(a.beta1 >= 0.0 && a.beta1 < 1.0 && a.beta2 >= 0.0 && a.beta2 < 1.0 && a.eps > 0.0 && a.weight_decay >= 0.0) {
+        if !(a.beta1 >= 0.0
+            && a.beta1 < 1.0
+            && a.beta2 >= 0.0
+            && a.beta2 < 1.0
+            && a.eps > 0.0
+            && a.weight_decay >= 0.0)
+        {
             return fail("AdamW needs 0 ≤ β₁, β₂ < 1, ε > 0 and weight decay ≥ 0");
         }
         Ok(())
@@ -120,7 +126,12 @@ impl TrainConfig {
 
     /// The fields a resumed run may change: how long it runs and how often it saves.
     fn resumable_part(&self) -> TrainConfig {
-        TrainConfig { epochs: 0, steps: None, save_every: None, ..self.clone() }
+        TrainConfig {
+            epochs: 0,
+            steps: None,
+            save_every: None,
+            ..self.clone()
+        }
     }
 }
 
@@ -168,10 +179,19 @@ pub struct StepMetrics {
 /// What the library reports while it runs.
 pub enum Event<'a> {
     /// Scoring the samples with the initial model: `done` of `total` samples.
-    Scoring { done: usize, total: usize },
-    Started { start_step: u64, total_steps: u64 },
+    Scoring {
+        done: usize,
+        total: usize,
+    },
+    Started {
+        start_step: u64,
+        total_steps: u64,
+    },
     Step(&'a StepMetrics),
-    Saved { step: u64, dir: &'a Path },
+    Saved {
+        step: u64,
+        dir: &'a Path,
+    },
 }
 
 #[derive(Clone, Debug)]
@@ -185,20 +205,30 @@ pub struct Summary {
 }
 
 /// Trains on `samples` and writes the checkpoint to `run.out_dir`.
-pub fn train(run: &RunOptions, config: &TrainConfig, samples: &[Sample], on_progress: &mut dyn FnMut(Event)) -> Result<Summary> {
+pub fn train(
+    run: &RunOptions,
+    config: &TrainConfig,
+    samples: &[Sample],
+    on_progress: &mut dyn FnMut(Event),
+) -> Result<Summary> {
     config.check()?;
     if samples.is_empty() {
         return Err(Error::Params("no samples to train on".into()));
     }
     let out = &run.out_dir;
     // Checked before anything is written: the vocabulary of the model the run will train.
-    let (_, model_config) = crate::load::read_config(if run.resume { out } else { &run.model_dir })?;
+    let (_, model_config) =
+        crate::load::read_config(if run.resume { out } else { &run.model_dir })?;
     for (i, s) in samples.iter().enumerate() {
         s.check(i, model_config.vocab_size)?;
     }
     let total_steps = config.total_steps(samples.len());
     let fingerprint = Fingerprint::of(samples);
-    let mut session = if run.resume { Session::resume(run, config, &fingerprint)? } else { Session::start(run, config, fingerprint)? };
+    let mut session = if run.resume {
+        Session::resume(run, config, &fingerprint)?
+    } else {
+        Session::start(run, config, fingerprint)?
+    };
     let start_step = session.state.step;
     if start_step >= total_steps {
         return Err(Error::Params(format!(
@@ -211,22 +241,41 @@ pub fn train(run: &RunOptions, config: &TrainConfig, samples: &[Sample], on_prog
     for s in samples {
         offsets.push(offsets[offsets.len() - 1] + s.action_len());
     }
-    let needs_init = config.kl_coef > 0.0 || samples.iter().any(|s| s.old_token_logprobs.is_none() && s.old_logprob.is_none());
+    let needs_init = config.kl_coef > 0.0
+        || samples
+            .iter()
+            .any(|s| s.old_token_logprobs.is_none() && s.old_logprob.is_none());
     if needs_init && session.init_logprobs.is_none() {
-        session.init_logprobs = Some(score(&session.model, samples, config.batch_size, on_progress)?);
+        session.init_logprobs = Some(score(
+            &session.model,
+            samples,
+            config.batch_size,
+            on_progress,
+        )?);
     }
     if let Some(init) = &session.init_logprobs {
         if init.len() != offsets[samples.len()] {
             return Err(Error::Checkpoint {
                 path: out.join(checkpoint::OPTIMIZER),
-                message: format!("holds {} initial log-probs for {} action tokens", init.len(), offsets[samples.len()]),
+                message: format!(
+                    "holds {} initial log-probs for {} action tokens",
+                    init.len(),
+                    offsets[samples.len()]
+                ),
             });
         }
     }
 
-    on_progress(Event::Started { start_step, total_steps });
+    on_progress(Event::Started {
+        start_step,
+        total_steps,
+    });
     let metrics_path = out.join(checkpoint::METRICS);
-    let mut metrics_file = std::fs::OpenOptions::new().create(true).append(true).open(&metrics_path).map_err(|e| Error::io(&metrics_path, e))?;
+    let mut metrics_file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&metrics_path)
+        .map_err(|e| Error::io(&metrics_path, e))?;
     let per_step = config.batch_size * config.grad_accum;
     let steps_per_epoch = config.steps_per_epoch(samples.len());
     let (mut perm, mut perm_epoch) = (Vec::new(), None);
@@ -240,7 +289,8 @@ pub fn train(run: &RunOptions, config: &TrainConfig, samples: &[Sample], on_prog
             perm_epoch = Some(epoch);
         }
         let j = (k % steps_per_epoch) as usize;
-        let chosen: Vec<usize> = perm[j * per_step..((j + 1) * per_step).min(samples.len())].to_vec();
+        let chosen: Vec<usize> =
+            perm[j * per_step..((j + 1) * per_step).min(samples.len())].to_vec();
         let step_start = Instant::now();
         let lr = warmup_lr(config.lr, k, config.warmup_steps);
         let mut metrics = session.step(samples, &chosen, &offsets, config, lr)?;
@@ -250,18 +300,32 @@ pub fn train(run: &RunOptions, config: &TrainConfig, samples: &[Sample], on_prog
         metrics.tokens_per_s = metrics.tokens as f64 / seconds.max(1e-9);
         metrics.elapsed_s = run_start.elapsed().as_secs_f64();
         rate_sum += metrics.tokens_per_s;
-        let line = serde_json::to_string(&metrics).map_err(|e| Error::Json { path: metrics_path.clone(), line: 0, message: e.to_string() })?;
-        writeln!(metrics_file, "{line}").and_then(|()| metrics_file.flush()).map_err(|e| Error::io(&metrics_path, e))?;
+        let line = serde_json::to_string(&metrics).map_err(|e| Error::Json {
+            path: metrics_path.clone(),
+            line: 0,
+            message: e.to_string(),
+        })?;
+        writeln!(metrics_file, "{line}")
+            .and_then(|()| metrics_file.flush())
+            .map_err(|e| Error::io(&metrics_path, e))?;
         session.state.step = k + 1;
         on_progress(Event::Step(&metrics));
         if config.save_every.is_some_and(|n| (k + 1) % n == 0) || k + 1 == total_steps {
             session.save(out)?;
-            on_progress(Event::Saved { step: k + 1, dir: out });
+            on_progress(Event::Saved {
+                step: k + 1,
+                dir: out,
+            });
         }
         last = Some(metrics);
     }
     let ran = (total_steps - start_step) as f64;
-    Ok(Summary { start_step, steps: session.state.step, last, tokens_per_s: rate_sum / ran })
+    Ok(Summary {
+        start_step,
+        steps: session.state.step,
+        last,
+        tokens_per_s: rate_sum / ran,
+    })
 }
 
 /// A deterministic shuffle of 0..n for one epoch (Fisher–Yates over SplitMix64).
@@ -275,13 +339,27 @@ fn permutation(n: usize, seed: u64, epoch: u64) -> Vec<usize> {
 }
 
 /// Every action token's log-prob under `model`, in sample order, batch by batch.
-pub fn score(model: &Model, samples: &[Sample], batch_size: usize, on_progress: &mut dyn FnMut(Event)) -> Result<Vec<f32>> {
+pub fn score(
+    model: &Model,
+    samples: &[Sample],
+    batch_size: usize,
+    on_progress: &mut dyn FnMut(Event),
+) -> Result<Vec<f32>> {
     let mut out = Vec::with_capacity(samples.iter().map(Sample::action_len).sum());
     for (k, chunk) in samples.chunks(batch_size.max(1)).enumerate() {
         let refs: Vec<&Sample> = chunk.iter().collect();
         let prepared = prepare(&refs, model.device())?;
-        out.extend(model.action_logprobs(&prepared.batch)?.detach().to_vec1::<f32>().ctx("scoring samples")?);
-        on_progress(Event::Scoring { done: (k * batch_size + chunk.len()).min(samples.len()), total: samples.len() });
+        out.extend(
+            model
+                .action_logprobs(&prepared.batch)?
+                .detach()
+                .to_vec1::<f32>()
+                .ctx("scoring samples")?,
+        );
+        on_progress(Event::Scoring {
+            done: (k * batch_size + chunk.len()).min(samples.len()),
+            total: samples.len(),
+        });
     }
     Ok(out)
 }
@@ -317,7 +395,10 @@ impl Session {
             });
         }
         if out.read_dir().is_ok_and(|mut d| d.next().is_some()) {
-            return Err(Error::Checkpoint { path: out.clone(), message: "exists and is not empty: choose a new or empty --out folder".into() });
+            return Err(Error::Checkpoint {
+                path: out.clone(),
+                message: "exists and is not empty: choose a new or empty --out folder".into(),
+            });
         }
         let (config_json, _) = crate::load::read_config(&run.model_dir)?;
         let model = crate::load::load_model(&run.model_dir, run.device)?;
@@ -327,11 +408,20 @@ impl Session {
             step: 0,
             config: config.clone(),
             // Absolute, so a resume from another folder still finds the tokenizer files to copy.
-            source_model: run.model_dir.canonicalize().unwrap_or_else(|_| run.model_dir.clone()),
+            source_model: run
+                .model_dir
+                .canonicalize()
+                .unwrap_or_else(|_| run.model_dir.clone()),
             samples,
             credit_train_version: env!("CARGO_PKG_VERSION").into(),
         };
-        Ok(Session { model, optimizer, state, config_json, init_logprobs: None })
+        Ok(Session {
+            model,
+            optimizer,
+            state,
+            config_json,
+            init_logprobs: None,
+        })
     }
 
     fn resume(run: &RunOptions, config: &TrainConfig, samples: &Fingerprint) -> Result<Self> {
@@ -366,7 +456,13 @@ impl Session {
         let (tensors, step) = checkpoint::read_stamped(&weights)?;
         checkpoint::check_step(&weights, step, &state)?;
         let device = run.device.device()?;
-        let model = Model::from_tensors(model_config, tensors, &device, run.device.compute_dtype(), out)?;
+        let model = Model::from_tensors(
+            model_config,
+            tensors,
+            &device,
+            run.device.compute_dtype(),
+            out,
+        )?;
         let optimizer_path = out.join(checkpoint::OPTIMIZER);
         let (mut tensors, step) = checkpoint::read_stamped(&optimizer_path)?;
         checkpoint::check_step(&optimizer_path, step, &state)?;
@@ -377,25 +473,47 @@ impl Session {
         let mut optimizer = AdamW::new(model.params(), config.adamw.clone())?;
         optimizer
             .load_state(&mut tensors, state.step)
-            .map_err(|e| Error::Checkpoint { path: optimizer_path.clone(), message: e.to_string() })?;
+            .map_err(|e| Error::Checkpoint {
+                path: optimizer_path.clone(),
+                message: e.to_string(),
+            })?;
         checkpoint::truncate_metrics(&out.join(checkpoint::METRICS), state.step)?;
         state.config = config.clone();
-        Ok(Session { model, optimizer, state, config_json, init_logprobs })
+        Ok(Session {
+            model,
+            optimizer,
+            state,
+            config_json,
+            init_logprobs,
+        })
     }
 
     fn save(&self, out: &Path) -> Result<()> {
-        let saved = Saved { state: &self.state, config_json: &self.config_json, optimizer: &self.optimizer, init_logprobs: self.init_logprobs.as_deref() };
+        let saved = Saved {
+            state: &self.state,
+            config_json: &self.config_json,
+            optimizer: &self.optimizer,
+            init_logprobs: self.init_logprobs.as_deref(),
+        };
         checkpoint::save(out, &self.model, &saved)
     }
 
     /// One optimizer step over `chosen` samples: forward/backward per micro-batch with the loss
     /// divided by the step's action-token count (token mean over the whole step), gradients
     /// summed, clipped, one AdamW update.
-    fn step(&mut self, samples: &[Sample], chosen: &[usize], offsets: &[usize], config: &TrainConfig, lr: f64) -> Result<StepMetrics> {
+    fn step(
+        &mut self,
+        samples: &[Sample],
+        chosen: &[usize],
+        offsets: &[usize],
+        config: &TrainConfig,
+        lr: f64,
+    ) -> Result<StepMetrics> {
         let device = self.model.device().clone();
         let n_tokens: usize = chosen.iter().map(|&i| samples[i].action_len()).sum();
         let denom = n_tokens.max(1) as f64;
-        let params: Vec<candle_core::Var> = self.model.params().iter().map(|(_, v)| v.clone()).collect();
+        let params: Vec<candle_core::Var> =
+            self.model.params().iter().map(|(_, v)| v.clone()).collect();
         let mut grads: Vec<Option<Tensor>> = vec![None; params.len()];
         let (mut pg_sum, mut kl_sum, mut clip_sum, mut tokens) = (0.0, 0.0, 0.0, 0usize);
         let has_init = self.init_logprobs.is_some();
@@ -404,9 +522,12 @@ impl Session {
             let refs: Vec<&Sample> = micro.iter().map(|&i| &samples[i]).collect();
             let prepared = prepare(&refs, &device)?;
             tokens += refs.iter().map(|s| s.input_ids.len()).sum::<usize>();
-            let per_token = PerToken::build(samples, micro, offsets, self.init_logprobs.as_deref())?;
+            let per_token =
+                PerToken::build(samples, micro, offsets, self.init_logprobs.as_deref())?;
             let logp = self.model.action_logprobs(&prepared.batch)?;
-            let terms = per_token.terms(&logp, &prepared.segment, micro.len(), config, &device).ctx("computing the loss")?;
+            let terms = per_token
+                .terms(&logp, &prepared.segment, micro.len(), config, &device)
+                .ctx("computing the loss")?;
             pg_sum += scalar(&terms.pg)?;
             clip_sum += scalar(&terms.clipped)?;
             let mut loss = terms.pg;
@@ -458,7 +579,11 @@ impl Session {
 }
 
 fn scalar(sum_me: &Tensor) -> Result<f64> {
-    sum_me.sum_all().and_then(|s| s.to_dtype(DType::F64)).and_then(|s| s.to_scalar::<f64>()).ctx("reading a metric")
+    sum_me
+        .sum_all()
+        .and_then(|s| s.to_dtype(DType::F64))
+        .and_then(|s| s.to_scalar::<f64>())
+        .ctx("reading a metric")
 }
 
 /// The per-token inputs of the objective for one micro-batch, in the order of its action tokens.
@@ -482,8 +607,19 @@ struct Terms {
 }
 
 impl PerToken {
-    fn build(samples: &[Sample], micro: &[usize], offsets: &[usize], init: Option<&[f32]>) -> Result<Self> {
-        let mut p = PerToken { advantage: Vec::new(), old: Vec::new(), sequence: Vec::new(), reference: init.map(|_| Vec::new()), lengths: Vec::new() };
+    fn build(
+        samples: &[Sample],
+        micro: &[usize],
+        offsets: &[usize],
+        init: Option<&[f32]>,
+    ) -> Result<Self> {
+        let mut p = PerToken {
+            advantage: Vec::new(),
+            old: Vec::new(),
+            sequence: Vec::new(),
+            reference: init.map(|_| Vec::new()),
+            lengths: Vec::new(),
+        };
         for &i in micro {
             let s = &samples[i];
             let n = s.action_len();
@@ -504,7 +640,10 @@ impl PerToken {
                     p.sequence.extend(std::iter::repeat_n(0.0, n));
                 }
                 (None, None, None) => {
-                    return Err(Error::Sample { index: i, message: "no logged log-prob and the initial model was not scored".into() });
+                    return Err(Error::Sample {
+                        index: i,
+                        message: "no logged log-prob and the initial model was not scored".into(),
+                    });
                 }
             }
             if let (Some(r), Some(lps)) = (p.reference.as_mut(), initial) {
@@ -514,19 +653,31 @@ impl PerToken {
         Ok(p)
     }
 
-    fn terms(&self, logp: &Tensor, segment: &[u32], n_samples: usize, config: &TrainConfig, device: &Device) -> candle_core::Result<Terms> {
+    fn terms(
+        &self,
+        logp: &Tensor,
+        segment: &[u32],
+        n_samples: usize,
+        config: &TrainConfig,
+        device: &Device,
+    ) -> candle_core::Result<Terms> {
         let n = self.advantage.len();
         let vec = |v: &[f32]| Tensor::from_slice(v, n, device);
         let old = vec(&self.old)?;
         let mut policy = logp.clone();
         if self.sequence.iter().any(|&m| m > 0.0) {
             let seg = Tensor::from_slice(segment, n, device)?;
-            let mean = objective::segment_mean(logp, &seg, &Tensor::from_slice(&self.lengths, n_samples, device)?)?;
+            let mean = objective::segment_mean(
+                logp,
+                &seg,
+                &Tensor::from_slice(&self.lengths, n_samples, device)?,
+            )?;
             let m = vec(&self.sequence)?;
             policy = ((logp * (1.0 - &m)?)? + (mean * m)?)?;
         }
         let log_ratio = (policy - old)?;
-        let (pg, clipped) = objective::clipped_surrogate(&log_ratio, &vec(&self.advantage)?, config.clip_eps)?;
+        let (pg, clipped) =
+            objective::clipped_surrogate(&log_ratio, &vec(&self.advantage)?, config.clip_eps)?;
         let kl = match &self.reference {
             Some(r) => Some(objective::low_var_kl(logp, &vec(r)?)?),
             None => None,
@@ -552,16 +703,40 @@ mod tests {
     #[test]
     fn schedule_counts_partial_last_steps() {
         // 10 samples, 2 × 2 per step → steps of 4, 4, 2: 3 per epoch.
-        let c = TrainConfig { batch_size: 2, grad_accum: 2, epochs: 2, ..TrainConfig::default() };
+        let c = TrainConfig {
+            batch_size: 2,
+            grad_accum: 2,
+            epochs: 2,
+            ..TrainConfig::default()
+        };
         assert_eq!((c.steps_per_epoch(10), c.total_steps(10)), (3, 6));
-        assert_eq!(TrainConfig { steps: Some(5), ..c }.total_steps(10), 5);
+        assert_eq!(
+            TrainConfig {
+                steps: Some(5),
+                ..c
+            }
+            .total_steps(10),
+            5
+        );
     }
 
     #[test]
     fn bad_flags_are_named() {
-        let e = TrainConfig { clip_eps: 1.5, ..TrainConfig::default() }.check().unwrap_err().to_string();
+        let e = TrainConfig {
+            clip_eps: 1.5,
+            ..TrainConfig::default()
+        }
+        .check()
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("--clip-eps"), "{e}");
-        let e = TrainConfig { batch_size: 0, ..TrainConfig::default() }.check().unwrap_err().to_string();
+        let e = TrainConfig {
+            batch_size: 0,
+            ..TrainConfig::default()
+        }
+        .check()
+        .unwrap_err()
+        .to_string();
         assert!(e.contains("--batch-size"), "{e}");
     }
 
@@ -571,10 +746,18 @@ mod tests {
         // log r = mean(−1, −3) − (−3.0 / 2) = −2 + 1.5 = −0.5 for both tokens; A = −1, ε = 0.2:
         // python3: import math; r = math.exp(-0.5); max(1 * r, 1 * max(r, 0.8)) → 0.8 per token,
         // from the clipped branch (r = 0.60653 < 1 − ε).
-        let s = Sample { input_ids: vec![1, 2, 3], action_start: 1, advantage: -1.0, old_logprob: Some(-3.0), old_token_logprobs: None };
+        let s = Sample {
+            input_ids: vec![1, 2, 3],
+            action_start: 1,
+            advantage: -1.0,
+            old_logprob: Some(-3.0),
+            old_token_logprobs: None,
+        };
         let p = PerToken::build(std::slice::from_ref(&s), &[0], &[0, 2], None).unwrap();
         let logp = Tensor::new(&[-1.0f32, -3.0], &Device::Cpu).unwrap();
-        let terms = p.terms(&logp, &[0, 0], 1, &TrainConfig::default(), &Device::Cpu).unwrap();
+        let terms = p
+            .terms(&logp, &[0, 0], 1, &TrainConfig::default(), &Device::Cpu)
+            .unwrap();
         let pg: Vec<f32> = terms.pg.to_vec1().unwrap();
         assert!(pg.iter().all(|v| (v - 0.8).abs() < 1e-6), "{pg:?}");
         assert_eq!(terms.clipped.to_vec1::<f32>().unwrap(), [1.0, 1.0]);

@@ -15,7 +15,10 @@ use std::path::Path;
 /// A tiny model directory: Qwen2 layout, untied head (so `lm_head.weight` is trained too),
 /// weights in 3 shards.
 fn tiny_model(dir: &Path) -> Config {
-    let config = Config { tie_word_embeddings: false, ..Config::qwen2_tiny(BYTE_LEVEL_VOCAB) };
+    let config = Config {
+        tie_word_embeddings: false,
+        ..Config::qwen2_tiny(BYTE_LEVEL_VOCAB)
+    };
     random::write_model_dir(dir, &config, 7, 3, DType::F32).unwrap();
     config
 }
@@ -23,7 +26,11 @@ fn tiny_model(dir: &Path) -> Config {
 /// Steps whose actions share no characters across the two signs; the end-of-turn token every
 /// action ends with gets +1 twice and −1 twice, so its pushes cancel.
 const STEPS: [(&str, &str, f32); 4] = [
-    ("You are in a kitchen. There is a door to the north.", "go up", 1.0),
+    (
+        "You are in a kitchen. There is a door to the north.",
+        "go up",
+        1.0,
+    ),
     ("A locked chest sits here.", "open", 1.0),
     ("You see a rock.", "kick", -1.0),
     ("A wall blocks the way.", "bash wall", -1.0),
@@ -34,18 +41,35 @@ fn samples(tokenizer: &Tokenizer, old_logprob: &[Option<f32>]) -> Vec<Sample> {
         .iter()
         .zip(old_logprob)
         .map(|(&(obs, action, advantage), &old)| {
-            let (input_ids, action_start) = tokenizer.encode_step(&tokenizer.chat.wrap_user(obs), action, 512).unwrap();
-            Sample { input_ids, action_start, advantage, old_logprob: old, old_token_logprobs: None }
+            let (input_ids, action_start) = tokenizer
+                .encode_step(&tokenizer.chat.wrap_user(obs), action, 512)
+                .unwrap();
+            Sample {
+                input_ids,
+                action_start,
+                advantage,
+                old_logprob: old,
+                old_token_logprobs: None,
+            }
         })
         .collect()
 }
 
 fn run(model: &Path, out: &Path, resume: bool) -> RunOptions {
-    RunOptions { model_dir: model.to_path_buf(), out_dir: out.to_path_buf(), device: DeviceKind::Cpu, resume }
+    RunOptions {
+        model_dir: model.to_path_buf(),
+        out_dir: out.to_path_buf(),
+        device: DeviceKind::Cpu,
+        resume,
+    }
 }
 
 fn metrics(out: &Path) -> Vec<StepMetrics> {
-    std::fs::read_to_string(out.join(METRICS)).unwrap().lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    std::fs::read_to_string(out.join(METRICS))
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
 }
 
 #[test]
@@ -55,12 +79,24 @@ fn tokenizer_and_chat_markup_are_read_from_the_model_folder() {
     let tokenizer = Tokenizer::load(dir.path()).unwrap();
     assert_eq!(tokenizer.chat, ChatFormat::ChatMl);
     // Byte tokens have their byte's id; <|im_start|> is 257 and <|im_end|> 258 (random::SPECIAL_TOKENS).
-    let (ids, start) = tokenizer.encode_step("<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n", "go", 512).unwrap();
+    let (ids, start) = tokenizer
+        .encode_step(
+            "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n",
+            "go",
+            512,
+        )
+        .unwrap();
     assert_eq!(&ids[..2], &[257, b'u' as u32]);
     assert_eq!(&ids[start..], &[b'g' as u32, b'o' as u32, 258]);
     // A long prompt keeps its last tokens.
     let (ids, start) = tokenizer.encode_step("abcdef", "x", 3).unwrap();
-    assert_eq!((ids, start), (vec![b'd' as u32, b'e' as u32, b'f' as u32, b'x' as u32, 258], 3));
+    assert_eq!(
+        (ids, start),
+        (
+            vec![b'd' as u32, b'e' as u32, b'f' as u32, b'x' as u32, 258],
+            3
+        )
+    );
 }
 
 #[test]
@@ -76,9 +112,20 @@ fn every_parameter_receives_a_gradient() {
     let logp = model.action_logprobs(&prepared.batch).unwrap();
     let grads = logp.sum_all().unwrap().backward().unwrap();
     for (name, var) in model.params() {
-        let g = grads.get(var.as_tensor()).unwrap_or_else(|| panic!("`{name}` received no gradient"));
-        let norm = g.sqr().unwrap().sum_all().unwrap().to_scalar::<f32>().unwrap();
-        assert!(norm > 0.0 && norm.is_finite(), "`{name}`: gradient norm² {norm}");
+        let g = grads
+            .get(var.as_tensor())
+            .unwrap_or_else(|| panic!("`{name}` received no gradient"));
+        let norm = g
+            .sqr()
+            .unwrap()
+            .sum_all()
+            .unwrap()
+            .to_scalar::<f32>()
+            .unwrap();
+        assert!(
+            norm > 0.0 && norm.is_finite(),
+            "`{name}`: gradient norm² {norm}"
+        );
     }
 }
 
@@ -94,26 +141,56 @@ fn updates_raise_positive_and_lower_negative_advantage_actions() {
     let before = train::sequence_logprobs(&initial, &unlogged, 4).unwrap();
     let samples = samples(&tokenizer, &[Some(before[0]), None, Some(before[2]), None]);
 
-    let config = TrainConfig { lr: 1e-2, steps: Some(6), batch_size: 2, grad_accum: 2, kl_coef: 0.01, warmup_steps: 2, ..TrainConfig::default() };
-    let summary = train::train(&run(&model_dir, &out, false), &config, &samples, &mut |_| {}).unwrap();
+    let config = TrainConfig {
+        lr: 1e-2,
+        steps: Some(6),
+        batch_size: 2,
+        grad_accum: 2,
+        kl_coef: 0.01,
+        warmup_steps: 2,
+        ..TrainConfig::default()
+    };
+    let summary = train::train(
+        &run(&model_dir, &out, false),
+        &config,
+        &samples,
+        &mut |_| {},
+    )
+    .unwrap();
     assert_eq!((summary.start_step, summary.steps), (0, 6));
 
     let trained = load::load_model(&out, DeviceKind::Cpu).unwrap();
     let after = train::sequence_logprobs(&trained, &samples, 4).unwrap();
     for (i, (b, a)) in before.iter().zip(&after).enumerate() {
         let advantage = STEPS[i].2;
-        assert!((a - b) * advantage > 0.5, "step {i} (advantage {advantage}): log-prob {b} → {a}");
+        assert!(
+            (a - b) * advantage > 0.5,
+            "step {i} (advantage {advantage}): log-prob {b} → {a}"
+        );
     }
     let lines = metrics(&out);
-    assert_eq!(lines.iter().map(|m| m.step).collect::<Vec<_>>(), [1, 2, 3, 4, 5, 6]);
+    assert_eq!(
+        lines.iter().map(|m| m.step).collect::<Vec<_>>(),
+        [1, 2, 3, 4, 5, 6]
+    );
     for m in &lines {
-        assert!(m.loss.is_finite() && m.grad_norm.is_finite() && m.updated, "{m:?}");
-        assert!(m.kl.is_some_and(|k| k >= 0.0) && (0.0..=1.0).contains(&m.clip_frac), "{m:?}");
+        assert!(
+            m.loss.is_finite() && m.grad_norm.is_finite() && m.updated,
+            "{m:?}"
+        );
+        assert!(
+            m.kl.is_some_and(|k| k >= 0.0) && (0.0..=1.0).contains(&m.clip_frac),
+            "{m:?}"
+        );
         assert_eq!(m.samples, 4);
     }
     // On-policy first step: every ratio is 1 (old = initial model), nothing is clipped, k3 = 0;
     // warm-up halves the first learning rate.
-    assert!(lines[0].clip_frac == 0.0 && lines[0].kl.unwrap() < 1e-9, "{:?}", lines[0]);
+    assert!(
+        lines[0].clip_frac == 0.0 && lines[0].kl.unwrap() < 1e-9,
+        "{:?}",
+        lines[0]
+    );
     assert!((lines[0].lr - 5e-3).abs() < 1e-12 && (lines[2].lr - 1e-2).abs() < 1e-12);
     // Later steps drift from the initial policy.
     assert!(lines[5].kl.unwrap() > 0.0);
@@ -125,12 +202,28 @@ fn checkpoint_is_a_hugging_face_model_folder() {
     let (model_dir, out) = (dir.path().join("model"), dir.path().join("ckpt"));
     let config = tiny_model(&model_dir);
     let samples = samples(&Tokenizer::load(&model_dir).unwrap(), &[None; 4]);
-    let tc = TrainConfig { lr: 1e-3, steps: Some(1), ..TrainConfig::default() };
+    let tc = TrainConfig {
+        lr: 1e-3,
+        steps: Some(1),
+        ..TrainConfig::default()
+    };
     train::train(&run(&model_dir, &out, false), &tc, &samples, &mut |_| {}).unwrap();
-    for file in ["config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", OPTIMIZER, TRAINER_STATE, METRICS] {
+    for file in [
+        "config.json",
+        "model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+        OPTIMIZER,
+        TRAINER_STATE,
+        METRICS,
+    ] {
         assert!(out.join(file).is_file(), "{file} missing");
     }
-    let leftovers: Vec<_> = std::fs::read_dir(&out).unwrap().filter_map(|e| e.ok()).filter(|e| e.file_name().to_string_lossy().contains(".tmp-")).collect();
+    let leftovers: Vec<_> = std::fs::read_dir(&out)
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.file_name().to_string_lossy().contains(".tmp-"))
+        .collect();
     assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
     let (raw, loaded) = load::read_config(&out).unwrap();
     assert_eq!(loaded, config);
@@ -145,8 +238,13 @@ fn checkpoint_is_a_hugging_face_model_folder() {
     assert!(Tokenizer::load(&out).is_ok());
 
     // The folder is a checkpoint now: a fresh run into it must be asked for explicitly.
-    let e = train::train(&run(&model_dir, &out, false), &tc, &samples, &mut |_| {}).unwrap_err().to_string();
-    assert!(e.contains("already holds a checkpoint at step 1") && e.contains("--resume"), "{e}");
+    let e = train::train(&run(&model_dir, &out, false), &tc, &samples, &mut |_| {})
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("already holds a checkpoint at step 1") && e.contains("--resume"),
+        "{e}"
+    );
 }
 
 #[test]
@@ -155,47 +253,118 @@ fn resumed_run_continues_exactly_where_it_stopped() {
     let model_dir = dir.path().join("model");
     tiny_model(&model_dir);
     let samples = samples(&Tokenizer::load(&model_dir).unwrap(), &[None; 4]);
-    let config = |steps| TrainConfig { lr: 5e-3, steps: Some(steps), batch_size: 1, grad_accum: 2, kl_coef: 0.05, ..TrainConfig::default() };
+    let config = |steps| TrainConfig {
+        lr: 5e-3,
+        steps: Some(steps),
+        batch_size: 1,
+        grad_accum: 2,
+        kl_coef: 0.05,
+        ..TrainConfig::default()
+    };
 
     let straight = dir.path().join("straight");
-    train::train(&run(&model_dir, &straight, false), &config(4), &samples, &mut |_| {}).unwrap();
+    train::train(
+        &run(&model_dir, &straight, false),
+        &config(4),
+        &samples,
+        &mut |_| {},
+    )
+    .unwrap();
 
     let resumed = dir.path().join("resumed");
-    train::train(&run(&model_dir, &resumed, false), &config(2), &samples, &mut |_| {}).unwrap();
+    train::train(
+        &run(&model_dir, &resumed, false),
+        &config(2),
+        &samples,
+        &mut |_| {},
+    )
+    .unwrap();
     // A different learning rate is refused; a longer run is not.
-    let e = train::train(&run(&model_dir, &resumed, true), &TrainConfig { lr: 1.0, ..config(4) }, &samples, &mut |_| {}).unwrap_err().to_string();
+    let e = train::train(
+        &run(&model_dir, &resumed, true),
+        &TrainConfig {
+            lr: 1.0,
+            ..config(4)
+        },
+        &samples,
+        &mut |_| {},
+    )
+    .unwrap_err()
+    .to_string();
     assert!(e.contains("other training flags"), "{e}");
-    let summary = train::train(&run(&model_dir, &resumed, true), &config(4), &samples, &mut |_| {}).unwrap();
+    let summary = train::train(
+        &run(&model_dir, &resumed, true),
+        &config(4),
+        &samples,
+        &mut |_| {},
+    )
+    .unwrap();
     assert_eq!((summary.start_step, summary.steps), (2, 4));
 
     // Nothing left to do is said, not silently skipped.
-    let e = train::train(&run(&model_dir, &resumed, true), &config(4), &samples, &mut |_| {}).unwrap_err().to_string();
-    assert!(e.contains("at step 4") && e.contains("larger --steps"), "{e}");
+    let e = train::train(
+        &run(&model_dir, &resumed, true),
+        &config(4),
+        &samples,
+        &mut |_| {},
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        e.contains("at step 4") && e.contains("larger --steps"),
+        "{e}"
+    );
 
     let (a, _) = checkpoint::read_stamped(&straight.join("model.safetensors")).unwrap();
     let (b, _) = checkpoint::read_stamped(&resumed.join("model.safetensors")).unwrap();
     for (name, ta) in &a {
-        let diff = (ta - &b[name]).unwrap().abs().unwrap().max_all().unwrap().to_scalar::<f32>().unwrap();
-        assert!(diff <= 1e-6, "`{name}` differs by {diff} between the straight and the resumed run");
+        let diff = (ta - &b[name])
+            .unwrap()
+            .abs()
+            .unwrap()
+            .max_all()
+            .unwrap()
+            .to_scalar::<f32>()
+            .unwrap();
+        assert!(
+            diff <= 1e-6,
+            "`{name}` differs by {diff} between the straight and the resumed run"
+        );
     }
     let (sa, sb) = (metrics(&straight), metrics(&resumed));
     assert_eq!(sb.iter().map(|m| m.step).collect::<Vec<_>>(), [1, 2, 3, 4]);
     for (x, y) in sa.iter().zip(&sb) {
-        assert!((x.loss - y.loss).abs() <= 1e-6 && (x.grad_norm - y.grad_norm).abs() <= 1e-5, "{x:?}\n{y:?}");
+        assert!(
+            (x.loss - y.loss).abs() <= 1e-6 && (x.grad_norm - y.grad_norm).abs() <= 1e-5,
+            "{x:?}\n{y:?}"
+        );
     }
 }
 
 #[test]
 fn binary_trains_from_a_handoff_file() {
     let dir = tempfile::tempdir().unwrap();
-    let (model_dir, out, handoff) = (dir.path().join("model"), dir.path().join("ckpt"), dir.path().join("h.jsonl"));
+    let (model_dir, out, handoff) = (
+        dir.path().join("model"),
+        dir.path().join("ckpt"),
+        dir.path().join("h.jsonl"),
+    );
     tiny_model(&model_dir);
     let samples = samples(&Tokenizer::load(&model_dir).unwrap(), &[None; 4]);
-    let config = TrainConfig { lr: 1e-3, steps: Some(2), ..TrainConfig::default() };
+    let config = TrainConfig {
+        lr: 1e-3,
+        steps: Some(2),
+        ..TrainConfig::default()
+    };
     credit_train::data::write_handoff(&handoff, &config, &samples).unwrap();
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_credit-train"))
         .arg(&handoff)
-        .args(["--model".as_ref(), model_dir.as_os_str(), "--out".as_ref(), out.as_os_str()])
+        .args([
+            "--model".as_ref(),
+            model_dir.as_os_str(),
+            "--out".as_ref(),
+            out.as_os_str(),
+        ])
         .output()
         .unwrap();
     let stderr = String::from_utf8_lossy(&o.stderr);
@@ -203,7 +372,11 @@ fn binary_trains_from_a_handoff_file() {
     assert!(String::from_utf8_lossy(&o.stdout).contains("trained 2 steps"));
     assert_eq!(metrics(&out).len(), 2);
 
-    let o = std::process::Command::new(env!("CARGO_BIN_EXE_credit-train")).arg(&handoff).arg("--model").output().unwrap();
+    let o = std::process::Command::new(env!("CARGO_BIN_EXE_credit-train"))
+        .arg(&handoff)
+        .arg("--model")
+        .output()
+        .unwrap();
     assert_eq!(o.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&o.stderr).contains("`--model` needs a value"));
 }

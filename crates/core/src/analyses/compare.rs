@@ -75,22 +75,39 @@ pub struct TaskRow {
 }
 
 fn sign(x: f64) -> i8 {
-    if x > 0.0 { 1 } else if x < 0.0 { -1 } else { 0 }
+    if x > 0.0 {
+        1
+    } else if x < 0.0 {
+        -1
+    } else {
+        0
+    }
 }
 
 /// Compares the advantage columns `advantages` (method label → one value per row).
 pub fn compare(batch: &StepBatch, advantages: &[(String, Vec<f64>)]) -> Comparison {
     let valid = batch.valid();
-    let success: Vec<bool> = batch.traj_of_row.iter().map(|&t| batch.trajs[t as usize].success).collect();
+    let success: Vec<bool> = batch
+        .traj_of_row
+        .iter()
+        .map(|&t| batch.trajs[t as usize].success)
+        .collect();
     let methods: Vec<String> = advantages.iter().map(|(m, _)| m.clone()).collect();
 
-    let distributions = advantages.iter().map(|(m, a)| (m.clone(), Distribution::of(a))).collect();
+    let distributions = advantages
+        .iter()
+        .map(|(m, a)| (m.clone(), Distribution::of(a)))
+        .collect();
 
     let mut pairwise = Vec::new();
     for i in 0..advantages.len() {
         for j in i + 1..advantages.len() {
             let (a, b) = (&advantages[i].1, &advantages[j].1);
-            let agree = a.iter().zip(b).filter(|(x, y)| sign(**x) == sign(**y)).count();
+            let agree = a
+                .iter()
+                .zip(b)
+                .filter(|(x, y)| sign(**x) == sign(**y))
+                .count();
             pairwise.push(Pair {
                 a: advantages[i].0.clone(),
                 b: advantages[j].0.clone(),
@@ -108,7 +125,10 @@ pub fn compare(batch: &StepBatch, advantages: &[(String, Vec<f64>)]) -> Comparis
         let mut rows = Vec::new();
         for s in [true, false] {
             for v in [true, false] {
-                let vals: Vec<f64> = (0..a.len()).filter(|&r| success[r] == s && valid[r] == v).map(|r| a[r]).collect();
+                let vals: Vec<f64> = (0..a.len())
+                    .filter(|&r| success[r] == s && valid[r] == v)
+                    .map(|r| a[r])
+                    .collect();
                 let n = vals.len().max(1) as f64;
                 rows.push(Cell {
                     success: s,
@@ -124,8 +144,12 @@ pub fn compare(batch: &StepBatch, advantages: &[(String, Vec<f64>)]) -> Comparis
 
         let invalid: Vec<usize> = (0..a.len()).filter(|&r| !valid[r]).collect();
         let invalid_succ: Vec<usize> = invalid.iter().copied().filter(|&r| success[r]).collect();
-        let positive = |rows: &[usize]| rows.iter().filter(|&&r| a[r] > 0.0).count() as f64 / rows.len().max(1) as f64;
-        let agree = (0..a.len()).filter(|&r| sign(a[r]) == if valid[r] { 1 } else { -1 }).count();
+        let positive = |rows: &[usize]| {
+            rows.iter().filter(|&&r| a[r] > 0.0).count() as f64 / rows.len().max(1) as f64
+        };
+        let agree = (0..a.len())
+            .filter(|&r| sign(a[r]) == if valid[r] { 1 } else { -1 })
+            .count();
         invalid_credit.insert(
             m.clone(),
             InvalidCredit {
@@ -162,21 +186,46 @@ pub fn compare(batch: &StepBatch, advantages: &[(String, Vec<f64>)]) -> Comparis
     if let Some(tasks) = batch.tasks() {
         let mut rows_of: BTreeMap<String, Vec<usize>> = BTreeMap::new();
         for r in 0..batch.len() {
-            rows_of.entry(tasks.get(r).unwrap_or("(none)").to_string()).or_default().push(r);
+            rows_of
+                .entry(tasks.get(r).unwrap_or("(none)").to_string())
+                .or_default()
+                .push(r);
         }
         for (task, rows) in rows_of {
             let invalid: Vec<usize> = rows.iter().copied().filter(|&r| !valid[r]).collect();
             per_task.push(TaskRow {
                 task,
                 steps: rows.len(),
-                mean: advantages.iter().map(|(m, a)| (m.clone(), mean(&rows.iter().map(|&r| a[r]).collect::<Vec<_>>()))).collect(),
+                mean: advantages
+                    .iter()
+                    .map(|(m, a)| {
+                        (
+                            m.clone(),
+                            mean(&rows.iter().map(|&r| a[r]).collect::<Vec<_>>()),
+                        )
+                    })
+                    .collect(),
                 invalid_positive_share: advantages
                     .iter()
-                    .map(|(m, a)| (m.clone(), invalid.iter().filter(|&&r| a[r] > 0.0).count() as f64 / invalid.len().max(1) as f64))
+                    .map(|(m, a)| {
+                        (
+                            m.clone(),
+                            invalid.iter().filter(|&&r| a[r] > 0.0).count() as f64
+                                / invalid.len().max(1) as f64,
+                        )
+                    })
                     .collect(),
             });
         }
     }
 
-    Comparison { methods, distributions, pairwise, cells, invalid_credit, by_position, per_task }
+    Comparison {
+        methods,
+        distributions,
+        pairwise,
+        cells,
+        invalid_credit,
+        by_position,
+        per_task,
+    }
 }

@@ -64,7 +64,8 @@ impl GraphStats {
         self.steps_per_node = ratio(self.steps, self.nodes);
         self.share_nodes_reaching_success = ratio(self.nodes_reaching_success, self.nodes);
         self.share_progress_in_failures = ratio(self.progress_steps_in_failures, self.failed_steps);
-        self.share_non_progress_in_successes = ratio(self.non_progress_steps_in_successes, self.success_steps);
+        self.share_non_progress_in_successes =
+            ratio(self.non_progress_steps_in_successes, self.success_steps);
         self
     }
 }
@@ -77,18 +78,27 @@ fn group_stats(batch: &StepBatch, g: usize) -> GraphStats {
         groups: 1,
         groups_with_success: graph.success.is_some() as usize,
         nodes: states.len(),
-        nodes_reaching_success: states.iter().filter(|n| graph.reaches_success[n.index()]).count(),
+        nodes_reaching_success: states
+            .iter()
+            .filter(|n| graph.reaches_success[n.index()])
+            .count(),
         ..Default::default()
     };
     for n in &states {
         if graph.reaches_success[n.index()] {
-            *s.distance_histogram.entry(graph.distance[n.index()].round() as u32).or_default() += 1;
+            *s.distance_histogram
+                .entry(graph.distance[n.index()].round() as u32)
+                .or_default() += 1;
         }
     }
     let mut edges: PlHashSet<(u32, &str, u32)> = PlHashSet::default();
     let mut step_of_row: PlHashMap<u32, (u32, u32)> = PlHashMap::default();
     for &(row, source, target) in &graph.endpoints {
-        edges.insert((source.index() as u32, GroupGraph::action(batch, row), target.index() as u32));
+        edges.insert((
+            source.index() as u32,
+            GroupGraph::action(batch, row),
+            target.index() as u32,
+        ));
         step_of_row.insert(row, (source.index() as u32, target.index() as u32));
     }
     s.edges = edges.len();
@@ -131,7 +141,13 @@ pub fn graph_stats(batch: &StepBatch) -> (GraphStats, Vec<(i64, GraphStats)>) {
             per_iteration.entry(it).or_default().add(&s);
         }
     }
-    (overall.finish(), per_iteration.into_iter().map(|(i, s)| (i, s.finish())).collect())
+    (
+        overall.finish(),
+        per_iteration
+            .into_iter()
+            .map(|(i, s)| (i, s.finish()))
+            .collect(),
+    )
 }
 
 #[cfg(test)]
@@ -144,15 +160,33 @@ mod tests {
         // T1 (success): A → B → SUCCESS. T2 (fail): A → C → C → FAIL.
         // d: SUCCESS 0, B 1, A 2; C cannot reach SUCCESS → d_max + 1 = 3.
         let b = batch(&[
-            ("g", "T1", 0, "A", 0.0, true), ("g", "T1", 1, "B", 1.0, true),
-            ("g", "T2", 0, "A", 0.0, true), ("g", "T2", 1, "C", 0.0, true), ("g", "T2", 2, "C", 0.0, true),
+            ("g", "T1", 0, "A", 0.0, true),
+            ("g", "T1", 1, "B", 1.0, true),
+            ("g", "T2", 0, "A", 0.0, true),
+            ("g", "T2", 1, "C", 0.0, true),
+            ("g", "T2", 2, "C", 0.0, true),
         ]);
         let (s, per_iteration) = graph_stats(&b);
         assert!(per_iteration.is_empty());
-        assert_eq!((s.groups, s.groups_with_success, s.nodes, s.nodes_reaching_success), (1, 1, 3, 2));
+        assert_eq!(
+            (
+                s.groups,
+                s.groups_with_success,
+                s.nodes,
+                s.nodes_reaching_success
+            ),
+            (1, 1, 3, 2)
+        );
         assert_eq!((s.edges, s.steps), (5, 5));
         assert_eq!(s.distance_histogram, BTreeMap::from([(1, 1), (2, 1)]));
-        assert_eq!((s.revisit_steps, s.trajectories_with_cycles, s.dead_end_steps), (1, 1, 3));
+        assert_eq!(
+            (
+                s.revisit_steps,
+                s.trajectories_with_cycles,
+                s.dead_end_steps
+            ),
+            (1, 1, 3)
+        );
         assert_eq!((s.failed_steps, s.progress_steps_in_failures), (3, 0));
         assert_eq!((s.success_steps, s.non_progress_steps_in_successes), (2, 0));
         assert!((s.steps_per_node - 5.0 / 3.0).abs() < 1e-12);

@@ -61,7 +61,9 @@ pub struct Calibration {
 /// Progress statistics, when a `progress` column is logged.
 pub fn progress_stats(batch: &StepBatch) -> Option<ProgressStats> {
     let column = batch.opt_f64s(PROGRESS)?;
-    let progress: Vec<f64> = (0..batch.len()).map(|r| column.get(r).unwrap_or(0.0)).collect();
+    let progress: Vec<f64> = (0..batch.len())
+        .map(|r| column.get(r).unwrap_or(0.0))
+        .collect();
     let cumulative = potential(batch, &progress);
     // Per position bucket, per side (success, failure): (steps, Σ ĉ, Σ Φ).
     let mut sums: Vec<[(usize, f64, f64); 2]> = Vec::new();
@@ -93,13 +95,27 @@ pub fn progress_stats(batch: &StepBatch) -> Option<ProgressStats> {
             returns.push(traj.episode_return);
         }
     }
-    let curve = |(n, c, phi): (usize, f64, f64)| (n > 0).then(|| Curve { steps: n, mean_progress: c / n as f64, mean_cumulative: phi / n as f64 });
+    let curve = |(n, c, phi): (usize, f64, f64)| {
+        (n > 0).then(|| Curve {
+            steps: n,
+            mean_progress: c / n as f64,
+            mean_cumulative: phi / n as f64,
+        })
+    };
     let by_position = sums
         .iter()
         .enumerate()
-        .map(|(k, [s, f])| ProgressPosition { position: k as u32, success: curve(*s), failure: curve(*f) })
+        .map(|(k, [s, f])| ProgressPosition {
+            position: k as u32,
+            success: curve(*s),
+            failure: curve(*f),
+        })
         .collect();
-    let errors: Vec<f64> = predicted.iter().zip(&returns).map(|(p, r)| (p - r) * (p - r)).collect();
+    let errors: Vec<f64> = predicted
+        .iter()
+        .zip(&returns)
+        .map(|(p, r)| (p - r) * (p - r))
+        .collect();
     Some(ProgressStats {
         trajectories: predicted.len(),
         steps,
@@ -144,30 +160,49 @@ pub struct RewardShare {
 
 /// Segment statistics, when a `segment` or `segment_reward` column is logged.
 pub fn segment_stats(batch: &StepBatch) -> Option<SegmentStats> {
-    if !batch.has(crate::schema::columns::SEGMENT) && !batch.has(crate::schema::columns::SEGMENT_REWARD) {
+    if !batch.has(crate::schema::columns::SEGMENT)
+        && !batch.has(crate::schema::columns::SEGMENT_REWARD)
+    {
         return None;
     }
     let segments = hisr::segmentation(batch);
     let counts: Vec<f64> = segments.ranges.iter().map(|r| r.len() as f64).collect();
     let sizes = |success: bool| {
         size_distribution(
-            batch.trajs.iter().zip(&segments.ranges).filter(|(t, _)| t.success == success).flat_map(|(_, r)| r.iter().map(|s| s.len())),
+            batch
+                .trajs
+                .iter()
+                .zip(&segments.ranges)
+                .filter(|(t, _)| t.success == success)
+                .flat_map(|(_, r)| r.iter().map(|s| s.len())),
         )
     };
     let reward_share = hisr::segment_rewards(batch, &segments).map(|(rewards, _)| {
         let params = hisr::Params::paper();
         let (log_z, _) = hisr::log_importance(batch, params.beta, params.z_clip);
         let (mut raw, mut modulated) = (Vec::new(), Vec::new());
-        for ((traj, ranges), traj_rewards) in batch.trajs.iter().zip(&segments.ranges).zip(&rewards) {
-            let Some(r_hat) = traj_rewards.iter().copied().collect::<Option<Vec<f64>>>() else { continue };
-            let log_zs = hisr::segment_log_importances(traj, ranges, log_z.as_deref(), params.seg_agg);
-            if let (Some(a), Some(b)) = (shares(&r_hat), shares(&hisr::modulate(&r_hat, &log_zs, params.norm))) {
+        for ((traj, ranges), traj_rewards) in batch.trajs.iter().zip(&segments.ranges).zip(&rewards)
+        {
+            let Some(r_hat) = traj_rewards.iter().copied().collect::<Option<Vec<f64>>>() else {
+                continue;
+            };
+            let log_zs =
+                hisr::segment_log_importances(traj, ranges, log_z.as_deref(), params.seg_agg);
+            if let (Some(a), Some(b)) = (
+                shares(&r_hat),
+                shares(&hisr::modulate(&r_hat, &log_zs, params.norm)),
+            ) {
                 raw.push(a);
                 modulated.push(b);
             }
         }
-        let average = |v: &[[f64; 3]]| [0, 1, 2].map(|i| mean(&v.iter().map(|s| s[i]).collect::<Vec<_>>()));
-        RewardShare { trajectories: raw.len(), raw: average(&raw), modulated: average(&modulated) }
+        let average =
+            |v: &[[f64; 3]]| [0, 1, 2].map(|i| mean(&v.iter().map(|s| s[i]).collect::<Vec<_>>()));
+        RewardShare {
+            trajectories: raw.len(),
+            raw: average(&raw),
+            modulated: average(&modulated),
+        }
     });
     Some(SegmentStats {
         logged: segments.logged,
@@ -189,7 +224,13 @@ fn shares(rewards: &[f64]) -> Option<[f64; 3]> {
     let total: f64 = rewards.iter().map(|r| r.abs()).sum();
     let (first, rest) = rewards.split_first()?;
     let (last, middle) = rest.split_last()?;
-    (total > 0.0).then(|| [first.abs() / total, middle.iter().map(|r| r.abs()).sum::<f64>() / total, last.abs() / total])
+    (total > 0.0).then(|| {
+        [
+            first.abs() / total,
+            middle.iter().map(|r| r.abs()).sum::<f64>() / total,
+            last.abs() / total,
+        ]
+    })
 }
 
 #[cfg(test)]
@@ -210,14 +251,36 @@ mod tests {
         // u: success (R = 1), ĉ = [0.5, 0.6], Φ = [0.5, 1.1];
         // x: failure, a step without ĉ: left out.
         let rows: [Row; 9] = [
-            ("g", "s", 0, "o", 0.0, true), ("g", "s", 1, "o", 0.0, true), ("g", "s", 2, "o", 1.0, true),
-            ("g", "f", 0, "o", 0.0, true), ("g", "f", 1, "o", 0.0, true),
-            ("g", "u", 0, "o", 0.0, true), ("g", "u", 1, "o", 1.0, true),
-            ("g", "x", 0, "o", 0.0, true), ("g", "x", 1, "o", 0.0, true),
+            ("g", "s", 0, "o", 0.0, true),
+            ("g", "s", 1, "o", 0.0, true),
+            ("g", "s", 2, "o", 1.0, true),
+            ("g", "f", 0, "o", 0.0, true),
+            ("g", "f", 1, "o", 0.0, true),
+            ("g", "u", 0, "o", 0.0, true),
+            ("g", "u", 1, "o", 1.0, true),
+            ("g", "x", 0, "o", 0.0, true),
+            ("g", "x", 1, "o", 0.0, true),
         ];
-        let c = [Some(0.2), Some(-0.1), Some(0.7), Some(0.1), Some(0.3), Some(0.5), Some(0.6), Some(9.0), None];
-        let p = progress_stats(&batch_with_columns(&rows, vec![Column::new(PROGRESS.into(), c)])).unwrap();
-        assert_eq!((p.trajectories, p.steps, p.incomplete_trajectories), (3, 7, 1));
+        let c = [
+            Some(0.2),
+            Some(-0.1),
+            Some(0.7),
+            Some(0.1),
+            Some(0.3),
+            Some(0.5),
+            Some(0.6),
+            Some(9.0),
+            None,
+        ];
+        let p = progress_stats(&batch_with_columns(
+            &rows,
+            vec![Column::new(PROGRESS.into(), c)],
+        ))
+        .unwrap();
+        assert_eq!(
+            (p.trajectories, p.steps, p.incomplete_trajectories),
+            (3, 7, 1)
+        );
         // Position 0: success ĉ (0.2 + 0.5)/2 = 0.35, Φ 0.35; failure ĉ = Φ = 0.1.
         // Position 1: success ĉ (−0.1 + 0.6)/2 = 0.25, Φ (0.1 + 1.1)/2 = 0.6; failure ĉ 0.3, Φ 0.4.
         // Position 2: success ĉ 0.7, Φ 0.8; no failure.
@@ -254,8 +317,17 @@ mod tests {
     #[test]
     fn vector_a9_t_spa_1_estimator_loss() {
         // spec-spa-hisr.md A9, T-SPA-1: Σc = 0.95 against R = 1 gives the loss (0.95 − 1)² = 0.0025.
-        let rows: [Row; 4] = [("g", "a", 1, "o", 0.0, true), ("g", "a", 2, "o", 0.0, true), ("g", "a", 3, "o", 0.0, false), ("g", "a", 4, "o", 1.0, true)];
-        let p = progress_stats(&batch_with_columns(&rows, vec![Column::new(PROGRESS.into(), [0.05, 0.20, -0.10, 0.80])])).unwrap();
+        let rows: [Row; 4] = [
+            ("g", "a", 1, "o", 0.0, true),
+            ("g", "a", 2, "o", 0.0, true),
+            ("g", "a", 3, "o", 0.0, false),
+            ("g", "a", 4, "o", 1.0, true),
+        ];
+        let p = progress_stats(&batch_with_columns(
+            &rows,
+            vec![Column::new(PROGRESS.into(), [0.05, 0.20, -0.10, 0.80])],
+        ))
+        .unwrap();
         close(p.calibration.mse, 0.0025, 1e-12);
         assert_eq!(p.calibration.pearson, None);
     }
@@ -268,9 +340,16 @@ mod tests {
         //    → products [−0.1, 0.6] → shares |·|/0.7 = [1/7, 6/7]; raw shares [0.25, 0.75].
         // o: success, 2 turns in one segment (size 2): counted in sizes, not in reward shares.
         let rows: [Row; 10] = [
-            ("g", "s", 0, "o", 0.0, true), ("g", "s", 1, "o", 0.0, true), ("g", "s", 2, "o", 0.0, true), ("g", "s", 3, "o", 0.0, true), ("g", "s", 4, "o", 1.0, true),
-            ("g", "f", 0, "o", 0.0, true), ("g", "f", 1, "o", 0.0, true), ("g", "f", 2, "o", 0.0, true),
-            ("g", "o", 0, "o", 0.0, true), ("g", "o", 1, "o", 1.0, true),
+            ("g", "s", 0, "o", 0.0, true),
+            ("g", "s", 1, "o", 0.0, true),
+            ("g", "s", 2, "o", 0.0, true),
+            ("g", "s", 3, "o", 0.0, true),
+            ("g", "s", 4, "o", 1.0, true),
+            ("g", "f", 0, "o", 0.0, true),
+            ("g", "f", 1, "o", 0.0, true),
+            ("g", "f", 2, "o", 0.0, true),
+            ("g", "o", 0, "o", 0.0, true),
+            ("g", "o", 1, "o", 1.0, true),
         ];
         // z = 2 needs (lp_hind − lp_pol)/(β·n) = ln 2 with β = 0.3, n = 1.
         let two = 0.3 * 2f64.ln();
@@ -278,9 +357,15 @@ mod tests {
             &rows,
             vec![
                 Column::new(SEGMENT.into(), [0i64, 0, 1, 2, 2, 0, 1, 1, 7, 7]),
-                Column::new(SEGMENT_REWARD.into(), [0.1, 0.1, 0.2, 0.7, 0.7, -0.1, 0.3, 0.3, 1.0, 1.0]),
+                Column::new(
+                    SEGMENT_REWARD.into(),
+                    [0.1, 0.1, 0.2, 0.7, 0.7, -0.1, 0.3, 0.3, 1.0, 1.0],
+                ),
                 Column::new(LOGPROB.into(), [0.0; 10]),
-                Column::new(HINDSIGHT_LOGPROB.into(), [two, two, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]),
+                Column::new(
+                    HINDSIGHT_LOGPROB.into(),
+                    [two, two, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0],
+                ),
                 Column::new(N_TOKENS.into(), [1i64; 10]),
             ],
         );
@@ -288,7 +373,13 @@ mod tests {
         assert!(s.logged);
         assert_eq!(s.fallback_trajectories, 0);
         // Segments per trajectory [3, 2, 1]: mean 2, median 2, max 3.
-        assert_eq!((s.segments_per_trajectory.trajectories, s.segments_per_trajectory.max), (3, 3));
+        assert_eq!(
+            (
+                s.segments_per_trajectory.trajectories,
+                s.segments_per_trajectory.max
+            ),
+            (3, 3)
+        );
         close(s.segments_per_trajectory.mean, 2.0, 1e-12);
         close(s.segments_per_trajectory.median, 2.0, 1e-12);
         // Successful sizes [2, 1, 2, 2]: 25% / 75% of segments, 1/7 and 6/7 of turns; failed [1, 2].
@@ -316,7 +407,10 @@ mod tests {
         assert!(progress_stats(&b).is_none());
         assert!(segment_stats(&b).is_none());
         // `segment` alone: sizes, no reward shares.
-        let b = batch_with_columns(&[("g", "a", 0, "o", 0.0, true), ("g", "a", 1, "o", 1.0, true)], vec![Column::new(SEGMENT.into(), [3i64, 3])]);
+        let b = batch_with_columns(
+            &[("g", "a", 0, "o", 0.0, true), ("g", "a", 1, "o", 1.0, true)],
+            vec![Column::new(SEGMENT.into(), [3i64, 3])],
+        );
         let s = segment_stats(&b).unwrap();
         assert!(s.reward_share.is_none());
         assert_eq!(s.turns_per_segment_success.pct_clusters[1], 100.0);

@@ -25,15 +25,27 @@ impl Distribution {
         let n = values.len();
         if n == 0 {
             return Distribution {
-                n: 0, mean: 0.0, std: 0.0, min: 0.0, q05: 0.0, q25: 0.0, median: 0.0, q75: 0.0, q95: 0.0, max: 0.0,
-                share_zero: 0.0, share_positive: 0.0, share_negative: 0.0,
+                n: 0,
+                mean: 0.0,
+                std: 0.0,
+                min: 0.0,
+                q05: 0.0,
+                q25: 0.0,
+                median: 0.0,
+                q75: 0.0,
+                q95: 0.0,
+                max: 0.0,
+                share_zero: 0.0,
+                share_positive: 0.0,
+                share_negative: 0.0,
             };
         }
         let mut sorted = values.to_vec();
         sorted.sort_by(f64::total_cmp);
         let mean = values.iter().sum::<f64>() / n as f64;
         let var = values.iter().map(|v| (v - mean) * (v - mean)).sum::<f64>() / n as f64;
-        let share = |f: &dyn Fn(f64) -> bool| values.iter().filter(|&&v| f(v)).count() as f64 / n as f64;
+        let share =
+            |f: &dyn Fn(f64) -> bool| values.iter().filter(|&&v| f(v)).count() as f64 / n as f64;
         Distribution {
             n,
             mean,
@@ -63,7 +75,11 @@ pub fn quantile(sorted: &[f64], q: f64) -> f64 {
 }
 
 pub fn mean(values: &[f64]) -> f64 {
-    if values.is_empty() { 0.0 } else { values.iter().sum::<f64>() / values.len() as f64 }
+    if values.is_empty() {
+        0.0
+    } else {
+        values.iter().sum::<f64>() / values.len() as f64
+    }
 }
 
 pub fn median(values: &[f64]) -> f64 {
@@ -101,7 +117,11 @@ pub fn pearson(x: &[f64], y: &[f64]) -> Option<f64> {
         sxx += (a - mx) * (a - mx);
         syy += (b - my) * (b - my);
     }
-    if sxx == 0.0 || syy == 0.0 { None } else { Some(sxy / (sxx * syy).sqrt()) }
+    if sxx == 0.0 || syy == 0.0 {
+        None
+    } else {
+        Some(sxy / (sxx * syy).sqrt())
+    }
 }
 
 /// Spearman's ρ (Pearson on tie-averaged ranks); `None` when either side is constant.
@@ -118,7 +138,9 @@ pub fn kendall_tau_b(x: &[f64], y: &[f64]) -> Option<f64> {
     }
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by(|&a, &b| x[a].total_cmp(&x[b]).then(y[a].total_cmp(&y[b])));
-    let pairs = |counts: &mut dyn Iterator<Item = u64>| counts.map(|c| c * (c.saturating_sub(1)) / 2).sum::<u64>();
+    let pairs = |counts: &mut dyn Iterator<Item = u64>| {
+        counts.map(|c| c * (c.saturating_sub(1)) / 2).sum::<u64>()
+    };
     let runs = |key: &dyn Fn(usize) -> (f64, f64), idx: &[usize]| {
         let mut out = Vec::new();
         let mut i = 0;
@@ -141,9 +163,14 @@ pub fn kendall_tau_b(x: &[f64], y: &[f64]) -> Option<f64> {
     let mut ys_sorted_idx: Vec<usize> = (0..n).collect();
     ys_sorted_idx.sort_by(|&a, &b| y[a].total_cmp(&y[b]));
     let ty = pairs(&mut runs(&|k| (y[k], 0.0), &ys_sorted_idx).into_iter());
-    let concordant_minus_discordant = n0 as f64 - tx as f64 - ty as f64 + txy as f64 - 2.0 * swaps as f64;
+    let concordant_minus_discordant =
+        n0 as f64 - tx as f64 - ty as f64 + txy as f64 - 2.0 * swaps as f64;
     let denom = ((n0 - tx) as f64 * (n0 - ty) as f64).sqrt();
-    if denom == 0.0 { None } else { Some(concordant_minus_discordant / denom) }
+    if denom == 0.0 {
+        None
+    } else {
+        Some(concordant_minus_discordant / denom)
+    }
 }
 
 /// Sorts in place and returns the number of inversions (strictly greater before smaller).
@@ -183,8 +210,16 @@ mod tests {
         // computed in python3 with itertools.combinations (as scipy.stats.kendalltau's τ-b).
         let x = [1.0, 2.0, 2.0, 3.0, 5.0, 4.0];
         let y = [2.0, 1.0, 3.0, 3.0, 6.0, 5.0];
-        assert!((spearman(&x, &y).unwrap() - 0.8676471).abs() < 1e-6, "{:?}", spearman(&x, &y));
-        assert!((kendall_tau_b(&x, &y).unwrap() - 0.7857143).abs() < 1e-6, "{:?}", kendall_tau_b(&x, &y));
+        assert!(
+            (spearman(&x, &y).unwrap() - 0.8676471).abs() < 1e-6,
+            "{:?}",
+            spearman(&x, &y)
+        );
+        assert!(
+            (kendall_tau_b(&x, &y).unwrap() - 0.7857143).abs() < 1e-6,
+            "{:?}",
+            kendall_tau_b(&x, &y)
+        );
         assert_eq!(spearman(&x, &[1.0; 6]), None);
     }
 

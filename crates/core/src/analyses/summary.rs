@@ -2,11 +2,11 @@
 //! groups, GiGPO's exact-anchor step groups, padding duplicates, and the logged SPA progress and
 //! HISR segments ([`super::progress`]).
 
+use super::graphs::{graph_stats, GraphStats};
+use super::progress::{progress_stats, segment_stats, ProgressStats, SegmentStats};
 use super::stats::{mean, median};
 use crate::batch::StepBatch;
 use crate::ingest::IngestReport;
-use super::graphs::{graph_stats, GraphStats};
-use super::progress::{progress_stats, segment_stats, ProgressStats, SegmentStats};
 use crate::methods::gigpo::anchor_clusters;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -127,11 +127,23 @@ pub fn size_distribution(sizes: impl Iterator<Item = usize>) -> SizeDistribution
         by_steps[b] += s;
         by_clusters[b] += 1;
     }
-    let pct = |v: [usize; 4], d: usize| v.map(|x| if d == 0 { 0.0 } else { 100.0 * x as f64 / d as f64 });
+    let pct = |v: [usize; 4], d: usize| {
+        v.map(|x| {
+            if d == 0 {
+                0.0
+            } else {
+                100.0 * x as f64 / d as f64
+            }
+        })
+    };
     SizeDistribution {
         clusters,
         steps,
-        mean_size: if clusters == 0 { 0.0 } else { steps as f64 / clusters as f64 },
+        mean_size: if clusters == 0 {
+            0.0
+        } else {
+            steps as f64 / clusters as f64
+        },
         pct_steps: pct(by_steps, steps),
         pct_clusters: pct(by_clusters, clusters),
     }
@@ -154,7 +166,10 @@ pub fn summarize(batch: &StepBatch, report: &IngestReport) -> Summary {
 
     let tasks = batch.tasks();
     let task_of_traj = |t: usize| -> String {
-        tasks.and_then(|c| c.get(batch.trajs[t].rows[0] as usize)).unwrap_or("(none)").to_string()
+        tasks
+            .and_then(|c| c.get(batch.trajs[t].rows[0] as usize))
+            .unwrap_or("(none)")
+            .to_string()
     };
     let rate_by = |key: &dyn Fn(usize) -> String| -> Vec<Rate> {
         let mut acc: BTreeMap<String, (usize, usize)> = BTreeMap::new();
@@ -163,31 +178,60 @@ pub fn summarize(batch: &StepBatch, report: &IngestReport) -> Summary {
             e.0 += 1;
             e.1 += traj.success as usize;
         }
-        acc.into_iter().map(|(key, (n, s))| Rate { key, n, rate: s as f64 / n as f64 }).collect()
+        acc.into_iter()
+            .map(|(key, (n, s))| Rate {
+                key,
+                n,
+                rate: s as f64 / n as f64,
+            })
+            .collect()
     };
     let n_success = batch.trajs.iter().filter(|t| t.success).count();
     let success = Success {
         overall: n_success as f64 / batch.trajs.len().max(1) as f64,
-        per_task: if tasks.is_some() { rate_by(&task_of_traj) } else { Vec::new() },
+        per_task: if tasks.is_some() {
+            rate_by(&task_of_traj)
+        } else {
+            Vec::new()
+        },
         per_iteration: if batch.has_iteration() {
-            rate_by(&|t| batch.groups[batch.trajs[t].group as usize].iteration.map_or("(none)".into(), |i| i.to_string()))
+            rate_by(&|t| {
+                batch.groups[batch.trajs[t].group as usize]
+                    .iteration
+                    .map_or("(none)".into(), |i| i.to_string())
+            })
         } else {
             Vec::new()
         },
     };
 
     let lengths = |want: bool| {
-        let l: Vec<f64> = batch.trajs.iter().filter(|t| t.success == want).map(|t| t.rows.len() as f64).collect();
-        LengthStats { trajectories: l.len(), mean: mean(&l), median: median(&l), max: l.iter().fold(0.0f64, |a, &b| a.max(b)) as usize }
+        let l: Vec<f64> = batch
+            .trajs
+            .iter()
+            .filter(|t| t.success == want)
+            .map(|t| t.rows.len() as f64)
+            .collect();
+        LengthStats {
+            trajectories: l.len(),
+            mean: mean(&l),
+            median: median(&l),
+            max: l.iter().fold(0.0f64, |a, &b| a.max(b)) as usize,
+        }
     };
-    let length = Lengths { success: lengths(true), failure: lengths(false) };
+    let length = Lengths {
+        success: lengths(true),
+        failure: lengths(false),
+    };
 
     let valid = batch.valid();
     let invalid_count = valid.iter().filter(|&&v| !v).count();
     let mut per_task_invalid: BTreeMap<String, (usize, usize)> = BTreeMap::new();
     if let Some(tasks) = tasks {
         for (r, v) in valid.iter().enumerate() {
-            let e = per_task_invalid.entry(tasks.get(r).unwrap_or("(none)").to_string()).or_default();
+            let e = per_task_invalid
+                .entry(tasks.get(r).unwrap_or("(none)").to_string())
+                .or_default();
             e.0 += 1;
             e.1 += !v as usize;
         }
@@ -196,12 +240,23 @@ pub fn summarize(batch: &StepBatch, report: &IngestReport) -> Summary {
         logged: batch.has(crate::schema::columns::VALID),
         steps: invalid_count,
         rate: invalid_count as f64 / batch.len().max(1) as f64,
-        per_task: per_task_invalid.into_iter().map(|(key, (n, i))| Rate { key, n, rate: i as f64 / n as f64 }).collect(),
+        per_task: per_task_invalid
+            .into_iter()
+            .map(|(key, (n, i))| Rate {
+                key,
+                n,
+                rate: i as f64 / n as f64,
+            })
+            .collect(),
     };
 
     let (mut all_success, mut all_fail, mut degenerate_steps) = (0, 0, 0);
     for g in &batch.groups {
-        let s = g.trajs.iter().filter(|&&t| batch.trajs[t as usize].success).count();
+        let s = g
+            .trajs
+            .iter()
+            .filter(|&&t| batch.trajs[t as usize].success)
+            .count();
         if s == g.trajs.len() {
             all_success += 1;
         } else if s == 0 {
@@ -223,14 +278,19 @@ pub fn summarize(batch: &StepBatch, report: &IngestReport) -> Summary {
     let mut per_iteration: BTreeMap<i64, Vec<usize>> = BTreeMap::new();
     if batch.has_iteration() {
         for c in &clusters {
-            let it = batch.groups[batch.group_of_row[c[0] as usize] as usize].iteration.unwrap_or(0);
+            let it = batch.groups[batch.group_of_row[c[0] as usize] as usize]
+                .iteration
+                .unwrap_or(0);
             per_iteration.entry(it).or_default().push(c.len());
         }
     }
     let step_groups = StepGroups {
         obs_logged: batch.has(crate::schema::columns::OBS),
         overall,
-        per_iteration: per_iteration.into_iter().map(|(it, s)| (it, size_distribution(s.into_iter()))).collect(),
+        per_iteration: per_iteration
+            .into_iter()
+            .map(|(it, s)| (it, size_distribution(s.into_iter())))
+            .collect(),
     };
 
     let (graph, graph_per_iteration) = graph_stats(batch);
@@ -280,7 +340,11 @@ pub fn summarize(batch: &StepBatch, report: &IngestReport) -> Summary {
         progress: progress_stats(batch),
         segments: segment_stats(batch),
         padding_duplicates: report.padding_duplicates,
-        skipped: report.skipped.iter().map(|(k, v)| (k.as_str().to_string(), *v)).collect(),
+        skipped: report
+            .skipped
+            .iter()
+            .map(|(k, v)| (k.as_str().to_string(), *v))
+            .collect(),
         diagnostics,
     }
 }

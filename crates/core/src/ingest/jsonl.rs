@@ -12,17 +12,33 @@ use std::collections::HashMap;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 
-pub(super) fn read(path: &Path, compression: Compression, columns: &ColumnMap, file: u32, rows: &mut RowBuilder) -> Result<()> {
+pub(super) fn read(
+    path: &Path,
+    compression: Compression,
+    columns: &ColumnMap,
+    file: u32,
+    rows: &mut RowBuilder,
+) -> Result<()> {
     rows.set_unit(Unit::Line);
-    let io = |source| Error::Io { path: path.to_path_buf(), source };
+    let io = |source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    };
     let file_handle = std::fs::File::open(path).map_err(io)?;
     // Streamed line by line: logs run to gigabytes, and only the typed columns are kept.
     let mut reader: Box<dyn BufRead> = match compression {
         Compression::None => Box::new(BufReader::with_capacity(1 << 20, file_handle)),
-        Compression::Gzip => Box::new(BufReader::new(flate2::read::MultiGzDecoder::new(BufReader::new(file_handle)))),
-        Compression::Zstd => Box::new(BufReader::new(zstd::stream::read::Decoder::new(file_handle).map_err(io)?)),
+        Compression::Gzip => Box::new(BufReader::new(flate2::read::MultiGzDecoder::new(
+            BufReader::new(file_handle),
+        ))),
+        Compression::Zstd => Box::new(BufReader::new(
+            zstd::stream::read::Decoder::new(file_handle).map_err(io)?,
+        )),
     };
-    let mut resolver = Resolver { columns, cache: HashMap::new() };
+    let mut resolver = Resolver {
+        columns,
+        cache: HashMap::new(),
+    };
     let mut buffer = Vec::new();
     let mut index = 0usize;
     loop {
@@ -37,12 +53,21 @@ pub(super) fn read(path: &Path, compression: Compression, columns: &ColumnMap, f
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let at = |column: Option<String>| Location { path: path.to_path_buf(), line: Some(line_no), unit: Unit::Line, column };
+        let at = |column: Option<String>| Location {
+            path: path.to_path_buf(),
+            line: Some(line_no),
+            unit: Unit::Line,
+            column,
+        };
         let text = match std::str::from_utf8(line) {
             Ok(t) => t,
             Err(e) => {
                 let col = e.valid_up_to() + 1;
-                rows.reject(Error::input(at(Some(format!("byte {col}"))), Reason::InvalidUtf8, "invalid UTF-8; logs must be UTF-8 text"))?;
+                rows.reject(Error::input(
+                    at(Some(format!("byte {col}"))),
+                    Reason::InvalidUtf8,
+                    "invalid UTF-8; logs must be UTF-8 text",
+                ))?;
                 continue;
             }
         };
@@ -54,26 +79,38 @@ pub(super) fn read(path: &Path, compression: Compression, columns: &ColumnMap, f
             }
         };
         let Value::Object(object) = value else {
-            rows.reject(Error::input(at(None), Reason::WrongType, "expected a JSON object (one step or one episode per line)"))?;
+            rows.reject(Error::input(
+                at(None),
+                Reason::WrongType,
+                "expected a JSON object (one step or one episode per line)",
+            ))?;
             continue;
         };
         match object.get("steps") {
             Some(Value::Array(steps)) => {
                 for (k, step) in steps.iter().enumerate() {
                     let Value::Object(step) = step else {
-                        rows.reject(Error::input(at(Some(format!("steps[{k}]"))), Reason::WrongType, "expected each element of `steps` to be an object"))?;
+                        rows.reject(Error::input(
+                            at(Some(format!("steps[{k}]"))),
+                            Reason::WrongType,
+                            "expected each element of `steps` to be an object",
+                        ))?;
                         continue;
                     };
                     let prefix = format!("steps[{k}].");
                     match resolver.cells(&[(step, prefix.as_str()), (&object, "")]) {
                         Ok(cells) => rows.push(file, line_no, cells),
-                        Err((column, reason, message)) => rows.reject(Error::input(at(Some(column)), reason, message))?,
+                        Err((column, reason, message)) => {
+                            rows.reject(Error::input(at(Some(column)), reason, message))?
+                        }
                     }
                 }
             }
             _ => match resolver.cells(&[(&object, "")]) {
                 Ok(cells) => rows.push(file, line_no, cells),
-                Err((column, reason, message)) => rows.reject(Error::input(at(Some(column)), reason, message))?,
+                Err((column, reason, message)) => {
+                    rows.reject(Error::input(at(Some(column)), reason, message))?
+                }
             },
         }
     }
@@ -84,16 +121,36 @@ pub(super) fn read(path: &Path, compression: Compression, columns: &ColumnMap, f
 /// `NaN`/`Infinity` literal is what broke the parse.
 fn malformed(text: &str, e: &serde_json::Error, at: impl Fn(Option<String>) -> Location) -> Error {
     let col = e.column();
-    let byte = text.char_indices().nth(col.saturating_sub(1)).map(|(b, _)| b).unwrap_or(text.len());
+    let byte = text
+        .char_indices()
+        .nth(col.saturating_sub(1))
+        .map(|(b, _)| b)
+        .unwrap_or(text.len());
     let rest = &text[byte.min(text.len())..];
-    let word: String = rest.chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '+').collect();
+    let word: String = rest
+        .chars()
+        .take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '+')
+        .collect();
     if is_non_finite_word(&word) {
-        let key = text[..byte].rsplit_once('"').and_then(|(head, _)| head.rsplit_once('"')).map(|(_, k)| k.to_string());
+        let key = text[..byte]
+            .rsplit_once('"')
+            .and_then(|(head, _)| head.rsplit_once('"'))
+            .map(|(_, k)| k.to_string());
         if let Some(key) = key {
-            return Error::input(at(Some(key)), Reason::NonFinite, format!("expected a finite number, got {word} (NaN and infinities are not rewards)"));
+            return Error::input(
+                at(Some(key)),
+                Reason::NonFinite,
+                format!(
+                    "expected a finite number, got {word} (NaN and infinities are not rewards)"
+                ),
+            );
         }
     }
-    Error::input(at(Some(format!("{col}"))), Reason::MalformedJson, format!("malformed JSON: {e}"))
+    Error::input(
+        at(Some(format!("{col}"))),
+        Reason::MalformedJson,
+        format!("malformed JSON: {e}"),
+    )
 }
 
 struct Resolver<'a> {
@@ -104,7 +161,10 @@ struct Resolver<'a> {
 impl Resolver<'_> {
     /// Typed cells of one row from one or more objects (a step, then its episode), the first
     /// object's keys taking precedence. `Err` is (column, reason, message).
-    fn cells(&mut self, sources: &[(&Map<String, Value>, &str)]) -> std::result::Result<Vec<Option<Cell>>, (String, Reason, String)> {
+    fn cells(
+        &mut self,
+        sources: &[(&Map<String, Value>, &str)],
+    ) -> std::result::Result<Vec<Option<Cell>>, (String, Reason, String)> {
         let mut chosen: Vec<Option<(u8, usize, &str, &Value)>> = vec![None; FIELDS.len()];
         for (level, (object, _)) in sources.iter().enumerate() {
             for (key, value) in object.iter() {
@@ -119,7 +179,9 @@ impl Resolver<'_> {
                         r
                     }
                 };
-                let Some((field, rank)) = resolved else { continue };
+                let Some((field, rank)) = resolved else {
+                    continue;
+                };
                 let better = match chosen[field] {
                     None => true,
                     Some((r, l, _, _)) => (level, rank) < (l, r),
@@ -135,15 +197,27 @@ impl Resolver<'_> {
                 None | Some((_, _, _, Value::Null)) if field.required => {
                     let key = chosen[i].map(|(_, _, k, _)| k.to_string());
                     return Err(match key {
-                        Some(k) => (k, Reason::MissingValue, format!("`{}` is null; a value is required", field.name)),
-                        None => (field.name.to_string(), Reason::MissingColumn, missing_message(field, sources[sources.len() - 1].0)),
+                        Some(k) => (
+                            k,
+                            Reason::MissingValue,
+                            format!("`{}` is null; a value is required", field.name),
+                        ),
+                        None => (
+                            field.name.to_string(),
+                            Reason::MissingColumn,
+                            missing_message(field, sources[sources.len() - 1].0),
+                        ),
                     });
                 }
                 None | Some((_, _, _, Value::Null)) => cells.push(None),
                 Some((_, level, key, value)) => match convert(field.kind, value) {
                     Ok(cell) => {
                         if let Some(message) = domain_error(field, &cell) {
-                            return Err((format!("{}{key}", sources[level].1), Reason::WrongType, message));
+                            return Err((
+                                format!("{}{key}", sources[level].1),
+                                Reason::WrongType,
+                                message,
+                            ));
                         }
                         cells.push(Some(cell))
                     }
@@ -160,12 +234,19 @@ impl Resolver<'_> {
 
 fn missing_message(field: &crate::schema::Field, object: &Map<String, Value>) -> String {
     let has = |k: &str| object.contains_key(k);
-    if (field.name == GROUP_ID || field.name == TRAJ_ID) && has("input") && has("output") && has("score") {
+    if (field.name == GROUP_ID || field.name == TRAJ_ID)
+        && has("input")
+        && has("output")
+        && has("score")
+    {
         return "this looks like verl-agent's rollout dump (`input, output, score, step`), which has no group or \
                 trajectory ids: columns `group_id` (or uid, index, group, task_uid) and `traj_id` (or traj_uid, \
                 traj_index, episode_id, trajectory_id) are missing. Log `uid` and `traj_uid` from the batch's \
                 non_tensor_batch with each row, or map your own id columns with `--schema map.toml`"
             .to_string();
     }
-    format!("missing required column {}; map another name onto it with `--schema map.toml`", describe_accepted(field))
+    format!(
+        "missing required column {}; map another name onto it with `--schema map.toml`",
+        describe_accepted(field)
+    )
 }

@@ -34,7 +34,12 @@ pub struct IngestOptions {
 
 impl Default for IngestOptions {
     fn default() -> Self {
-        IngestOptions { columns: ColumnMap::default(), lenient: false, success_threshold: 0.5, gamma: 0.95 }
+        IngestOptions {
+            columns: ColumnMap::default(),
+            lenient: false,
+            success_threshold: 0.5,
+            gamma: 0.95,
+        }
     }
 }
 
@@ -83,7 +88,11 @@ pub fn read_paths(paths: &[PathBuf], options: &IngestOptions) -> Result<Ingested
     for path in &files {
         let before = rows.len();
         let format = read_file(path, &options.columns, &mut rows)?;
-        report.files.push(FileSummary { path: path.clone(), format, rows: (rows.len() - before) as u64 });
+        report.files.push(FileSummary {
+            path: path.clone(),
+            format,
+            rows: (rows.len() - before) as u64,
+        });
     }
     rows.paths = files;
     let batch = rows.finish(options, &mut report, paths)?;
@@ -91,10 +100,16 @@ pub fn read_paths(paths: &[PathBuf], options: &IngestOptions) -> Result<Ingested
 }
 
 fn collect_files(path: &Path, out: &mut Vec<PathBuf>, report: &mut IngestReport) -> Result<()> {
-    let meta = std::fs::metadata(path).map_err(|source| Error::Io { path: path.to_path_buf(), source })?;
+    let meta = std::fs::metadata(path).map_err(|source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
     if meta.is_dir() {
         let mut entries: Vec<PathBuf> = std::fs::read_dir(path)
-            .map_err(|source| Error::Io { path: path.to_path_buf(), source })?
+            .map_err(|source| Error::Io {
+                path: path.to_path_buf(),
+                source,
+            })?
             .filter_map(|e| e.ok().map(|e| e.path()))
             .collect();
         entries.sort();
@@ -104,7 +119,10 @@ fn collect_files(path: &Path, out: &mut Vec<PathBuf>, report: &mut IngestReport)
             } else if format_of(&entry).is_some() {
                 out.push(entry);
             } else {
-                report.notes.push(format!("{}: skipped (not .jsonl, .ndjson, .json, .parquet, optionally .gz/.zst)", entry.display()));
+                report.notes.push(format!(
+                    "{}: skipped (not .jsonl, .ndjson, .json, .parquet, optionally .gz/.zst)",
+                    entry.display()
+                ));
             }
         }
     } else {
@@ -142,7 +160,10 @@ fn format_of(path: &Path) -> Option<Format> {
     } else {
         (name.as_str(), Compression::None)
     };
-    if [".jsonl", ".ndjson", ".json"].iter().any(|e| stem.ends_with(e)) {
+    if [".jsonl", ".ndjson", ".json"]
+        .iter()
+        .any(|e| stem.ends_with(e))
+    {
         Some(Format::Jsonl(compression))
     } else if stem.ends_with(".parquet") && compression == Compression::None {
         Some(Format::Parquet)
@@ -275,9 +296,19 @@ impl RowBuilder {
     }
 
     /// Batch-wide checks, then the frame.
-    fn finish(mut self, options: &IngestOptions, report: &mut IngestReport, inputs: &[PathBuf]) -> Result<StepBatch> {
+    fn finish(
+        mut self,
+        options: &IngestOptions,
+        report: &mut IngestReport,
+        inputs: &[PathBuf],
+    ) -> Result<StepBatch> {
         let n = self.len();
-        let fi = |name: &str| FIELDS.iter().position(|f| f.name == name).expect("canonical field");
+        let fi = |name: &str| {
+            FIELDS
+                .iter()
+                .position(|f| f.name == name)
+                .expect("canonical field")
+        };
         let (g_f, t_f, s_f, it_f) = (fi(GROUP_ID), fi(TRAJ_ID), fi(STEP), fi(ITERATION));
         let mut keep = vec![true; n];
 
@@ -355,7 +386,11 @@ impl RowBuilder {
             if let Some((k, message)) = bad {
                 let (file, line) = self.origin[steps[k].1];
                 gaps.push((
-                    Error::input(self.location(file, line, Some(STEP)), Reason::StepGap, message),
+                    Error::input(
+                        self.location(file, line, Some(STEP)),
+                        Reason::StepGap,
+                        message,
+                    ),
                     steps.iter().map(|&(_, r)| r).collect(),
                 ));
             }
@@ -385,7 +420,12 @@ impl RowBuilder {
                 String::new()
             };
             return Err(Error::input(
-                Location { path: PathBuf::from(what.join(", ")), line: None, unit: Unit::Line, column: None },
+                Location {
+                    path: PathBuf::from(what.join(", ")),
+                    line: None,
+                    unit: Unit::Line,
+                    column: None,
+                },
                 Reason::EmptyInput,
                 format!("no step rows found{detail}"),
             ));
@@ -396,32 +436,58 @@ impl RowBuilder {
             if !self.present[i] {
                 continue;
             }
-            let values = self.cells[i].iter().zip(&keep).filter(|(_, k)| **k).map(|(c, _)| c.as_ref());
+            let values = self.cells[i]
+                .iter()
+                .zip(&keep)
+                .filter(|(_, k)| **k)
+                .map(|(c, _)| c.as_ref());
             let name: PlSmallStr = field.name.into();
             let column = match field.kind {
                 Kind::Key | Kind::Text => Column::new(
                     name,
-                    values.map(|c| match c {
-                        Some(Cell::Str(s)) => Some(s.as_str()),
-                        _ => None,
-                    }).collect::<Vec<_>>(),
+                    values
+                        .map(|c| match c {
+                            Some(Cell::Str(s)) => Some(s.as_str()),
+                            _ => None,
+                        })
+                        .collect::<Vec<_>>(),
                 ),
-                Kind::Int => Column::new(name, values.map(|c| match c {
-                    Some(Cell::Int(v)) => Some(*v),
-                    _ => None,
-                }).collect::<Vec<_>>()),
-                Kind::Float if field.required => Column::new(name, values.map(|c| match c {
-                    Some(Cell::Float(v)) => *v,
-                    _ => 0.0,
-                }).collect::<Vec<_>>()),
-                Kind::Float => Column::new(name, values.map(|c| match c {
-                    Some(Cell::Float(v)) => Some(*v),
-                    _ => None,
-                }).collect::<Vec<_>>()),
-                Kind::Bool => Column::new(name, values.map(|c| match c {
-                    Some(Cell::Bool(v)) => Some(*v),
-                    _ => None,
-                }).collect::<Vec<_>>()),
+                Kind::Int => Column::new(
+                    name,
+                    values
+                        .map(|c| match c {
+                            Some(Cell::Int(v)) => Some(*v),
+                            _ => None,
+                        })
+                        .collect::<Vec<_>>(),
+                ),
+                Kind::Float if field.required => Column::new(
+                    name,
+                    values
+                        .map(|c| match c {
+                            Some(Cell::Float(v)) => *v,
+                            _ => 0.0,
+                        })
+                        .collect::<Vec<_>>(),
+                ),
+                Kind::Float => Column::new(
+                    name,
+                    values
+                        .map(|c| match c {
+                            Some(Cell::Float(v)) => Some(*v),
+                            _ => None,
+                        })
+                        .collect::<Vec<_>>(),
+                ),
+                Kind::Bool => Column::new(
+                    name,
+                    values
+                        .map(|c| match c {
+                            Some(Cell::Bool(v)) => Some(*v),
+                            _ => None,
+                        })
+                        .collect::<Vec<_>>(),
+                ),
             };
             columns.push(column);
         }
@@ -431,7 +497,10 @@ impl RowBuilder {
 }
 
 /// Converts a JSON-like scalar into a field's kind; `Err` holds what was found instead.
-pub(crate) fn convert(kind: Kind, value: &serde_json::Value) -> std::result::Result<Cell, (Reason, String)> {
+pub(crate) fn convert(
+    kind: Kind,
+    value: &serde_json::Value,
+) -> std::result::Result<Cell, (Reason, String)> {
     use serde_json::Value;
     let got = || format!("expected {}, got {}", kind.expected(), describe(value));
     match (kind, value) {
@@ -446,16 +515,25 @@ pub(crate) fn convert(kind: Kind, value: &serde_json::Value) -> std::result::Res
         },
         (Kind::Float, Value::Number(n)) => match n.as_f64() {
             Some(f) if f.is_finite() => Ok(Cell::Float(f)),
-            _ => Err((Reason::NonFinite, format!("expected a finite number, got {n}"))),
+            _ => Err((
+                Reason::NonFinite,
+                format!("expected a finite number, got {n}"),
+            )),
         },
-        (Kind::Float, Value::String(s)) if is_non_finite_word(s) => {
-            Err((Reason::NonFinite, format!("expected a finite number, got {:?} (NaN and infinities are not rewards)", s)))
-        }
+        (Kind::Float, Value::String(s)) if is_non_finite_word(s) => Err((
+            Reason::NonFinite,
+            format!(
+                "expected a finite number, got {:?} (NaN and infinities are not rewards)",
+                s
+            ),
+        )),
         (Kind::Bool, Value::Bool(b)) => Ok(Cell::Bool(*b)),
         (Kind::Bool, Value::Number(n)) if n.as_f64() == Some(0.0) || n.as_f64() == Some(1.0) => {
             Ok(Cell::Bool(n.as_f64() == Some(1.0)))
         }
-        (Kind::Bool, Value::String(s)) if matches!(s.as_str(), "true" | "True" | "false" | "False") => {
+        (Kind::Bool, Value::String(s))
+            if matches!(s.as_str(), "true" | "True" | "false" | "False") =>
+        {
             Ok(Cell::Bool(s.eq_ignore_ascii_case("true")))
         }
         (Kind::Text, Value::String(s)) => Ok(Cell::Str(s.clone())),
@@ -477,14 +555,19 @@ pub(crate) fn domain_error(field: &crate::schema::Field, cell: &Cell) -> Option<
 }
 
 pub(crate) fn is_non_finite_word(s: &str) -> bool {
-    matches!(s.trim().to_ascii_lowercase().as_str(), "nan" | "inf" | "-inf" | "+inf" | "infinity" | "-infinity" | "+infinity")
+    matches!(
+        s.trim().to_ascii_lowercase().as_str(),
+        "nan" | "inf" | "-inf" | "+inf" | "infinity" | "-infinity" | "+infinity"
+    )
 }
 
 fn describe(value: &serde_json::Value) -> String {
     use serde_json::Value;
     match value {
         Value::Null => "null".into(),
-        Value::String(s) if s.chars().count() > 40 => format!("a string {:?}…", s.chars().take(40).collect::<String>()),
+        Value::String(s) if s.chars().count() > 40 => {
+            format!("a string {:?}…", s.chars().take(40).collect::<String>())
+        }
         Value::String(s) => format!("{s:?}"),
         Value::Array(_) => "an array".into(),
         Value::Object(_) => "an object".into(),

@@ -8,7 +8,12 @@ use crate::schema::{describe_accepted, ColumnMap, Kind, FIELDS};
 use polars::prelude::*;
 use std::path::Path;
 
-pub(super) fn read(path: &Path, columns: &ColumnMap, file: u32, rows: &mut RowBuilder) -> Result<()> {
+pub(super) fn read(
+    path: &Path,
+    columns: &ColumnMap,
+    file: u32,
+    rows: &mut RowBuilder,
+) -> Result<()> {
     rows.set_unit(Unit::Row);
     let at = |line: Option<u64>, column: Option<&str>| Location {
         path: path.to_path_buf(),
@@ -16,10 +21,17 @@ pub(super) fn read(path: &Path, columns: &ColumnMap, file: u32, rows: &mut RowBu
         unit: Unit::Row,
         column: column.map(str::to_string),
     };
-    let handle = std::fs::File::open(path).map_err(|source| Error::Io { path: path.to_path_buf(), source })?;
-    let frame = ParquetReader::new(handle)
-        .finish()
-        .map_err(|e| Error::input(at(None, None), Reason::UnreadableFile, format!("not a readable Parquet file: {e}")))?;
+    let handle = std::fs::File::open(path).map_err(|source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let frame = ParquetReader::new(handle).finish().map_err(|e| {
+        Error::input(
+            at(None, None),
+            Reason::UnreadableFile,
+            format!("not a readable Parquet file: {e}"),
+        )
+    })?;
     let n = frame.height();
 
     // Best source column per field: user mapping, canonical name, then aliases in order.
@@ -33,8 +45,15 @@ pub(super) fn read(path: &Path, columns: &ColumnMap, file: u32, rows: &mut RowBu
     }
     for (i, field) in FIELDS.iter().enumerate() {
         if field.required && chosen[i].is_none() {
-            let message = format!("missing required column {}; map another name onto it with `--schema map.toml`", describe_accepted(field));
-            rows.reject(Error::input(at(None, Some(field.name)), Reason::MissingColumn, message))?;
+            let message = format!(
+                "missing required column {}; map another name onto it with `--schema map.toml`",
+                describe_accepted(field)
+            );
+            rows.reject(Error::input(
+                at(None, Some(field.name)),
+                Reason::MissingColumn,
+                message,
+            ))?;
             return Ok(());
         }
     }
@@ -58,8 +77,18 @@ pub(super) fn read(path: &Path, columns: &ColumnMap, file: u32, rows: &mut RowBu
         }
         if field.required {
             for (row, v) in values.iter().enumerate() {
-                if v.is_none() && !column.get(row).map(|a| !matches!(a, AnyValue::Null)).unwrap_or(false) {
-                    problems.push((row, i, Reason::MissingValue, format!("`{}` is null; a value is required", field.name)));
+                if v.is_none()
+                    && !column
+                        .get(row)
+                        .map(|a| !matches!(a, AnyValue::Null))
+                        .unwrap_or(false)
+                {
+                    problems.push((
+                        row,
+                        i,
+                        Reason::MissingValue,
+                        format!("`{}` is null; a value is required", field.name),
+                    ));
                 }
             }
         }
@@ -70,11 +99,18 @@ pub(super) fn read(path: &Path, columns: &ColumnMap, file: u32, rows: &mut RowBu
     let mut bad_rows = vec![false; n];
     for (row, field, reason, message) in problems {
         let name = chosen[field].map(|(_, c)| c.name().to_string());
-        rows.reject(Error::input(at(Some(row as u64), name.as_deref()), reason, message))?;
+        rows.reject(Error::input(
+            at(Some(row as u64), name.as_deref()),
+            reason,
+            message,
+        ))?;
         bad_rows[row] = true;
     }
     for row in (0..n).filter(|&r| !bad_rows[r]) {
-        let cells = typed.iter_mut().map(|t| t.as_mut().and_then(|v| v[row].take())).collect();
+        let cells = typed
+            .iter_mut()
+            .map(|t| t.as_mut().and_then(|v| v[row].take()))
+            .collect();
         rows.push(file, row as u64, cells);
     }
     Ok(())
@@ -87,16 +123,26 @@ fn cast_column(kind: Kind, column: &Column) -> Result<(Vec<Option<Cell>>, Proble
     let dtype = column.dtype();
     let mut problems = Problems::new();
     let wrong = |problems: &mut Problems, row: usize, got: String| {
-        problems.push((row, Reason::WrongType, format!("expected {}, got {got}", kind.expected())));
+        problems.push((
+            row,
+            Reason::WrongType,
+            format!("expected {}, got {got}", kind.expected()),
+        ));
     };
     let values: Vec<Option<Cell>> = match kind {
         Kind::Key if dtype.is_integer() || dtype == &DataType::String => {
             let c = column.cast(&DataType::String)?;
-            c.str()?.iter().map(|v| v.map(|s| Cell::Str(s.to_string()))).collect()
+            c.str()?
+                .iter()
+                .map(|v| v.map(|s| Cell::Str(s.to_string())))
+                .collect()
         }
         Kind::Text => {
             let c = column.cast(&DataType::String)?;
-            c.str()?.iter().map(|v| v.map(|s| Cell::Str(s.to_string()))).collect()
+            c.str()?
+                .iter()
+                .map(|v| v.map(|s| Cell::Str(s.to_string())))
+                .collect()
         }
         Kind::Int if dtype.is_integer() => {
             let c = column.cast(&DataType::Int64)?;
@@ -124,14 +170,20 @@ fn cast_column(kind: Kind, column: &Column) -> Result<(Vec<Option<Cell>>, Proble
                 .enumerate()
                 .map(|(row, v)| match v {
                     Some(f) if !f.is_finite() => {
-                        problems.push((row, Reason::NonFinite, format!("expected a finite number, got {f}")));
+                        problems.push((
+                            row,
+                            Reason::NonFinite,
+                            format!("expected a finite number, got {f}"),
+                        ));
                         None
                     }
                     other => other.map(Cell::Float),
                 })
                 .collect()
         }
-        Kind::Bool if dtype == &DataType::Boolean => column.bool()?.iter().map(|v| v.map(Cell::Bool)).collect(),
+        Kind::Bool if dtype == &DataType::Boolean => {
+            column.bool()?.iter().map(|v| v.map(Cell::Bool)).collect()
+        }
         Kind::Bool if dtype.is_integer() => {
             let c = column.cast(&DataType::Int64)?;
             c.i64()?
@@ -149,7 +201,9 @@ fn cast_column(kind: Kind, column: &Column) -> Result<(Vec<Option<Cell>>, Proble
                 .collect()
         }
         _ => {
-            let first = (0..column.len()).find(|&r| !matches!(column.get(r), Ok(AnyValue::Null))).unwrap_or(0);
+            let first = (0..column.len())
+                .find(|&r| !matches!(column.get(r), Ok(AnyValue::Null)))
+                .unwrap_or(0);
             wrong(&mut problems, first, format!("a column of type {dtype}"));
             vec![None; column.len()]
         }

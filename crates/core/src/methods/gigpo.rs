@@ -14,7 +14,9 @@
 //! - `verl`: A^E over step rows; invalid rows lose 0.1 from their episode score and from their
 //!   already-discounted R_t (`apply_invalid_action_penalty`).
 
-use super::group_stats::{cluster_advantages, episode_advantages, episode_scores, episode_stats, step_returns, Norm};
+use super::group_stats::{
+    cluster_advantages, episode_advantages, episode_scores, episode_stats, step_returns, Norm,
+};
 use super::{Advantages, Values};
 use crate::batch::StepBatch;
 use crate::error::Result;
@@ -35,11 +37,19 @@ pub struct Params {
 
 impl Params {
     pub fn paper() -> Self {
-        Params { conv: Conventions::of(Profile::Paper), mode: Norm::MeanStd, omega: 1.0 }
+        Params {
+            conv: Conventions::of(Profile::Paper),
+            mode: Norm::MeanStd,
+            omega: 1.0,
+        }
     }
 
     pub fn verl() -> Self {
-        Params { conv: Conventions::of(Profile::Verl), mode: Norm::MeanStd, omega: 1.0 }
+        Params {
+            conv: Conventions::of(Profile::Verl),
+            mode: Norm::MeanStd,
+            omega: 1.0,
+        }
     }
 
     pub fn preset(profile: Profile) -> Self {
@@ -83,14 +93,25 @@ pub fn advantages(batch: &StepBatch, params: &Params) -> Result<Advantages> {
     let returns = step_returns(batch, conv)?;
     let clusters = anchor_clusters(batch);
     let mut step = vec![0.0; batch.len()];
-    cluster_advantages(&returns, &clusters, params.mode, conv.std_ddof, conv.eps, &mut step);
+    cluster_advantages(
+        &returns,
+        &clusters,
+        params.mode,
+        conv.std_ddof,
+        conv.eps,
+        &mut step,
+    );
     let mut size = vec![0i64; batch.len()];
     for c in &clusters {
         for &r in c {
             size[r as usize] = c.len() as i64;
         }
     }
-    let advantage = episode.iter().zip(&step).map(|(e, s)| e + params.omega * s).collect();
+    let advantage = episode
+        .iter()
+        .zip(&step)
+        .map(|(e, s)| e + params.omega * s)
+        .collect();
     Ok(Advantages::new("gigpo", advantage)
         .part("gigpo", "episode", Values::F64(episode))
         .part("gigpo", "step", Values::F64(step))
@@ -101,23 +122,26 @@ pub fn advantages(batch: &StepBatch, params: &Params) -> Result<Advantages> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::batch::testing::{assert_close, spec_4_1};
-
-    fn part<'a>(a: &'a Advantages, name: &str) -> &'a [f64] {
-        match a.column(name) {
-            Some(Values::F64(v)) => v,
-            _ => panic!("no column {name}"),
-        }
-    }
+    use crate::batch::testing::{assert_close, part, spec_4_1};
 
     // spec-proxmo-gigpo.md §4.4 (`paper`: trajectory statistics, ddof 1, ω = 1).
     #[test]
     fn vector_4_4_gigpo_paper_mean_std_norm() {
         let a = advantages(&spec_4_1(1.0, None), &Params::paper()).unwrap();
-        assert_close(part(&a, "gigpo_step"), &[1.5, 1.5, 0.0, -0.5, -0.5, 0.0, -0.5, 0.0, -0.5, -0.5, -0.5, 0.5773, 0.0, -1.1547, 0.5773, 0.0], 1e-4);
+        assert_close(
+            part(&a, "gigpo_step"),
+            &[
+                1.5, 1.5, 0.0, -0.5, -0.5, 0.0, -0.5, 0.0, -0.5, -0.5, -0.5, 0.5773, 0.0, -1.1547,
+                0.5773, 0.0,
+            ],
+            1e-4,
+        );
         assert_close(
             a.advantage(),
-            &[3.0, 3.0, 1.5, -1.0, -1.0, -0.5, -1.0, -0.5, -1.0, -1.0, -1.0, 0.5773, 0.0, -1.1547, 0.5773, 0.0],
+            &[
+                3.0, 3.0, 1.5, -1.0, -1.0, -0.5, -1.0, -0.5, -1.0, -1.0, -1.0, 0.5773, 0.0,
+                -1.1547, 0.5773, 0.0,
+            ],
             1e-4,
         );
         let sizes = match a.column("gigpo_group_size") {
@@ -129,16 +153,25 @@ mod tests {
 
     #[test]
     fn vector_4_4_gigpo_paper_mean_norm() {
-        let p = Params { mode: Norm::Mean, ..Params::paper() };
+        let p = Params {
+            mode: Norm::Mean,
+            ..Params::paper()
+        };
         let a = advantages(&spec_4_1(1.0, None), &p).unwrap();
         assert_close(
             part(&a, "gigpo_step"),
-            &[0.6769, 0.7125, 0.0, -0.2256, -0.2375, 0.0, -0.2256, 0.0, -0.2256, -0.2375, -0.2375, 0.0158, 0.0, -0.0317, 0.0158, 0.0],
+            &[
+                0.6769, 0.7125, 0.0, -0.2256, -0.2375, 0.0, -0.2256, 0.0, -0.2256, -0.2375,
+                -0.2375, 0.0158, 0.0, -0.0317, 0.0158, 0.0,
+            ],
             1e-4,
         );
         assert_close(
             a.advantage(),
-            &[1.4269, 1.4625, 0.75, -0.4756, -0.4875, -0.25, -0.4756, -0.25, -0.4756, -0.4875, -0.4875, 0.0158, 0.0, -0.0317, 0.0158, 0.0],
+            &[
+                1.4269, 1.4625, 0.75, -0.4756, -0.4875, -0.25, -0.4756, -0.25, -0.4756, -0.4875,
+                -0.4875, 0.0158, 0.0, -0.0317, 0.0158, 0.0,
+            ],
             1e-4,
         );
     }
@@ -149,17 +182,26 @@ mod tests {
         let a = advantages(&spec_4_1(10.0, Some(9)), &Params::verl()).unwrap();
         assert_close(
             part(&a, "gigpo_step_return"),
-            &[9.025, 9.5, 10.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -0.1, 0.0, 9.5, 10.0, 9.025, 9.5, 10.0],
+            &[
+                9.025, 9.5, 10.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, -0.1, 0.0, 9.5, 10.0, 9.025, 9.5,
+                10.0,
+            ],
             1e-4,
         );
         assert_close(
             part(&a, "gigpo_step"),
-            &[1.5, 1.4999, 0.0, -0.5, -0.4930, 0.0, -0.5, 0.0, -0.5, -0.5140, -0.4930, 0.5773, 0.0, -1.1547, 0.5773, 0.0],
+            &[
+                1.5, 1.4999, 0.0, -0.5, -0.4930, 0.0, -0.5, 0.0, -0.5, -0.5140, -0.4930, 0.5773,
+                0.0, -1.1547, 0.5773, 0.0,
+            ],
             1e-4,
         );
         assert_close(
             a.advantage(),
-            &[3.0570, 3.0569, 1.5570, -1.0812, -1.0742, -0.5812, -1.0812, -0.5812, -1.0812, -1.1165, -1.0742, 0.5773, 0.0, -1.1547, 0.5773, 0.0],
+            &[
+                3.0570, 3.0569, 1.5570, -1.0812, -1.0742, -0.5812, -1.0812, -0.5812, -1.0812,
+                -1.1165, -1.0742, 0.5773, 0.0, -1.1547, 0.5773, 0.0,
+            ],
             1e-4,
         );
     }
@@ -169,10 +211,21 @@ mod tests {
     fn vector_mgr_3_gigpo_column() {
         let (a, b, c, d) = ("A", "B", "C", "D");
         let rows = [
-            ("g", "1", 1, a, 0.0, true), ("g", "1", 2, b, 0.0, false), ("g", "1", 3, b, 0.0, true), ("g", "1", 4, c, 10.0, true),
-            ("g", "2", 1, a, 0.0, true), ("g", "2", 2, b, 0.0, true), ("g", "2", 3, c, 10.0, true),
-            ("g", "3", 1, a, 0.0, true), ("g", "3", 2, d, 0.0, true), ("g", "3", 3, d, 0.0, true), ("g", "3", 4, d, 0.0, true),
-            ("g", "4", 1, a, 0.0, false), ("g", "4", 2, a, 0.0, true), ("g", "4", 3, b, 0.0, false), ("g", "4", 4, b, 0.0, false),
+            ("g", "1", 1, a, 0.0, true),
+            ("g", "1", 2, b, 0.0, false),
+            ("g", "1", 3, b, 0.0, true),
+            ("g", "1", 4, c, 10.0, true),
+            ("g", "2", 1, a, 0.0, true),
+            ("g", "2", 2, b, 0.0, true),
+            ("g", "2", 3, c, 10.0, true),
+            ("g", "3", 1, a, 0.0, true),
+            ("g", "3", 2, d, 0.0, true),
+            ("g", "3", 3, d, 0.0, true),
+            ("g", "3", 4, d, 0.0, true),
+            ("g", "4", 1, a, 0.0, false),
+            ("g", "4", 2, a, 0.0, true),
+            ("g", "4", 3, b, 0.0, false),
+            ("g", "4", 4, b, 0.0, false),
         ];
         // Canonical form ([CHOICE] in §2): the penalty enters the step rewards before discounting
         // (r = 10·[success] − 0.1·[invalid]) and only A^S; A^E is over trajectories without it.
@@ -181,15 +234,31 @@ mod tests {
         p.conv.invalid_penalty = 0.1;
         p.conv.penalty_mode = crate::profile::PenaltyMode::Reward;
         let with_penalty = advantages(&batch, &p).unwrap();
-        let returns = [8.47875, 8.925, 9.5, 10.0, 9.025, 9.5, 10.0, 0.0, 0.0, 0.0, 0.0, -0.275988, -0.18525, -0.195, -0.1];
+        let returns = [
+            8.47875, 8.925, 9.5, 10.0, 9.025, 9.5, 10.0, 0.0, 0.0, 0.0, 0.0, -0.275988, -0.18525,
+            -0.195, -0.1,
+        ];
         assert_close(part(&with_penalty, "gigpo_step_return"), &returns, 1e-5);
-        let step = [1.0384, 0.6556, 0.7665, 0.0, 1.1503, 0.7665, 0.0, -0.6981, 0.0, 0.0, 0.0, -0.7546, -0.7360, -1.1035, -1.0851];
+        let step = [
+            1.0384, 0.6556, 0.7665, 0.0, 1.1503, 0.7665, 0.0, -0.6981, 0.0, 0.0, 0.0, -0.7546,
+            -0.7360, -1.1035, -1.0851,
+        ];
         assert_close(part(&with_penalty, "gigpo_step"), &step, 1e-4);
         let without = advantages(&batch, &Params::paper()).unwrap();
         let episode = part(&without, "gigpo_episode");
-        assert_close(episode, &[0.8660, 0.8660, 0.8660, 0.8660, 0.8660, 0.8660, 0.8660, -0.8660, -0.8660, -0.8660, -0.8660, -0.8660, -0.8660, -0.8660, -0.8660], 1e-4);
+        assert_close(
+            episode,
+            &[
+                0.8660, 0.8660, 0.8660, 0.8660, 0.8660, 0.8660, 0.8660, -0.8660, -0.8660, -0.8660,
+                -0.8660, -0.8660, -0.8660, -0.8660, -0.8660,
+            ],
+            1e-4,
+        );
         let total: Vec<f64> = episode.iter().zip(&step).map(|(e, s)| e + s).collect();
-        let gigpo = [1.9044, 1.5216, 1.6325, 0.8660, 2.0163, 1.6325, 0.8660, -1.5641, -0.8660, -0.8660, -0.8660, -1.6206, -1.6021, -1.9695, -1.9512];
+        let gigpo = [
+            1.9044, 1.5216, 1.6325, 0.8660, 2.0163, 1.6325, 0.8660, -1.5641, -0.8660, -0.8660,
+            -0.8660, -1.6206, -1.6021, -1.9695, -1.9512,
+        ];
         assert_close(&total, &gigpo, 2e-4);
         // verl-agent's cross-steps episode statistics (row scores R − 0.1·invalid) give τ1 t2 an
         // episode part of 1.0162 (§3: 1.0162 + 0.6556 = 1.6718).
@@ -197,6 +266,10 @@ mod tests {
         rows_stats.conv.invalid_penalty = 0.1;
         rows_stats.conv.stats_over = crate::profile::StatsOver::Rows;
         let cross = advantages(&batch, &rows_stats).unwrap();
-        assert!((part(&cross, "gigpo_episode")[1] - 1.0162).abs() < 1e-4, "{}", part(&cross, "gigpo_episode")[1]);
+        assert!(
+            (part(&cross, "gigpo_episode")[1] - 1.0162).abs() < 1e-4,
+            "{}",
+            part(&cross, "gigpo_episode")[1]
+        );
     }
 }

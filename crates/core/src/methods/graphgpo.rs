@@ -15,7 +15,9 @@
 //! Profiles (reference: verl-agent `recipe/GraphGPO` `core_graph.compute_graph_path_returns` and
 //! `compute_graphgpo_outcome_advantage`): as above; ω = 0.1 (ALFWorld) in both, `mean_std_norm`.
 
-use super::group_stats::{cluster_advantages, episode_advantages, episode_scores, episode_stats, Norm};
+use super::group_stats::{
+    cluster_advantages, episode_advantages, episode_scores, episode_stats, Norm,
+};
 use super::{Advantages, Values};
 use crate::batch::StepBatch;
 use crate::error::Result;
@@ -57,7 +59,12 @@ impl Params {
     }
 
     pub fn verl() -> Self {
-        Params { conv: Conventions::of(Profile::Verl), unique_edges: false, exponent_offset: -1.0, ..Self::paper() }
+        Params {
+            conv: Conventions::of(Profile::Verl),
+            unique_edges: false,
+            exponent_offset: -1.0,
+            ..Self::paper()
+        }
     }
 
     pub fn preset(profile: Profile) -> Self {
@@ -86,7 +93,8 @@ pub fn advantages(batch: &StepBatch, params: &Params) -> Result<Advantages> {
             let r = row as usize;
             let cost = costs.and_then(|c| c.get(r)).unwrap_or(1.0);
             let exponent = graph.distance[target.index()] + cost + params.exponent_offset;
-            reward[r] = params.success_reward * params.omega.powf(exponent) - if valid[r] { 0.0 } else { conv.invalid_penalty };
+            reward[r] = params.success_reward * params.omega.powf(exponent)
+                - if valid[r] { 0.0 } else { conv.invalid_penalty };
             distance[r] = graph.distance[source.index()];
             next_distance[r] = graph.distance[target.index()];
         }
@@ -97,18 +105,32 @@ pub fn advantages(batch: &StepBatch, params: &Params) -> Result<Advantages> {
             let mut edge_rows: Vec<Vec<u32>> = Vec::new();
             let mut edge_reward: Vec<f64> = Vec::new();
             for &(row, source, target) in &graph.endpoints {
-                let key = (source.index() as u32, GroupGraph::action(batch, row), target.index() as u32);
+                let key = (
+                    source.index() as u32,
+                    GroupGraph::action(batch, row),
+                    target.index() as u32,
+                );
                 let e = *edge_of.entry(key).or_insert_with(|| {
                     edge_rows.push(Vec::new());
                     edge_reward.push(reward[row as usize]);
-                    by_source.entry(source.index() as u32).or_default().push((edge_rows.len() - 1) as u32);
+                    by_source
+                        .entry(source.index() as u32)
+                        .or_default()
+                        .push((edge_rows.len() - 1) as u32);
                     edge_rows.len() - 1
                 });
                 edge_rows[e].push(row);
             }
             let clusters: Vec<Vec<u32>> = by_source.into_values().collect();
             let mut edge_adv = vec![0.0; edge_reward.len()];
-            cluster_advantages(&edge_reward, &clusters, params.mode, conv.std_ddof, conv.eps, &mut edge_adv);
+            cluster_advantages(
+                &edge_reward,
+                &clusters,
+                params.mode,
+                conv.std_ddof,
+                conv.eps,
+                &mut edge_adv,
+            );
             for cluster in &clusters {
                 for &e in cluster {
                     for &row in &edge_rows[e as usize] {
@@ -119,10 +141,20 @@ pub fn advantages(batch: &StepBatch, params: &Params) -> Result<Advantages> {
             }
         } else {
             for &(row, source, _) in &graph.endpoints {
-                by_source.entry(source.index() as u32).or_default().push(row);
+                by_source
+                    .entry(source.index() as u32)
+                    .or_default()
+                    .push(row);
             }
             let clusters: Vec<Vec<u32>> = by_source.into_values().collect();
-            cluster_advantages(&reward, &clusters, params.mode, conv.std_ddof, conv.eps, &mut graph_adv);
+            cluster_advantages(
+                &reward,
+                &clusters,
+                params.mode,
+                conv.std_ddof,
+                conv.eps,
+                &mut graph_adv,
+            );
             for cluster in &clusters {
                 for &row in cluster {
                     group_size[row as usize] = cluster.len() as i64;
@@ -133,7 +165,11 @@ pub fn advantages(batch: &StepBatch, params: &Params) -> Result<Advantages> {
     let scores = episode_scores(batch, conv);
     let stats = episode_stats(batch, &scores, conv.stats_over, conv.std_ddof);
     let episode = episode_advantages(batch, &scores, &stats, params.mode, conv.eps);
-    let advantage = graph_adv.iter().zip(&episode).map(|(g, e)| params.beta_graph * g + params.beta_episode * e).collect();
+    let advantage = graph_adv
+        .iter()
+        .zip(&episode)
+        .map(|(g, e)| params.beta_graph * g + params.beta_episode * e)
+        .collect();
     Ok(Advantages::new("graphgpo", advantage)
         .part("graphgpo", "graph", Values::F64(graph_adv))
         .part("graphgpo", "episode", Values::F64(episode))
@@ -146,7 +182,7 @@ pub fn advantages(batch: &StepBatch, params: &Params) -> Result<Advantages> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::batch::testing::assert_close;
+    use crate::batch::testing::{assert_close, part};
     use crate::schema::columns::*;
     use polars::prelude::*;
 
@@ -162,7 +198,11 @@ mod tests {
         for (i, s) in steps.iter().enumerate() {
             let k = step_no.entry(s.0).or_insert(0i64);
             let last = steps.get(i + 1).is_none_or(|n| n.0 != s.0);
-            let r = if last && successes.contains(&s.0) { 10.0 } else { 0.0 };
+            let r = if last && successes.contains(&s.0) {
+                10.0
+            } else {
+                0.0
+            };
             rows.push((s.0, *k, s.1, s.2, s.3, s.4, s.5, r));
             *k += 1;
         }
@@ -185,21 +225,21 @@ mod tests {
         StepBatch::new(frame, 0.5, 0.95).unwrap()
     }
 
-    fn part<'a>(a: &'a Advantages, name: &str) -> &'a [f64] {
-        match a.column(name) {
-            Some(Values::F64(v)) => v,
-            _ => panic!("no column {name}"),
-        }
-    }
-
     // spec-graphgpo.md §8.1 EX1 (ω = 0.5): cycle, dead end, duplicate edges.
     fn ex1() -> StepBatch {
         batch(
             &[
-                ("T1", "A", "a1", "B", true, 1.0), ("T1", "B", "b1", "C", true, 1.0), ("T1", "C", "c1", "B", true, 1.0),
-                ("T1", "B", "b2", "D", true, 1.0), ("T1", "D", "d1", "-", true, 1.0),
-                ("T2", "A", "a2", "D", true, 1.0), ("T2", "D", "d2", "E", true, 1.0), ("T2", "E", "e1", "E", true, 1.0),
-                ("T3", "A", "a1", "B", true, 1.0), ("T3", "B", "b1", "C", true, 1.0), ("T3", "C", "c2", "E", true, 1.0),
+                ("T1", "A", "a1", "B", true, 1.0),
+                ("T1", "B", "b1", "C", true, 1.0),
+                ("T1", "C", "c1", "B", true, 1.0),
+                ("T1", "B", "b2", "D", true, 1.0),
+                ("T1", "D", "d1", "-", true, 1.0),
+                ("T2", "A", "a2", "D", true, 1.0),
+                ("T2", "D", "d2", "E", true, 1.0),
+                ("T2", "E", "e1", "E", true, 1.0),
+                ("T3", "A", "a1", "B", true, 1.0),
+                ("T3", "B", "b1", "C", true, 1.0),
+                ("T3", "C", "c2", "E", true, 1.0),
             ],
             &["T1"],
         )
@@ -207,30 +247,61 @@ mod tests {
 
     #[test]
     fn vector_8_1_ex1_paper() {
-        let p = Params { omega: 0.5, ..Params::paper() };
+        let p = Params {
+            omega: 0.5,
+            ..Params::paper()
+        };
         let a = advantages(&ex1(), &p).unwrap();
-        assert_close(part(&a, "graphgpo_reward"), &[1.25, 0.625, 1.25, 2.5, 5.0, 2.5, 0.3125, 0.3125, 1.25, 0.625, 0.3125], 1e-5);
-        assert_close(part(&a, "graphgpo_distance"), &[2.0, 2.0, 3.0, 2.0, 1.0, 2.0, 1.0, 4.0, 2.0, 2.0, 3.0], 0.0);
+        assert_close(
+            part(&a, "graphgpo_reward"),
+            &[
+                1.25, 0.625, 1.25, 2.5, 5.0, 2.5, 0.3125, 0.3125, 1.25, 0.625, 0.3125,
+            ],
+            1e-5,
+        );
+        assert_close(
+            part(&a, "graphgpo_distance"),
+            &[2.0, 2.0, 3.0, 2.0, 1.0, 2.0, 1.0, 4.0, 2.0, 2.0, 3.0],
+            0.0,
+        );
         assert_close(
             part(&a, "graphgpo_graph"),
-            &[-0.707106, -0.707106, 0.707106, 0.707106, 0.707107, 0.707106, -0.707107, 0.0, -0.707106, -0.707106, -0.707106],
+            &[
+                -0.707106, -0.707106, 0.707106, 0.707106, 0.707107, 0.707106, -0.707107, 0.0,
+                -0.707106, -0.707106, -0.707106,
+            ],
             1e-5,
         );
         assert_close(
             a.advantage(),
-            &[0.447594, 0.447594, 1.861806, 1.861807, 1.861807, 0.129756, -1.284457, -0.577350, -1.284456, -1.284456, -1.284456],
+            &[
+                0.447594, 0.447594, 1.861806, 1.861807, 1.861807, 0.129756, -1.284457, -0.577350,
+                -1.284456, -1.284456, -1.284456,
+            ],
             1e-5,
         );
     }
 
     #[test]
     fn vector_8_1_ex1_verl() {
-        let p = Params { omega: 0.5, ..Params::verl() };
+        let p = Params {
+            omega: 0.5,
+            ..Params::verl()
+        };
         let a = advantages(&ex1(), &p).unwrap();
-        assert_close(part(&a, "graphgpo_reward"), &[2.5, 1.25, 2.5, 5.0, 10.0, 5.0, 0.625, 0.625, 2.5, 1.25, 0.625], 1e-5);
+        assert_close(
+            part(&a, "graphgpo_reward"),
+            &[
+                2.5, 1.25, 2.5, 5.0, 10.0, 5.0, 0.625, 0.625, 2.5, 1.25, 0.625,
+            ],
+            1e-5,
+        );
         assert_close(
             a.advantage(),
-            &[0.467116, 0.467116, 1.751572, 2.199166, 1.751572, 0.284312, -1.577495, -0.870388, -1.447738, -1.447738, -1.577494],
+            &[
+                0.467116, 0.467116, 1.751572, 2.199166, 1.751572, 0.284312, -1.577495, -0.870388,
+                -1.447738, -1.447738, -1.577494,
+            ],
             1e-5,
         );
     }
@@ -239,8 +310,11 @@ mod tests {
     fn ex2() -> StepBatch {
         batch(
             &[
-                ("U1", "S", "x", "P", true, 1.0), ("U1", "P", "y", "Q", true, 1.0),
-                ("U2", "S", "u", "S", false, 1.0), ("U2", "S", "x", "P", true, 1.0), ("U2", "P", "y", "Q", true, 1.0),
+                ("U1", "S", "x", "P", true, 1.0),
+                ("U1", "P", "y", "Q", true, 1.0),
+                ("U2", "S", "u", "S", false, 1.0),
+                ("U2", "S", "x", "P", true, 1.0),
+                ("U2", "P", "y", "Q", true, 1.0),
             ],
             &[],
         )
@@ -252,9 +326,21 @@ mod tests {
         assert_close(part(&a, "graphgpo_reward"), &[0.1; 5], 1e-9);
         assert_close(a.advantage(), &[0.0; 5], 1e-9);
         let a = advantages(&ex2(), &Params::verl()).unwrap();
-        assert_close(part(&a, "graphgpo_reward"), &[1.0, 1.0, 0.9, 1.0, 1.0], 1e-9);
-        assert_close(part(&a, "graphgpo_graph"), &[0.577340, 0.0, -1.154681, 0.577340, 0.0], 1e-5);
-        assert_close(a.advantage(), &[1.024544, 0.447204, -2.943495, 1.024544, 0.447204], 1e-5);
+        assert_close(
+            part(&a, "graphgpo_reward"),
+            &[1.0, 1.0, 0.9, 1.0, 1.0],
+            1e-9,
+        );
+        assert_close(
+            part(&a, "graphgpo_graph"),
+            &[0.577340, 0.0, -1.154681, 0.577340, 0.0],
+            1e-5,
+        );
+        assert_close(
+            a.advantage(),
+            &[1.024544, 0.447204, -2.943495, 1.024544, 0.447204],
+            1e-5,
+        );
     }
 
     // §8.3 EX3 (ω = 0.5): costs make Dijkstra differ from hop-count BFS.
@@ -262,18 +348,45 @@ mod tests {
     fn vector_8_3_ex3_costs() {
         let b = batch(
             &[
-                ("V1", "A", "p", "B", true, 5.0), ("V1", "B", "q", "-", true, 1.0),
-                ("V2", "A", "r", "C", true, 1.0), ("V2", "C", "s", "D", true, 1.0), ("V2", "D", "t", "-", true, 1.0),
+                ("V1", "A", "p", "B", true, 5.0),
+                ("V1", "B", "q", "-", true, 1.0),
+                ("V2", "A", "r", "C", true, 1.0),
+                ("V2", "C", "s", "D", true, 1.0),
+                ("V2", "D", "t", "-", true, 1.0),
             ],
             &["V1", "V2"],
         );
-        let a = advantages(&b, &Params { omega: 0.5, ..Params::paper() }).unwrap();
-        assert_close(part(&a, "graphgpo_distance"), &[3.0, 1.0, 3.0, 2.0, 1.0], 0.0);
+        let a = advantages(
+            &b,
+            &Params {
+                omega: 0.5,
+                ..Params::paper()
+            },
+        )
+        .unwrap();
+        assert_close(
+            part(&a, "graphgpo_distance"),
+            &[3.0, 1.0, 3.0, 2.0, 1.0],
+            0.0,
+        );
         let r = part(&a, "graphgpo_reward");
-        assert!((r[0] - 0.15625).abs() < 1e-9 && (r[2] - 1.25).abs() < 1e-9, "{r:?}");
+        assert!(
+            (r[0] - 0.15625).abs() < 1e-9 && (r[2] - 1.25).abs() < 1e-9,
+            "{r:?}"
+        );
         assert_close(a.advantage(), &[-0.707106, 0.0, 0.707106, 0.0, 0.0], 1e-5);
-        let v = advantages(&b, &Params { omega: 0.5, ..Params::verl() }).unwrap();
-        assert!((part(&v, "graphgpo_reward")[0] - 0.3125).abs() < 1e-9 && (part(&v, "graphgpo_reward")[2] - 2.5).abs() < 1e-9);
+        let v = advantages(
+            &b,
+            &Params {
+                omega: 0.5,
+                ..Params::verl()
+            },
+        )
+        .unwrap();
+        assert!(
+            (part(&v, "graphgpo_reward")[0] - 0.3125).abs() < 1e-9
+                && (part(&v, "graphgpo_reward")[2] - 2.5).abs() < 1e-9
+        );
         assert_close(v.advantage(), &[-0.707106, 0.0, 0.707106, 0.0, 0.0], 1e-5);
     }
 }

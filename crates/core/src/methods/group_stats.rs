@@ -57,7 +57,11 @@ pub fn episode_scores(batch: &StepBatch, conv: &Conventions) -> Vec<f64> {
                 let invalid = traj.rows.iter().filter(|&&r| !valid[r as usize]).count();
                 per_traj[t] = traj.episode_return - c * invalid as f64;
             }
-            batch.traj_of_row.iter().map(|&t| per_traj[t as usize]).collect()
+            batch
+                .traj_of_row
+                .iter()
+                .map(|&t| per_traj[t as usize])
+                .collect()
         }
     }
 }
@@ -78,7 +82,11 @@ pub fn step_returns(batch: &StepBatch, conv: &Conventions) -> Result<Vec<f64>> {
             returns
         }
         PenaltyMode::Reward => {
-            let penalised: Vec<f64> = rewards.iter().zip(&valid).map(|(r, &v)| r - if v { 0.0 } else { c }).collect();
+            let penalised: Vec<f64> = rewards
+                .iter()
+                .zip(&valid)
+                .map(|(r, &v)| r - if v { 0.0 } else { c })
+                .collect();
             batch.discounted_returns(&penalised, conv.gamma)
         }
     })
@@ -86,7 +94,12 @@ pub fn step_returns(batch: &StepBatch, conv: &Conventions) -> Result<Vec<f64>> {
 
 /// Group μ and σ of the per-row `scores`, over rows or over trajectories (each trajectory's first
 /// row). A group of one value gets μ = 0 and σ = 1, as every reference does.
-pub fn episode_stats(batch: &StepBatch, scores: &[f64], stats_over: StatsOver, ddof: u32) -> EpisodeStats {
+pub fn episode_stats(
+    batch: &StepBatch,
+    scores: &[f64],
+    stats_over: StatsOver,
+    ddof: u32,
+) -> EpisodeStats {
     let mut mean = Vec::with_capacity(batch.groups.len());
     let mut std = Vec::with_capacity(batch.groups.len());
     let mut values = Vec::new();
@@ -94,11 +107,18 @@ pub fn episode_stats(batch: &StepBatch, scores: &[f64], stats_over: StatsOver, d
         values.clear();
         match stats_over {
             StatsOver::Rows => values.extend(batch.group_rows(g).map(|r| scores[r as usize])),
-            StatsOver::Trajectories => {
-                values.extend(group.trajs.iter().map(|&t| scores[batch.trajs[t as usize].rows[0] as usize]))
-            }
+            StatsOver::Trajectories => values.extend(
+                group
+                    .trajs
+                    .iter()
+                    .map(|&t| scores[batch.trajs[t as usize].rows[0] as usize]),
+            ),
         }
-        let (m, s) = if values.len() == 1 { (0.0, 1.0) } else { mean_std(&values, ddof) };
+        let (m, s) = if values.len() == 1 {
+            (0.0, 1.0)
+        } else {
+            mean_std(&values, ddof)
+        };
         mean.push(m);
         std.push(s);
     }
@@ -106,7 +126,13 @@ pub fn episode_stats(batch: &StepBatch, scores: &[f64], stats_over: StatsOver, d
 }
 
 /// The episode-level group advantage of every row: `(score − μ_g)/(σ_g + ε)` or `score − μ_g`.
-pub fn episode_advantages(batch: &StepBatch, scores: &[f64], stats: &EpisodeStats, norm: Norm, eps: f64) -> Vec<f64> {
+pub fn episode_advantages(
+    batch: &StepBatch,
+    scores: &[f64],
+    stats: &EpisodeStats,
+    norm: Norm,
+    eps: f64,
+) -> Vec<f64> {
     scores
         .iter()
         .zip(&batch.group_of_row)
@@ -122,11 +148,21 @@ pub fn episode_advantages(batch: &StepBatch, scores: &[f64], stats: &EpisodeStat
 
 /// Normalises each value against its cluster: `(x − μ)/(σ + ε)` or `x − μ`; clusters of one value
 /// or of bit-identical values give exactly 0. `clusters` lists the row indices of each cluster.
-pub fn cluster_advantages(values: &[f64], clusters: &[Vec<u32>], norm: Norm, ddof: u32, eps: f64, out: &mut [f64]) {
+pub fn cluster_advantages(
+    values: &[f64],
+    clusters: &[Vec<u32>],
+    norm: Norm,
+    ddof: u32,
+    eps: f64,
+    out: &mut [f64],
+) {
     let mut buffer = Vec::new();
     for members in clusters {
         let first = values[members[0] as usize];
-        if members.iter().all(|&r| values[r as usize].to_bits() == first.to_bits()) {
+        if members
+            .iter()
+            .all(|&r| values[r as usize].to_bits() == first.to_bits())
+        {
             for &r in members {
                 out[r as usize] = 0.0;
             }
@@ -163,7 +199,14 @@ mod tests {
     fn identical_cluster_is_exactly_zero() {
         let values = [0.1 + 0.2, 0.1 + 0.2, 0.3];
         let mut out = [f64::NAN; 3];
-        cluster_advantages(&values, &[vec![0, 1], vec![2]], Norm::MeanStd, 1, 1e-6, &mut out);
+        cluster_advantages(
+            &values,
+            &[vec![0, 1], vec![2]],
+            Norm::MeanStd,
+            1,
+            1e-6,
+            &mut out,
+        );
         assert_eq!(out, [0.0, 0.0, 0.0]);
     }
 }

@@ -26,11 +26,17 @@ pub struct Params {
 
 impl Params {
     pub fn paper() -> Self {
-        Params { conv: Conventions::of(Profile::Paper), norm: Norm::MeanStd }
+        Params {
+            conv: Conventions::of(Profile::Paper),
+            norm: Norm::MeanStd,
+        }
     }
 
     pub fn verl() -> Self {
-        Params { conv: Conventions::of(Profile::Verl), norm: Norm::MeanStd }
+        Params {
+            conv: Conventions::of(Profile::Verl),
+            norm: Norm::MeanStd,
+        }
     }
 
     pub fn preset(profile: Profile) -> Self {
@@ -46,7 +52,13 @@ pub fn advantages(batch: &StepBatch, params: &Params, label: &str) -> Result<Adv
     let scores = episode_scores(batch, &params.conv);
     let stats = episode_stats(batch, &scores, params.conv.stats_over, params.conv.std_ddof);
     let advantage = episode_advantages(batch, &scores, &stats, params.norm, params.conv.eps);
-    let per_row = |v: &[f64]| batch.group_of_row.iter().map(|&g| v[g as usize]).collect::<Vec<_>>();
+    let per_row = |v: &[f64]| {
+        batch
+            .group_of_row
+            .iter()
+            .map(|&g| v[g as usize])
+            .collect::<Vec<_>>()
+    };
     Ok(Advantages::new(label, advantage)
         .part(label, "score", Values::F64(scores))
         .part(label, "mean", Values::F64(per_row(&stats.mean)))
@@ -62,13 +74,20 @@ mod tests {
     // spec-proxmo-gigpo.md §4.3, rows 0..16 of the §4.1 dataset (t1: rows 0-2, t2: 3-5, t3: 6-7,
     // t4: 8-10, t5: 11-12, t6: 13-15).
     fn per_row(t: [f64; 6]) -> Vec<f64> {
-        [0, 0, 0, 1, 1, 1, 2, 2, 3, 3, 3, 4, 4, 5, 5, 5].iter().map(|&i| t[i]).collect()
+        [0, 0, 0, 1, 1, 1, 2, 2, 3, 3, 3, 4, 4, 5, 5, 5]
+            .iter()
+            .map(|&i| t[i])
+            .collect()
     }
 
     #[test]
     fn vector_4_3_grpo_paper_ddof1() {
         let a = advantages(&spec_4_1(1.0, None), &Params::paper(), "grpo").unwrap();
-        assert_close(a.advantage(), &per_row([1.5, -0.5, -0.5, -0.5, 0.0, 0.0]), 1e-4);
+        assert_close(
+            a.advantage(),
+            &per_row([1.5, -0.5, -0.5, -0.5, 0.0, 0.0]),
+            1e-4,
+        );
     }
 
     #[test]
@@ -76,14 +95,25 @@ mod tests {
         let mut p = Params::paper();
         p.conv.std_ddof = 0;
         let a = advantages(&spec_4_1(1.0, None), &p, "grpo").unwrap();
-        assert_close(a.advantage(), &per_row([1.7320, -0.5773, -0.5773, -0.5773, 0.0, 0.0]), 1e-4);
+        assert_close(
+            a.advantage(),
+            &per_row([1.7320, -0.5773, -0.5773, -0.5773, 0.0, 0.0]),
+            1e-4,
+        );
     }
 
     #[test]
     fn vector_4_3_drgrpo_mean_only() {
-        let p = Params { norm: Norm::Mean, ..Params::paper() };
+        let p = Params {
+            norm: Norm::Mean,
+            ..Params::paper()
+        };
         let a = advantages(&spec_4_1(1.0, None), &p, "drgrpo").unwrap();
-        assert_close(a.advantage(), &per_row([0.75, -0.25, -0.25, -0.25, 0.0, 0.0]), 1e-4);
+        assert_close(
+            a.advantage(),
+            &per_row([0.75, -0.25, -0.25, -0.25, 0.0, 0.0]),
+            1e-4,
+        );
     }
 
     #[test]
@@ -91,7 +121,11 @@ mod tests {
         let mut p = Params::verl();
         p.conv.invalid_penalty = 0.0;
         let a = advantages(&spec_4_1(1.0, None), &p, "grpo").unwrap();
-        assert_close(a.advantage(), &per_row([1.5570, -0.5839, -0.5839, -0.5839, 0.0, 0.0]), 1e-4);
+        assert_close(
+            a.advantage(),
+            &per_row([1.5570, -0.5839, -0.5839, -0.5839, 0.0, 0.0]),
+            1e-4,
+        );
         assert_eq!(p.conv.stats_over, StatsOver::Rows);
     }
 

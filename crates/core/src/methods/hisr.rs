@@ -81,7 +81,15 @@ pub struct Params {
 
 impl Params {
     pub fn paper() -> Self {
-        Params { beta: 0.3, alpha: 0.3, norm: HimNorm::L1, place: Place::End, seg_agg: SegAgg::Sum, z_clip: None, rl: StepRl::paper() }
+        Params {
+            beta: 0.3,
+            alpha: 0.3,
+            norm: HimNorm::L1,
+            place: Place::End,
+            seg_agg: SegAgg::Sum,
+            z_clip: None,
+            rl: StepRl::paper(),
+        }
     }
 
     pub fn preset(_profile: Profile) -> Self {
@@ -90,14 +98,22 @@ impl Params {
 
     pub fn check(&self) -> Result<()> {
         if self.beta <= 0.0 {
-            return Err(Error::Param(format!("hisr.beta = {} must be positive", self.beta)));
+            return Err(Error::Param(format!(
+                "hisr.beta = {} must be positive",
+                self.beta
+            )));
         }
         if !(0.0..=1.0).contains(&self.alpha) {
-            return Err(Error::Param(format!("hisr.alpha = {} is out of range [0, 1]", self.alpha)));
+            return Err(Error::Param(format!(
+                "hisr.alpha = {} is out of range [0, 1]",
+                self.alpha
+            )));
         }
         if let Some(c) = self.z_clip {
             if c < 1.0 {
-                return Err(Error::Param(format!("hisr.z_clip = {c} must be at least 1 (z is clipped to [1/c, c])")));
+                return Err(Error::Param(format!(
+                    "hisr.z_clip = {c} must be at least 1 (z is clipped to [1/c, c])"
+                )));
             }
         }
         self.rl.check("hisr")
@@ -130,7 +146,11 @@ pub fn segmentation(batch: &StepBatch) -> Segmentation {
             runs.unwrap_or_else(|| (0..traj.rows.len()).map(|k| k..k + 1).collect())
         })
         .collect();
-    Segmentation { ranges, logged: ids.is_some(), fallback }
+    Segmentation {
+        ranges,
+        logged: ids.is_some(),
+        fallback,
+    }
 }
 
 /// Runs of equal ids; `None` when an id is missing or comes back after another one.
@@ -157,14 +177,20 @@ fn runs(ids: impl Iterator<Item = Option<i64>>) -> Option<Vec<Range<usize>>> {
 
 /// r̂_i of every segment (the `segment_reward` on its last row that has one, `None` where no row
 /// has one) and the number of segments whose rows disagree; `None` without the column.
-pub fn segment_rewards(batch: &StepBatch, segments: &Segmentation) -> Option<(Vec<Vec<Option<f64>>>, usize)> {
+pub fn segment_rewards(
+    batch: &StepBatch,
+    segments: &Segmentation,
+) -> Option<(Vec<Vec<Option<f64>>>, usize)> {
     let column = batch.opt_f64s(SEGMENT_REWARD)?;
     let mut disagreeing = 0;
     let mut out = Vec::with_capacity(batch.trajs.len());
     for (traj, ranges) in batch.trajs.iter().zip(&segments.ranges) {
         let mut rewards = Vec::with_capacity(ranges.len());
         for range in ranges {
-            let values: Vec<f64> = traj.rows[range.clone()].iter().filter_map(|&r| column.get(r as usize)).collect();
+            let values: Vec<f64> = traj.rows[range.clone()]
+                .iter()
+                .filter_map(|&r| column.get(r as usize))
+                .collect();
             if values.windows(2).any(|w| w[0] != w[1]) {
                 disagreeing += 1;
             }
@@ -178,19 +204,33 @@ pub fn segment_rewards(batch: &StepBatch, segments: &Segmentation) -> Option<(Ve
 /// log z_k per row (Eq. 6), clipped to ±ln c with `z_clip`; 0 (z = 1) where `logprob`,
 /// `hindsight_logprob` or a positive `n_tokens` is missing; `None` when they are missing on every
 /// row ("w/o HIM"). Also the number of rows without them.
-pub fn log_importance(batch: &StepBatch, beta: f64, z_clip: Option<f64>) -> (Option<Vec<f64>>, usize) {
-    let (policy, hindsight, tokens) = (batch.opt_f64s(LOGPROB), batch.opt_f64s(HINDSIGHT_LOGPROB), batch.opt_i64s(N_TOKENS));
+pub fn log_importance(
+    batch: &StepBatch,
+    beta: f64,
+    z_clip: Option<f64>,
+) -> (Option<Vec<f64>>, usize) {
+    let (policy, hindsight, tokens) = (
+        batch.opt_f64s(LOGPROB),
+        batch.opt_f64s(HINDSIGHT_LOGPROB),
+        batch.opt_i64s(N_TOKENS),
+    );
     let bound = z_clip.map(f64::ln);
     let mut missing = 0;
     let out: Vec<f64> = (0..batch.len())
-        .map(|r| match (policy.and_then(|c| c.get(r)), hindsight.and_then(|c| c.get(r)), tokens.and_then(|c| c.get(r))) {
-            (Some(p), Some(h), Some(n)) if n > 0 => {
-                let x = (h - p) / (beta * n as f64);
-                bound.map_or(x, |b| x.max(-b).min(b))
-            }
-            _ => {
-                missing += 1;
-                0.0
+        .map(|r| {
+            match (
+                policy.and_then(|c| c.get(r)),
+                hindsight.and_then(|c| c.get(r)),
+                tokens.and_then(|c| c.get(r)),
+            ) {
+                (Some(p), Some(h), Some(n)) if n > 0 => {
+                    let x = (h - p) / (beta * n as f64);
+                    bound.map_or(x, |b| x.max(-b).min(b))
+                }
+                _ => {
+                    missing += 1;
+                    0.0
+                }
             }
         })
         .collect();
@@ -209,12 +249,22 @@ pub fn segment_log_importance(log_z: &[f64], agg: SegAgg) -> f64 {
 
 /// log z(s_i) of each of a trajectory's segments from the per-row log z_k; all 0 (z(s) = 1,
 /// "w/o HIM") without them.
-pub fn segment_log_importances(traj: &Traj, ranges: &[Range<usize>], log_z: Option<&[f64]>, agg: SegAgg) -> Vec<f64> {
-    let Some(log_z) = log_z else { return vec![0.0; ranges.len()] };
+pub fn segment_log_importances(
+    traj: &Traj,
+    ranges: &[Range<usize>],
+    log_z: Option<&[f64]>,
+    agg: SegAgg,
+) -> Vec<f64> {
+    let Some(log_z) = log_z else {
+        return vec![0.0; ranges.len()];
+    };
     ranges
         .iter()
         .map(|range| {
-            let turns: Vec<f64> = traj.rows[range.clone()].iter().map(|&r| log_z[r as usize]).collect();
+            let turns: Vec<f64> = traj.rows[range.clone()]
+                .iter()
+                .map(|&r| log_z[r as usize])
+                .collect();
             segment_log_importance(&turns, agg)
         })
         .collect()
@@ -222,8 +272,15 @@ pub fn segment_log_importances(traj: &Traj, ranges: &[Range<usize>], log_z: Opti
 
 /// Eq. 7: r̂ ⊙ z(s) / ‖r̂ ⊙ z(s)‖ from the segment rewards and log z(s); zeros when every product is 0.
 pub fn modulate(rewards: &[f64], log_importance: &[f64], norm: HimNorm) -> Vec<f64> {
-    let max = log_importance.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    let products: Vec<f64> = rewards.iter().zip(log_importance).map(|(r, l)| r * (l - max).exp()).collect();
+    let max = log_importance
+        .iter()
+        .copied()
+        .fold(f64::NEG_INFINITY, f64::max);
+    let products: Vec<f64> = rewards
+        .iter()
+        .zip(log_importance)
+        .map(|(r, l)| r * (l - max).exp())
+        .collect();
     let l1: f64 = products.iter().map(|p| p.abs()).sum();
     if l1 == 0.0 {
         return vec![0.0; rewards.len()];
@@ -249,7 +306,8 @@ pub fn advantages(batch: &StepBatch, params: &Params) -> Result<Advantages> {
     let (log_z, missing) = log_importance(batch, params.beta, params.z_clip);
     let grounding = params.rl.grounding(batch);
     let n = batch.len();
-    let (mut segment_importance, mut modulated, mut reward, mut segment) = (vec![0.0; n], vec![0.0; n], vec![0.0; n], vec![0i64; n]);
+    let (mut segment_importance, mut modulated, mut reward, mut segment) =
+        (vec![0.0; n], vec![0.0; n], vec![0.0; n], vec![0i64; n]);
     for ((traj, ranges), traj_rewards) in batch.trajs.iter().zip(&segments.ranges).zip(&rewards) {
         let r_hat = traj_rewards
             .iter()
@@ -257,7 +315,10 @@ pub fn advantages(batch: &StepBatch, params: &Params) -> Result<Advantages> {
             .map(|(value, range)| {
                 value.ok_or_else(|| {
                     let last = traj.rows[range.end - 1] as usize;
-                    Error::Param(format!("hisr: the segment ending at {} has no `segment_reward`", row_name(batch, last)))
+                    Error::Param(format!(
+                        "hisr: the segment ending at {} has no `segment_reward`",
+                        row_name(batch, last)
+                    ))
                 })
             })
             .collect::<Result<Vec<f64>>>()?;
@@ -279,10 +340,21 @@ pub fn advantages(batch: &StepBatch, params: &Params) -> Result<Advantages> {
             }
         }
     }
-    let (returns, advantage, critic_free) = params.rl.returns_and_advantages(batch, &reward, "hisr")?;
+    let (returns, advantage, critic_free) =
+        params.rl.returns_and_advantages(batch, &reward, "hisr")?;
     let mut out = Advantages::new("hisr", advantage)
-        .part("hisr", "importance", Values::F64(log_z.map_or_else(|| vec![1.0; n], |l| l.iter().map(|x| x.exp()).collect())))
-        .part("hisr", "segment_importance", Values::F64(segment_importance))
+        .part(
+            "hisr",
+            "importance",
+            Values::F64(
+                log_z.map_or_else(|| vec![1.0; n], |l| l.iter().map(|x| x.exp()).collect()),
+            ),
+        )
+        .part(
+            "hisr",
+            "segment_importance",
+            Values::F64(segment_importance),
+        )
         .part("hisr", "modulated", Values::F64(modulated))
         .part("hisr", "grounding", Values::F64(grounding))
         .part("hisr", "reward", Values::F64(reward))
@@ -314,16 +386,9 @@ pub fn advantages(batch: &StepBatch, params: &Params) -> Result<Advantages> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::batch::testing::{assert_close, batch_with_columns, Row};
+    use crate::batch::testing::{assert_close, batch_with_columns, part, Row};
     use crate::schema::columns::VALUE;
     use polars::prelude::Column;
-
-    fn part<'a>(a: &'a Advantages, name: &str) -> &'a [f64] {
-        match a.column(name) {
-            Some(Values::F64(v)) => v,
-            _ => panic!("no column {name}"),
-        }
-    }
 
     /// T-HISR-1's trajectory (B9): 5 turns, tokens [10, 8, 12, 6, 9], lp_pol, lp_hind, g =
     /// [1, 1, 0, 1, 1], segments [(1), (2,3), (4,5)], r̂ = [0.10, 0.25, 0.65]; V = [0.5, 0.6, 0.6,
@@ -356,12 +421,36 @@ mod tests {
     fn vector_b9_t_hisr_1_end_to_end() {
         for profile in [Profile::Paper, Profile::Verl] {
             let a = advantages(&t_hisr_1(true), &Params::preset(profile)).unwrap();
-            assert_close(part(&a, "hisr_importance"), &[1.3956, 2.7183, 0.8465, 1.3956, 1.3956], 1e-4);
-            assert_close(part(&a, "hisr_segment_importance"), &[1.3956, 3.5648, 3.5648, 2.7912, 2.7912], 1e-4);
-            assert_close(part(&a, "hisr_modulated"), &[0.0491, 0.3132, 0.3132, 0.6377, 0.6377], 1e-4);
-            assert_close(part(&a, "hisr_reward"), &[0.3343, 0.3000, 0.2193, 0.3000, 0.7464], 1e-4);
-            assert_close(part(&a, "hisr_return"), &[1.8543, 1.5353, 1.2478, 1.0389, 0.7464], 1e-4);
-            assert_close(a.advantage(), &[1.2652, 0.8898, 0.6335, 0.3416, -0.0536], 1e-4);
+            assert_close(
+                part(&a, "hisr_importance"),
+                &[1.3956, 2.7183, 0.8465, 1.3956, 1.3956],
+                1e-4,
+            );
+            assert_close(
+                part(&a, "hisr_segment_importance"),
+                &[1.3956, 3.5648, 3.5648, 2.7912, 2.7912],
+                1e-4,
+            );
+            assert_close(
+                part(&a, "hisr_modulated"),
+                &[0.0491, 0.3132, 0.3132, 0.6377, 0.6377],
+                1e-4,
+            );
+            assert_close(
+                part(&a, "hisr_reward"),
+                &[0.3343, 0.3000, 0.2193, 0.3000, 0.7464],
+                1e-4,
+            );
+            assert_close(
+                part(&a, "hisr_return"),
+                &[1.8543, 1.5353, 1.2478, 1.0389, 0.7464],
+                1e-4,
+            );
+            assert_close(
+                a.advantage(),
+                &[1.2652, 0.8898, 0.6335, 0.3416, -0.0536],
+                1e-4,
+            );
             assert!(a.notes.is_empty(), "{:?}", a.notes);
             match a.column("hisr_segment") {
                 Some(Values::I64(s)) => assert_eq!(s, &[0, 1, 1, 2, 2]),
@@ -381,16 +470,27 @@ mod tests {
     // B9, T-HISR-1: spread placement r = [0.3343, 0.4096, 0.1096, 0.5232, 0.5232].
     #[test]
     fn vector_b9_t_hisr_1_spread() {
-        let p = Params { place: Place::Spread, ..Params::paper() };
+        let p = Params {
+            place: Place::Spread,
+            ..Params::paper()
+        };
         let a = advantages(&t_hisr_1(true), &p).unwrap();
-        assert_close(part(&a, "hisr_reward"), &[0.3343, 0.4096, 0.1096, 0.5232, 0.5232], 1e-4);
+        assert_close(
+            part(&a, "hisr_reward"),
+            &[0.3343, 0.4096, 0.1096, 0.5232, 0.5232],
+            1e-4,
+        );
     }
 
     // B9, T-HISR-1: critic-free A = [1.6440, 1.3925, 1.1616, 1.0020, 0.7464].
     #[test]
     fn vector_b9_t_hisr_1_critic_free() {
         let a = advantages(&t_hisr_1(false), &Params::paper()).unwrap();
-        assert_close(a.advantage(), &[1.6440, 1.3925, 1.1616, 1.0020, 0.7464], 1e-4);
+        assert_close(
+            a.advantage(),
+            &[1.6440, 1.3925, 1.1616, 1.0020, 0.7464],
+            1e-4,
+        );
         assert_eq!(a.notes.len(), 1);
         assert!(a.notes[0].contains("critic-free"));
     }
@@ -399,9 +499,24 @@ mod tests {
     #[test]
     fn vector_b9_t_hisr_1_l2_contrast() {
         let log_zs = [1.3956f64.ln(), 3.5648f64.ln(), 2.7912f64.ln()];
-        assert_close(&modulate(&[0.10, 0.25, 0.65], &log_zs, HimNorm::L2), &[0.0689, 0.4398, 0.8954], 1e-4);
-        let a = advantages(&t_hisr_1(true), &Params { norm: HimNorm::L2, ..Params::paper() }).unwrap();
-        assert_close(part(&a, "hisr_modulated"), &[0.0689, 0.4398, 0.4398, 0.8954, 0.8954], 1e-4);
+        assert_close(
+            &modulate(&[0.10, 0.25, 0.65], &log_zs, HimNorm::L2),
+            &[0.0689, 0.4398, 0.8954],
+            1e-4,
+        );
+        let a = advantages(
+            &t_hisr_1(true),
+            &Params {
+                norm: HimNorm::L2,
+                ..Params::paper()
+            },
+        )
+        .unwrap();
+        assert_close(
+            part(&a, "hisr_modulated"),
+            &[0.0689, 0.4398, 0.4398, 0.8954, 0.8954],
+            1e-4,
+        );
     }
 
     // B9, T-HISR-2 (the paper's Table 2 "clean bowl" case): R̂ = [0.069, 0.118, 0.132, 0.681],
@@ -409,7 +524,11 @@ mod tests {
     #[test]
     fn vector_b9_t_hisr_2_clean_bowl_case() {
         let z = [0.127f64, 0.392, 0.286, 0.195].map(f64::ln);
-        assert_close(&modulate(&[0.069, 0.118, 0.132, 0.681], &z, HimNorm::L1), &[0.0388, 0.2051, 0.1674, 0.5887], 1e-4);
+        assert_close(
+            &modulate(&[0.069, 0.118, 0.132, 0.681], &z, HimNorm::L1),
+            &[0.0388, 0.2051, 0.1674, 0.5887],
+            1e-4,
+        );
     }
 
     // B9, T-HISR-3 (failed trajectory): r̂ = [0.05, −0.10, 0.02], z(s) = [1, 2, 1] → l1
@@ -418,8 +537,16 @@ mod tests {
     fn vector_b9_t_hisr_3_failed_trajectory() {
         let r = [0.05, -0.10, 0.02];
         let z = [0.0, 2f64.ln(), 0.0];
-        assert_close(&modulate(&r, &z, HimNorm::L1), &[0.1852, -0.7407, 0.0741], 1e-4);
-        assert_close(&modulate(&r, &z, HimNorm::Mass), &[0.0315, -0.1259, 0.0126], 1e-4);
+        assert_close(
+            &modulate(&r, &z, HimNorm::L1),
+            &[0.1852, -0.7407, 0.0741],
+            1e-4,
+        );
+        assert_close(
+            &modulate(&r, &z, HimNorm::Mass),
+            &[0.0315, -0.1259, 0.0126],
+            1e-4,
+        );
     }
 
     // B9, T-HISR-4 (degenerate): z ≡ 1 gives r̂/Σ|r̂|; all-zero r̂ gives zeros; one segment with
@@ -427,8 +554,15 @@ mod tests {
     #[test]
     fn vector_b9_t_hisr_4_degenerate() {
         let r = [0.05, -0.10, 0.02];
-        assert_close(&modulate(&r, &[0.0; 3], HimNorm::L1), &[0.05 / 0.17, -0.10 / 0.17, 0.02 / 0.17], 1e-12);
-        assert_eq!(modulate(&[0.0; 3], &[0.3, -1.0, 2.0], HimNorm::L1), vec![0.0; 3]);
+        assert_close(
+            &modulate(&r, &[0.0; 3], HimNorm::L1),
+            &[0.05 / 0.17, -0.10 / 0.17, 0.02 / 0.17],
+            1e-12,
+        );
+        assert_eq!(
+            modulate(&[0.0; 3], &[0.3, -1.0, 2.0], HimNorm::L1),
+            vec![0.0; 3]
+        );
         assert_close(&modulate(&[0.4], &[3f64.ln()], HimNorm::L1), &[1.0], 1e-12);
     }
 
@@ -450,8 +584,18 @@ mod tests {
     // whatever the segments' lengths: r̂ = [0.2, 0.6] → [0.25, 0.75].
     #[test]
     fn missing_logprobs_is_the_without_him_ablation() {
-        let rows: [Row; 3] = [("g", "a", 0, "o", 0.0, true), ("g", "a", 1, "o", 0.0, true), ("g", "a", 2, "o", 1.0, true)];
-        let b = batch_with_columns(&rows, vec![Column::new(SEGMENT.into(), [0i64, 0, 1]), Column::new(SEGMENT_REWARD.into(), [0.2, 0.2, 0.6])]);
+        let rows: [Row; 3] = [
+            ("g", "a", 0, "o", 0.0, true),
+            ("g", "a", 1, "o", 0.0, true),
+            ("g", "a", 2, "o", 1.0, true),
+        ];
+        let b = batch_with_columns(
+            &rows,
+            vec![
+                Column::new(SEGMENT.into(), [0i64, 0, 1]),
+                Column::new(SEGMENT_REWARD.into(), [0.2, 0.2, 0.6]),
+            ],
+        );
         let a = advantages(&b, &Params::paper()).unwrap();
         assert_close(part(&a, "hisr_importance"), &[1.0; 3], 0.0);
         assert_close(part(&a, "hisr_modulated"), &[0.25, 0.25, 0.75], 1e-12);
@@ -460,18 +604,41 @@ mod tests {
 
     #[test]
     fn segments_fall_back_per_turn_and_missing_rewards_are_errors() {
-        let rows: [Row; 3] = [("g", "a", 0, "o", 0.0, true), ("g", "a", 1, "o", 0.0, true), ("g", "a", 2, "o", 1.0, true)];
-        let b = batch_with_columns(&rows, vec![Column::new(SEGMENT.into(), [0i64, 1, 0]), Column::new(SEGMENT_REWARD.into(), [0.2, 0.2, 0.6])]);
+        let rows: [Row; 3] = [
+            ("g", "a", 0, "o", 0.0, true),
+            ("g", "a", 1, "o", 0.0, true),
+            ("g", "a", 2, "o", 1.0, true),
+        ];
+        let b = batch_with_columns(
+            &rows,
+            vec![
+                Column::new(SEGMENT.into(), [0i64, 1, 0]),
+                Column::new(SEGMENT_REWARD.into(), [0.2, 0.2, 0.6]),
+            ],
+        );
         let s = segmentation(&b);
-        assert_eq!((s.ranges[0].clone(), s.fallback), (vec![0..1, 1..2, 2..3], 1));
-        assert!(advantages(&b, &Params::paper()).unwrap().notes.iter().any(|n| n.contains("not contiguous")));
+        assert_eq!(
+            (s.ranges[0].clone(), s.fallback),
+            (vec![0..1, 1..2, 2..3], 1)
+        );
+        assert!(advantages(&b, &Params::paper())
+            .unwrap()
+            .notes
+            .iter()
+            .any(|n| n.contains("not contiguous")));
 
         let bare = batch_with_columns(&rows, vec![]);
         match advantages(&bare, &Params::paper()) {
             Err(Error::Param(m)) => assert!(m.contains("`segment_reward`"), "{m}"),
             other => panic!("expected a parameter error, got {other:?}"),
         }
-        let gap = batch_with_columns(&rows, vec![Column::new(SEGMENT_REWARD.into(), [Some(0.2), None, Some(0.6)])]);
+        let gap = batch_with_columns(
+            &rows,
+            vec![Column::new(
+                SEGMENT_REWARD.into(),
+                [Some(0.2), None, Some(0.6)],
+            )],
+        );
         match advantages(&gap, &Params::paper()) {
             Err(Error::Param(m)) => assert!(m.contains("trajectory `a` step 1"), "{m}"),
             other => panic!("expected a parameter error, got {other:?}"),
@@ -480,8 +647,15 @@ mod tests {
 
     #[test]
     fn z_clip_bounds_the_importance() {
-        let p = Params { z_clip: Some(2.0), ..Params::paper() };
+        let p = Params {
+            z_clip: Some(2.0),
+            ..Params::paper()
+        };
         let a = advantages(&t_hisr_1(true), &p).unwrap();
-        assert_close(part(&a, "hisr_importance"), &[1.3956, 2.0, 0.8465, 1.3956, 1.3956], 1e-4);
+        assert_close(
+            part(&a, "hisr_importance"),
+            &[1.3956, 2.0, 0.8465, 1.3956, 1.3956],
+            1e-4,
+        );
     }
 }

@@ -123,7 +123,10 @@ impl Params {
     }
 
     pub fn check(&self) -> Result<()> {
-        for (name, g) in [("gamma_conflict_pos", self.gamma_conflict_pos), ("gamma_conflict_neg", self.gamma_conflict_neg)] {
+        for (name, g) in [
+            ("gamma_conflict_pos", self.gamma_conflict_pos),
+            ("gamma_conflict_neg", self.gamma_conflict_neg),
+        ] {
             if !(g > 0.0 && g <= 1.0) {
                 return Err(Error::Param(format!("mgr.{name} = {g} must be in (0, 1]")));
             }
@@ -177,7 +180,15 @@ pub fn local_signal(valid: &[bool], actions: &[&str], params: &Params) -> Vec<f6
 
 /// Eq. 6: R_final from L, G and the gate g.
 pub fn fuse(local: f64, global: f64, gate: f64, params: &Params) -> f64 {
-    let sign = |x: f64| if x > 0.0 { 1 } else if x < 0.0 { -1 } else { 0 };
+    let sign = |x: f64| {
+        if x > 0.0 {
+            1
+        } else if x < 0.0 {
+            -1
+        } else {
+            0
+        }
+    };
     match (sign(local), sign(global)) {
         (_, 0) | (0, _) => 0.0,
         (l, g) if l == g => local * global.abs(),
@@ -204,16 +215,39 @@ fn validity(batch: &StepBatch, params: &Params) -> Result<Vec<bool>> {
     let mut valid = batch.valid();
     let feedback = batch.texts(FEEDBACK).or_else(|| batch.texts(NEXT_OBS));
     let alfworld = [
-        r"^nothing happens\.?$", "you don't see that", "you can't see that", "that command is not understood", "you haven't got",
-        "you are not", "you need to", "you must", "you have to", "that's not", "not a valid", "not valid", "you cannot",
-        "you can not", "not available",
+        r"^nothing happens\.?$",
+        "you don't see that",
+        "you can't see that",
+        "that command is not understood",
+        "you haven't got",
+        "you are not",
+        "you need to",
+        "you must",
+        "you have to",
+        "that's not",
+        "not a valid",
+        "not valid",
+        "you cannot",
+        "you can not",
+        "not available",
     ];
     let appworld = [
-        "Execution failed", "Traceback:", "SyntaxError", "Exception", "Error:", "Maximum number of executions", "timed out after",
+        "Execution failed",
+        "Traceback:",
+        "SyntaxError",
+        "Exception",
+        "Error:",
+        "Maximum number of executions",
+        "timed out after",
         "No code available to execute",
     ];
     let alf = regex::RegexSet::new(alfworld).map_err(|e| Error::Param(e.to_string()))?;
-    let user = params.error_pattern.as_deref().map(regex::Regex::new).transpose().map_err(|e| Error::Param(e.to_string()))?;
+    let user = params
+        .error_pattern
+        .as_deref()
+        .map(regex::Regex::new)
+        .transpose()
+        .map_err(|e| Error::Param(e.to_string()))?;
     if let Some(feedback) = feedback {
         for (r, text) in feedback.iter().enumerate() {
             let Some(text) = text else { continue };
@@ -228,7 +262,9 @@ fn validity(batch: &StepBatch, params: &Params) -> Result<Vec<bool>> {
         }
     }
     if params.format_rules != FormatRules::None {
-        let actions = batch.texts(ACTION).ok_or_else(|| Error::Param("mgr.format_rules needs an `action` column".into()))?;
+        let actions = batch
+            .texts(ACTION)
+            .ok_or_else(|| Error::Param("mgr.format_rules needs an `action` column".into()))?;
         for (r, action) in actions.iter().enumerate() {
             if !format_ok(action.unwrap_or(""), params) {
                 valid[r] = false;
@@ -245,10 +281,14 @@ fn format_ok(action: &str, params: &Params) -> bool {
     };
     match params.format_rules {
         FormatRules::None => true,
-        FormatRules::ThinkAction => enclosed("<think>", "</think>") && enclosed("<action>", "</action>"),
+        FormatRules::ThinkAction => {
+            enclosed("<think>", "</think>") && enclosed("<action>", "</action>")
+        }
         FormatRules::Appworld => {
             if let Some(start) = action.find("<think>") {
-                if !action[start..].contains("</think>") && action.len() - start > params.max_think_chars as usize {
+                if !action[start..].contains("</think>")
+                    && action.len() - start > params.max_think_chars as usize
+                {
                     return false;
                 }
             }
@@ -276,14 +316,18 @@ pub fn advantages(batch: &StepBatch, params: &Params) -> Result<Advantages> {
     // C_batch, V_batch per iteration.
     let mut totals: PlHashMap<Option<i64>, (f64, f64, f64, f64)> = PlHashMap::default(); // (succ, trajs, valid, steps)
     for traj in &batch.trajs {
-        let e = totals.entry(batch.groups[traj.group as usize].iteration).or_default();
+        let e = totals
+            .entry(batch.groups[traj.group as usize].iteration)
+            .or_default();
         e.0 += traj.success as u8 as f64;
         e.1 += 1.0;
         e.2 += traj.rows.iter().filter(|&&r| valid[r as usize]).count() as f64;
         e.3 += traj.rows.len() as f64;
     }
-    let p_retain_of: PlHashMap<Option<i64>, f64> =
-        totals.iter().map(|(&it, &(s, t, v, n))| (it, params.p_retain(s / t, v / n))).collect();
+    let p_retain_of: PlHashMap<Option<i64>, f64> = totals
+        .iter()
+        .map(|(&it, &(s, t, v, n))| (it, params.p_retain(s / t, v / n)))
+        .collect();
 
     let mut local = vec![0.0; n];
     let mut global = vec![0.0; n];
@@ -292,23 +336,39 @@ pub fn advantages(batch: &StepBatch, params: &Params) -> Result<Advantages> {
     let mut final_reward = vec![0.0; n];
     for group in &batch.groups {
         let m = group.trajs.len();
-        let s: Vec<f64> = group.trajs.iter().map(|&t| batch.trajs[t as usize].success as u8 as f64).collect();
+        let s: Vec<f64> = group
+            .trajs
+            .iter()
+            .map(|&t| batch.trajs[t as usize].success as u8 as f64)
+            .collect();
         let mean = s.iter().sum::<f64>() / m as f64;
         let p = p_retain_of[&group.iteration];
         for (k, &t) in group.trajs.iter().enumerate() {
             let traj = &batch.trajs[t as usize];
-            let mut g_value = if m > 1 { m as f64 / (m - 1) as f64 * (s[k] - mean) } else { 0.0 };
+            let mut g_value = if m > 1 {
+                m as f64 / (m - 1) as f64 * (s[k] - mean)
+            } else {
+                0.0
+            };
             if g_value.abs() < 1e-12 {
                 g_value = 0.0;
             }
             let v: Vec<bool> = traj.rows.iter().map(|&r| valid[r as usize]).collect();
-            let a: Vec<&str> = traj.rows.iter().map(|&r| actions.and_then(|c| c.get(r as usize)).unwrap_or("")).collect();
+            let a: Vec<&str> = traj
+                .rows
+                .iter()
+                .map(|&r| actions.and_then(|c| c.get(r as usize)).unwrap_or(""))
+                .collect();
             let l = local_signal(&v, &a, params);
             let draw = |salt: u64| -> f64 {
                 match params.gate {
                     Gate::Sample => {
                         let key = format!("{:?}/{}", group.iteration, traj.id);
-                        if uniform(params.seed, &key, salt) < p { 1.0 } else { -1.0 }
+                        if uniform(params.seed, &key, salt) < p {
+                            1.0
+                        } else {
+                            -1.0
+                        }
                     }
                     Gate::Expected => 2.0 * p - 1.0,
                     Gate::Retain => 1.0,
@@ -318,7 +378,11 @@ pub fn advantages(batch: &StepBatch, params: &Params) -> Result<Advantages> {
             let trajectory_gate = draw(0);
             for (pos, &r) in traj.rows.iter().enumerate() {
                 let r = r as usize;
-                let g_t = if params.gate_per_step { draw(pos as u64 + 1) } else { trajectory_gate };
+                let g_t = if params.gate_per_step {
+                    draw(pos as u64 + 1)
+                } else {
+                    trajectory_gate
+                };
                 local[r] = l[pos];
                 global[r] = g_value;
                 gate[r] = g_t;
@@ -332,7 +396,11 @@ pub fn advantages(batch: &StepBatch, params: &Params) -> Result<Advantages> {
         None => final_reward.clone(),
     };
     Ok(Advantages::new("mgr", advantage)
-        .part("mgr", "validity", Values::I64(valid.iter().map(|&v| if v { 1 } else { -1 }).collect()))
+        .part(
+            "mgr",
+            "validity",
+            Values::I64(valid.iter().map(|&v| if v { 1 } else { -1 }).collect()),
+        )
         .part("mgr", "local", Values::F64(local))
         .part("mgr", "global", Values::F64(global))
         .part("mgr", "gate", Values::F64(gate))
@@ -352,14 +420,26 @@ mod tests {
     #[test]
     fn vector_3_local_signal() {
         // spec-mgr.md §3, unit vectors for R_local (β = 0.1, α = 0.5, q = 2).
-        assert_close(&local_signal(&[true; 6], &["look"; 6], &p()), &[1.0, 1.0, 0.5, 0.0, -0.5, -1.0], 1e-12);
         assert_close(
-            &local_signal(&[false, true, true, true, true], &["x", "look", "look", "look", "look"], &p()),
+            &local_signal(&[true; 6], &["look"; 6], &p()),
+            &[1.0, 1.0, 0.5, 0.0, -0.5, -1.0],
+            1e-12,
+        );
+        assert_close(
+            &local_signal(
+                &[false, true, true, true, true],
+                &["x", "look", "look", "look", "look"],
+                &p(),
+            ),
             &[-1.0, 1.1, 1.0, 0.5, 0.0],
             1e-12,
         );
         assert_close(
-            &local_signal(&[true, false, false, true, true, true], &["a", "b", "c", "a", "a", "a"], &p()),
+            &local_signal(
+                &[true, false, false, true, true, true],
+                &["a", "b", "c", "a", "a", "a"],
+                &p(),
+            ),
             &[1.0, -1.1, -1.0, 1.1, 0.5, 0.0],
             1e-12,
         );
@@ -369,36 +449,84 @@ mod tests {
     fn vector_3_fusion_with_repetition() {
         let l = [1.0, 1.0, 0.5, 0.0, -0.5];
         let g = 2.0 / 3.0;
-        let fused = |global: f64, gate: f64| l.iter().map(|&x| fuse(x, global, gate, &p())).collect::<Vec<_>>();
-        assert_close(&fused(g, 1.0), &[0.6667, 0.6667, 0.3333, 0.0, -0.1667], 1e-4);
-        assert_close(&fused(-g, 1.0), &[0.3333, 0.3333, 0.1667, 0.0, -0.3333], 1e-4);
-        assert_close(&fused(-g, -1.0), &[-0.3333, -0.3333, -0.1667, 0.0, -0.3333], 1e-4);
+        let fused = |global: f64, gate: f64| {
+            l.iter()
+                .map(|&x| fuse(x, global, gate, &p()))
+                .collect::<Vec<_>>()
+        };
+        assert_close(
+            &fused(g, 1.0),
+            &[0.6667, 0.6667, 0.3333, 0.0, -0.1667],
+            1e-4,
+        );
+        assert_close(
+            &fused(-g, 1.0),
+            &[0.3333, 0.3333, 0.1667, 0.0, -0.3333],
+            1e-4,
+        );
+        assert_close(
+            &fused(-g, -1.0),
+            &[-0.3333, -0.3333, -0.1667, 0.0, -0.3333],
+            1e-4,
+        );
     }
 
     #[test]
     fn vector_3_p_retain_schedule() {
         let cases = [
-            ((0.05, 0.9), 1.0), ((0.5, 0.3), 1.0), ((0.9, 0.39), 1.0), ((0.1, 0.5), 0.85), ((0.3, 0.8), 0.55),
-            ((0.5, 0.7), 0.25), ((0.59, 0.9), 0.115), ((0.6, 0.9), 0.1), ((0.9, 0.9), 0.1),
+            ((0.05, 0.9), 1.0),
+            ((0.5, 0.3), 1.0),
+            ((0.9, 0.39), 1.0),
+            ((0.1, 0.5), 0.85),
+            ((0.3, 0.8), 0.55),
+            ((0.5, 0.7), 0.25),
+            ((0.59, 0.9), 0.115),
+            ((0.6, 0.9), 0.1),
+            ((0.9, 0.9), 0.1),
         ];
         for ((c, v), expected) in cases {
-            assert!((p().p_retain(c, v) - expected).abs() < 1e-9, "p_retain({c}, {v})");
+            assert!(
+                (p().p_retain(c, v) - expected).abs() < 1e-9,
+                "p_retain({c}, {v})"
+            );
         }
     }
 
     /// spec-mgr.md §3 worked group: m = 4, S = [1, 1, 0, 0].
     fn worked_group() -> StepBatch {
         let rows = [
-            ("g", "1", 1, "A", 0.0, true), ("g", "1", 2, "B", 0.0, false), ("g", "1", 3, "B", 0.0, true), ("g", "1", 4, "C", 10.0, true),
-            ("g", "2", 1, "A", 0.0, true), ("g", "2", 2, "B", 0.0, true), ("g", "2", 3, "C", 10.0, true),
-            ("g", "3", 1, "A", 0.0, true), ("g", "3", 2, "D", 0.0, true), ("g", "3", 3, "D", 0.0, true), ("g", "3", 4, "D", 0.0, true),
-            ("g", "4", 1, "A", 0.0, false), ("g", "4", 2, "A", 0.0, true), ("g", "4", 3, "B", 0.0, false), ("g", "4", 4, "B", 0.0, false),
+            ("g", "1", 1, "A", 0.0, true),
+            ("g", "1", 2, "B", 0.0, false),
+            ("g", "1", 3, "B", 0.0, true),
+            ("g", "1", 4, "C", 10.0, true),
+            ("g", "2", 1, "A", 0.0, true),
+            ("g", "2", 2, "B", 0.0, true),
+            ("g", "2", 3, "C", 10.0, true),
+            ("g", "3", 1, "A", 0.0, true),
+            ("g", "3", 2, "D", 0.0, true),
+            ("g", "3", 3, "D", 0.0, true),
+            ("g", "3", 4, "D", 0.0, true),
+            ("g", "4", 1, "A", 0.0, false),
+            ("g", "4", 2, "A", 0.0, true),
+            ("g", "4", 3, "B", 0.0, false),
+            ("g", "4", 4, "B", 0.0, false),
         ];
         let actions = [
-            "go to countertop 1", "take apple from countertop", "take apple 1 from countertop 1", "put apple 1 in/on fridge 1",
-            "go to countertop 1", "take apple 1 from countertop 1", "put apple 1 in/on fridge 1",
-            "go to cabinet 1", "look", "look", "look",
-            "go to countertop 1", "go to countertop 1", "take apple from countertop", "take apple from countertop",
+            "go to countertop 1",
+            "take apple from countertop",
+            "take apple 1 from countertop 1",
+            "put apple 1 in/on fridge 1",
+            "go to countertop 1",
+            "take apple 1 from countertop 1",
+            "put apple 1 in/on fridge 1",
+            "go to cabinet 1",
+            "look",
+            "look",
+            "look",
+            "go to countertop 1",
+            "go to countertop 1",
+            "take apple from countertop",
+            "take apple from countertop",
         ];
         batch_with(&rows, &actions)
     }
@@ -407,9 +535,18 @@ mod tests {
     fn vector_3_worked_group() {
         let b = worked_group();
         let run = |gate| advantages(&b, &Params { gate, ..p() }).unwrap();
-        let retain = [0.6667, -0.3667, 0.7333, 0.6667, 0.6667, 0.6667, 0.6667, 0.3333, 0.3333, 0.3333, 0.1667, -0.6667, 0.3667, -0.7333, -0.6667];
-        let flip = [0.6667, -0.3667, 0.7333, 0.6667, 0.6667, 0.6667, 0.6667, -0.3333, -0.3333, -0.3333, -0.1667, -0.6667, -0.3667, -0.7333, -0.6667];
-        let expected = [0.6667, -0.3667, 0.7333, 0.6667, 0.6667, 0.6667, 0.6667, -0.1667, -0.1667, -0.1667, -0.0833, -0.6667, -0.1833, -0.7333, -0.6667];
+        let retain = [
+            0.6667, -0.3667, 0.7333, 0.6667, 0.6667, 0.6667, 0.6667, 0.3333, 0.3333, 0.3333,
+            0.1667, -0.6667, 0.3667, -0.7333, -0.6667,
+        ];
+        let flip = [
+            0.6667, -0.3667, 0.7333, 0.6667, 0.6667, 0.6667, 0.6667, -0.3333, -0.3333, -0.3333,
+            -0.1667, -0.6667, -0.3667, -0.7333, -0.6667,
+        ];
+        let expected = [
+            0.6667, -0.3667, 0.7333, 0.6667, 0.6667, 0.6667, 0.6667, -0.1667, -0.1667, -0.1667,
+            -0.0833, -0.6667, -0.1833, -0.7333, -0.6667,
+        ];
         assert_close(run(Gate::Retain).advantage(), &retain, 1e-4);
         assert_close(run(Gate::Flip).advantage(), &flip, 1e-4);
         let e = run(Gate::Expected);
@@ -424,7 +561,8 @@ mod tests {
         for (i, x) in sampled.iter().enumerate() {
             assert!((x - retain[i]).abs() < 1e-4 || (x - flip[i]).abs() < 1e-4);
         }
-        let same_sign = |rows: std::ops::Range<usize>| rows.map(|i| sampled[i] > 0.0).collect::<Vec<_>>();
+        let same_sign =
+            |rows: std::ops::Range<usize>| rows.map(|i| sampled[i] > 0.0).collect::<Vec<_>>();
         assert!(same_sign(7..11).windows(2).all(|w| w[0] == w[1]));
         // Reproducible for a seed.
         assert_eq!(run(Gate::Sample).advantage(), sampled);
@@ -432,17 +570,28 @@ mod tests {
 
     #[test]
     fn uniform_group_gives_zero() {
-        let rows = [("g", "a", 0, "x", 1.0, true), ("g", "b", 0, "x", 1.0, false), ("g", "c", 0, "x", 1.0, true)];
+        let rows = [
+            ("g", "a", 0, "x", 1.0, true),
+            ("g", "b", 0, "x", 1.0, false),
+            ("g", "c", 0, "x", 1.0, true),
+        ];
         let a = advantages(&batch_with(&rows, &["a", "b", "c"]), &p()).unwrap();
         assert_close(a.advantage(), &[0.0, 0.0, 0.0], 0.0);
     }
 
     #[test]
     fn feedback_and_format_rules() {
-        let q = Params { feedback_rules: FeedbackRules::Alfworld, format_rules: FormatRules::ThinkAction, ..p() };
+        let q = Params {
+            feedback_rules: FeedbackRules::Alfworld,
+            format_rules: FormatRules::ThinkAction,
+            ..p()
+        };
         assert!(format_ok("<think>hm</think><action>look</action>", &q));
         assert!(!format_ok("look", &q));
-        let app = Params { format_rules: FormatRules::Appworld, ..p() };
+        let app = Params {
+            format_rules: FormatRules::Appworld,
+            ..p()
+        };
         assert!(format_ok("```python\napis.spotify.login()\n```", &app));
         assert!(!format_ok("```python\nprint('thinking')\n```", &app));
     }

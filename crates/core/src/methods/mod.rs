@@ -4,8 +4,8 @@
 
 pub mod gigpo;
 pub mod graphgpo;
-pub mod grpo;
 pub mod group_stats;
+pub mod grpo;
 pub mod hisr;
 pub mod mgr;
 pub mod proxmo;
@@ -48,22 +48,36 @@ impl Advantages {
     }
 
     pub(crate) fn new(label: &str, advantage: Vec<f64>) -> Self {
-        Advantages { columns: vec![Output { name: format!("adv_{label}"), values: Values::F64(advantage) }], notes: Vec::new() }
+        Advantages {
+            columns: vec![Output {
+                name: format!("adv_{label}"),
+                values: Values::F64(advantage),
+            }],
+            notes: Vec::new(),
+        }
     }
 
     pub(crate) fn part(mut self, label: &str, part: &str, values: Values) -> Self {
-        self.columns.push(Output { name: format!("{label}_{part}"), values });
+        self.columns.push(Output {
+            name: format!("{label}_{part}"),
+            values,
+        });
         self
     }
 
     /// The column `name`, if this result has it (tests and analyses).
     pub fn column(&self, name: &str) -> Option<&Values> {
-        self.columns.iter().find(|c| c.name == name).map(|c| &c.values)
+        self.columns
+            .iter()
+            .find(|c| c.name == name)
+            .map(|c| &c.values)
     }
 }
 
 /// Every method `credit` knows, in the order `--methods all` runs them (less [`LOGGED_SIGNALS`]).
-pub const ALL: &[&str] = &["grpo", "drgrpo", "rloo", "gigpo", "proxmo", "graphgpo", "mgr", "spa", "hisr"];
+pub const ALL: &[&str] = &[
+    "grpo", "drgrpo", "rloo", "gigpo", "proxmo", "graphgpo", "mgr", "spa", "hisr",
+];
 
 /// Methods that need signals beyond the rewards (`progress`, `segment_reward`): `--methods all`
 /// leaves them out, so that it runs on any logs; name them to run them.
@@ -72,7 +86,10 @@ pub const LOGGED_SIGNALS: &[&str] = &["spa", "hisr"];
 /// A configured estimator.
 #[derive(Clone, Debug)]
 pub enum Method {
-    Grpo { label: &'static str, params: grpo::Params },
+    Grpo {
+        label: &'static str,
+        params: grpo::Params,
+    },
     Rloo(rloo::Params),
     Gigpo(gigpo::Params),
     Graphgpo(graphgpo::Params),
@@ -86,10 +103,17 @@ impl Method {
     /// The method `name` with the preset of `profile`.
     pub fn preset(name: &str, profile: Profile) -> Result<Method> {
         Ok(match name {
-            "grpo" => Method::Grpo { label: "grpo", params: grpo::Params::preset(profile) },
-            "drgrpo" | "dr_grpo" | "dr-grpo" => {
-                Method::Grpo { label: "drgrpo", params: grpo::Params { norm: group_stats::Norm::Mean, ..grpo::Params::preset(profile) } }
-            }
+            "grpo" => Method::Grpo {
+                label: "grpo",
+                params: grpo::Params::preset(profile),
+            },
+            "drgrpo" | "dr_grpo" | "dr-grpo" => Method::Grpo {
+                label: "drgrpo",
+                params: grpo::Params {
+                    norm: group_stats::Norm::Mean,
+                    ..grpo::Params::preset(profile)
+                },
+            },
             "rloo" => Method::Rloo(rloo::Params::preset(profile)),
             "gigpo" => Method::Gigpo(gigpo::Params::preset(profile)),
             "graphgpo" => Method::Graphgpo(graphgpo::Params::preset(profile)),
@@ -98,7 +122,10 @@ impl Method {
             "spa" => Method::Spa(spa::Params::preset(profile)),
             "hisr" => Method::Hisr(hisr::Params::preset(profile)),
             other => {
-                return Err(Error::Param(format!("unknown method `{other}` (expected one of {}, or `all`)", ALL.join(", "))))
+                return Err(Error::Param(format!(
+                    "unknown method `{other}` (expected one of {}, or `all`)",
+                    ALL.join(", ")
+                )))
             }
         })
     }
@@ -197,33 +224,53 @@ pub fn parse_list(list: &str) -> Result<Vec<String>> {
     let mut names = Vec::new();
     for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         if name == "all" {
-            names.extend(ALL.iter().filter(|m| !LOGGED_SIGNALS.contains(m)).map(|s| s.to_string()));
+            names.extend(
+                ALL.iter()
+                    .filter(|m| !LOGGED_SIGNALS.contains(m))
+                    .map(|s| s.to_string()),
+            );
         } else {
             names.push(name.to_string());
         }
     }
     names.dedup();
     if names.is_empty() {
-        return Err(Error::Param("no methods given (e.g. `--methods grpo,gigpo` or `--methods all`)".into()));
+        return Err(Error::Param(
+            "no methods given (e.g. `--methods grpo,gigpo` or `--methods all`)".into(),
+        ));
     }
     Ok(names)
 }
 
 /// Sets one field of a serde-serialisable parameter struct from text, typed by its current value.
-fn set_field<P: Serialize + DeserializeOwned>(params: &mut P, label: &str, key: &str, value: &str) -> Result<()> {
+fn set_field<P: Serialize + DeserializeOwned>(
+    params: &mut P,
+    label: &str,
+    key: &str,
+    value: &str,
+) -> Result<()> {
     use serde_json::Value;
     let mut json = serde_json::to_value(&*params).map_err(|e| Error::Param(e.to_string()))?;
-    let Some(map) = json.as_object_mut() else { unreachable!("params serialise to objects") };
+    let Some(map) = json.as_object_mut() else {
+        unreachable!("params serialise to objects")
+    };
     let Some(current) = map.get(key) else {
         let keys: Vec<&String> = map.keys().collect();
         return Err(Error::Param(format!(
             "unknown parameter `{label}.{key}` (known: {})",
-            keys.iter().map(|k| k.as_str()).collect::<Vec<_>>().join(", ")
+            keys.iter()
+                .map(|k| k.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
         )));
     };
     let bad = |what: &str| Error::Param(format!("`{label}.{key}={value}`: expected {what}"));
     let parsed = match current {
-        Value::Number(n) if n.is_u64() => Value::from(value.parse::<u64>().map_err(|_| bad("a non-negative integer"))?),
+        Value::Number(n) if n.is_u64() => Value::from(
+            value
+                .parse::<u64>()
+                .map_err(|_| bad("a non-negative integer"))?,
+        ),
         Value::Number(_) => {
             let x: f64 = value.parse().map_err(|_| bad("a number"))?;
             if !x.is_finite() {
@@ -239,6 +286,7 @@ fn set_field<P: Serialize + DeserializeOwned>(params: &mut P, label: &str, key: 
         _ => Value::from(value),
     };
     map.insert(key.to_string(), parsed);
-    *params = serde_json::from_value(json).map_err(|e| Error::Param(format!("`{label}.{key}={value}`: {e}")))?;
+    *params = serde_json::from_value(json)
+        .map_err(|e| Error::Param(format!("`{label}.{key}={value}`: {e}")))?;
     Ok(())
 }

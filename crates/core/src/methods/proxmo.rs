@@ -124,7 +124,9 @@ impl Params {
 
     pub fn check(&self) -> Result<()> {
         if self.max_features == 0 {
-            return Err(Error::Param("proxmo.max_features must be at least 1".into()));
+            return Err(Error::Param(
+                "proxmo.max_features must be at least 1".into(),
+            ));
         }
         Ok(())
     }
@@ -156,7 +158,13 @@ pub fn advantages(batch: &StepBatch, params: &Params) -> Result<Advantages> {
         SuccessRate::Trajectories => batch
             .groups
             .iter()
-            .map(|g| g.trajs.iter().filter(|&&t| batch.trajs[t as usize].success).count() as f64 / g.trajs.len() as f64)
+            .map(|g| {
+                g.trajs
+                    .iter()
+                    .filter(|&&t| batch.trajs[t as usize].success)
+                    .count() as f64
+                    / g.trajs.len() as f64
+            })
             .collect(),
         SuccessRate::ClampedRowMean => stats.mean.iter().map(|m| m.clamp(0.0, 1.0)).collect(),
     };
@@ -177,9 +185,21 @@ pub fn advantages(batch: &StepBatch, params: &Params) -> Result<Advantages> {
 
     let returns = step_returns(batch, conv)?;
     let (baseline, empty_fits) = soft_baselines(batch, &returns, params)?;
-    let step: Vec<f64> = returns.iter().zip(&baseline).map(|(r, b)| b.map_or(0.0, |b| r - b)).collect();
-    let baseline: Vec<f64> = baseline.iter().zip(&returns).map(|(b, r)| b.unwrap_or(*r)).collect();
-    let advantage = episode.iter().zip(&step).map(|(e, s)| e + params.omega * s).collect();
+    let step: Vec<f64> = returns
+        .iter()
+        .zip(&baseline)
+        .map(|(r, b)| b.map_or(0.0, |b| r - b))
+        .collect();
+    let baseline: Vec<f64> = baseline
+        .iter()
+        .zip(&returns)
+        .map(|(b, r)| b.unwrap_or(*r))
+        .collect();
+    let advantage = episode
+        .iter()
+        .zip(&step)
+        .map(|(e, s)| e + params.omega * s)
+        .collect();
     let mut out = Advantages::new("proxmo", advantage)
         .part("proxmo", "episode", Values::F64(episode))
         .part("proxmo", "weight", Values::F64(weight))
@@ -199,11 +219,16 @@ pub fn advantages(batch: &StepBatch, params: &Params) -> Result<Advantages> {
 }
 
 /// B_i for every row (None where the fit's vocabulary is empty) and the number of empty fits.
-fn soft_baselines(batch: &StepBatch, returns: &[f64], params: &Params) -> Result<(Vec<Option<f64>>, usize)> {
+fn soft_baselines(
+    batch: &StepBatch,
+    returns: &[f64],
+    params: &Params,
+) -> Result<(Vec<Option<f64>>, usize)> {
     // Fit scopes: one per iteration, or the whole batch.
     let mut scopes: Vec<Vec<usize>> = Vec::new();
     if batch.has(ITERATION) {
-        let mut by_iteration: std::collections::BTreeMap<Option<i64>, Vec<usize>> = Default::default();
+        let mut by_iteration: std::collections::BTreeMap<Option<i64>, Vec<usize>> =
+            Default::default();
         for (g, group) in batch.groups.iter().enumerate() {
             by_iteration.entry(group.iteration).or_default().push(g);
         }
@@ -215,9 +240,14 @@ fn soft_baselines(batch: &StepBatch, returns: &[f64], params: &Params) -> Result
     // its groups do.
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     let results: Vec<Option<Vec<(u32, f64)>>> = if scopes.len() > 1 {
-        parallel(&scopes, threads, |groups| scope_baselines(batch, groups, returns, params, 1))
+        parallel(&scopes, threads, |groups| {
+            scope_baselines(batch, groups, returns, params, 1)
+        })
     } else {
-        scopes.iter().map(|groups| scope_baselines(batch, groups, returns, params, threads)).collect()
+        scopes
+            .iter()
+            .map(|groups| scope_baselines(batch, groups, returns, params, threads))
+            .collect()
     };
     let mut baseline = vec![None; batch.len()];
     let mut empty_fits = 0;
@@ -242,21 +272,40 @@ fn parallel<T: Sync, R: Send>(items: &[T], threads: usize, f: impl Fn(&T) -> R +
     let chunk = items.len().div_ceil(threads.min(items.len())).max(1);
     let f = &f;
     std::thread::scope(|scope| {
-        let handles: Vec<_> = items.chunks(chunk).map(|part| scope.spawn(move || part.iter().map(f).collect::<Vec<R>>())).collect();
-        handles.into_iter().flat_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e))).collect()
+        let handles: Vec<_> = items
+            .chunks(chunk)
+            .map(|part| scope.spawn(move || part.iter().map(f).collect::<Vec<R>>()))
+            .collect();
+        handles
+            .into_iter()
+            .flat_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
+            .collect()
     })
 }
 
 /// One fit scope: the TF-IDF fit over its rows, then B for every row of its groups; `None` when
 /// the vocabulary is empty.
-fn scope_baselines(batch: &StepBatch, groups: &[usize], returns: &[f64], params: &Params, threads: usize) -> Option<Vec<(u32, f64)>> {
+fn scope_baselines(
+    batch: &StepBatch,
+    groups: &[usize],
+    returns: &[f64],
+    params: &Params,
+    threads: usize,
+) -> Option<Vec<(u32, f64)>> {
     let obs = batch.texts(OBS);
     let rows: Vec<u32> = groups.iter().flat_map(|&g| batch.group_rows(g)).collect();
-    let corpus = fit_transform(rows.iter().map(|&r| obs.and_then(|o| o.get(r as usize))), params.max_features as usize);
+    let corpus = fit_transform(
+        rows.iter().map(|&r| obs.and_then(|o| o.get(r as usize))),
+        params.max_features as usize,
+    );
     if corpus.vocabulary_size == 0 {
         return None;
     }
-    let doc: PlHashMap<u32, u32> = rows.iter().zip(&corpus.doc_of_row).map(|(&r, &d)| (r, d)).collect();
+    let doc: PlHashMap<u32, u32> = rows
+        .iter()
+        .zip(&corpus.doc_of_row)
+        .map(|(&r, &d)| (r, d))
+        .collect();
     let subsets = |g: &usize| -> Vec<(u32, f64)> {
         let group_rows: Vec<u32> = batch.group_rows(*g).collect();
         let parts = match params.psa_scope {
@@ -275,14 +324,27 @@ fn scope_baselines(batch: &StepBatch, groups: &[usize], returns: &[f64], params:
         }
         out
     };
-    Some(parallel(groups, threads, subsets).into_iter().flatten().collect())
+    Some(
+        parallel(groups, threads, subsets)
+            .into_iter()
+            .flatten()
+            .collect(),
+    )
 }
 
 /// B_i = Σ_j softmax_j(sim(i,j)/τ)·R_j over `rows`, computed over their distinct texts: rows with
 /// the same text share similarities, so each distinct text carries its count and its return sum.
 /// Pushes (row, B) for every row.
-fn aggregate(rows: &[u32], doc: &PlHashMap<u32, u32>, vectors: &[Vec<(u32, f64)>], returns: &[f64], tau: f64, out: &mut Vec<(u32, f64)>) {
-    let mut index: PlHashMap<u32, usize> = PlHashMap::with_capacity_and_hasher(rows.len(), Default::default());
+fn aggregate(
+    rows: &[u32],
+    doc: &PlHashMap<u32, u32>,
+    vectors: &[Vec<(u32, f64)>],
+    returns: &[f64],
+    tau: f64,
+    out: &mut Vec<(u32, f64)>,
+) {
+    let mut index: PlHashMap<u32, usize> =
+        PlHashMap::with_capacity_and_hasher(rows.len(), Default::default());
     let mut distinct: Vec<(u32, f64, f64)> = Vec::new(); // (doc, count, return sum)
     for &r in rows {
         let d = doc[&r];
@@ -296,7 +358,11 @@ fn aggregate(rows: &[u32], doc: &PlHashMap<u32, u32>, vectors: &[Vec<(u32, f64)>
     let u = distinct.len();
     // Similarities: scatter one vector into a dense buffer, then gather each other vector's
     // entries (cheaper than merging two sparse lists).
-    let dim = distinct.iter().flat_map(|d| vectors[d.0 as usize].last().map(|e| e.0 as usize + 1)).max().unwrap_or(0);
+    let dim = distinct
+        .iter()
+        .flat_map(|d| vectors[d.0 as usize].last().map(|e| e.0 as usize + 1))
+        .max()
+        .unwrap_or(0);
     let mut dense = vec![0.0; dim];
     let mut sims = vec![0.0; u * u];
     for a in 0..u {
@@ -305,7 +371,10 @@ fn aggregate(rows: &[u32], doc: &PlHashMap<u32, u32>, vectors: &[Vec<(u32, f64)>
             dense[t as usize] = w;
         }
         for b in a..u {
-            let s: f64 = vectors[distinct[b].0 as usize].iter().map(|&(t, w)| w * dense[t as usize]).sum();
+            let s: f64 = vectors[distinct[b].0 as usize]
+                .iter()
+                .map(|&(t, w)| w * dense[t as usize])
+                .sum();
             sims[a * u + b] = s;
             sims[b * u + a] = s;
         }
@@ -331,14 +400,7 @@ fn aggregate(rows: &[u32], doc: &PlHashMap<u32, u32>, vectors: &[Vec<(u32, f64)>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::batch::testing::{assert_close, batch, spec_4_1};
-
-    fn part<'a>(a: &'a Advantages, name: &str) -> &'a [f64] {
-        match a.column(name) {
-            Some(Values::F64(v)) => v,
-            _ => panic!("no column {name}"),
-        }
-    }
+    use crate::batch::testing::{assert_close, batch, part, spec_4_1};
 
     #[test]
     fn vector_4_7_psc_weights() {
@@ -353,8 +415,14 @@ mod tests {
             (1.0, 1.0000, 0.9769, 1.0000, 0.9500, 1.0000, 0.9518),
         ];
         let paper = Params::paper();
-        let code = Params { psc_target_range: Some(0.05), ..Params::paper() };
-        let linear = Params { psc_form: PscForm::Linear, ..Params::paper() };
+        let code = Params {
+            psc_target_range: Some(0.05),
+            ..Params::paper()
+        };
+        let linear = Params {
+            psc_form: PscForm::Linear,
+            ..Params::paper()
+        };
         for (p, ps, pf, cs, cf, ls, lf) in table {
             for (params, s, f) in [(&paper, ps, pf), (&code, cs, cf), (&linear, ls, lf)] {
                 assert!((params.weight(true, p) - s).abs() < 1e-4, "success p={p}");
@@ -369,38 +437,63 @@ mod tests {
         let a = advantages(&spec_4_1(1.0, None), &Params::paper()).unwrap();
         assert_close(
             part(&a, "proxmo_baseline"),
-            &[0.2257, 0.2270, 0.9967, 0.2257, 0.2270, 0.0376, 0.2257, 0.0376, 0.2257, 0.2270, 0.2270, 0.9342, 1.0, 0.9342, 0.9342, 1.0],
+            &[
+                0.2257, 0.2270, 0.9967, 0.2257, 0.2270, 0.0376, 0.2257, 0.0376, 0.2257, 0.2270,
+                0.2270, 0.9342, 1.0, 0.9342, 0.9342, 1.0,
+            ],
             1e-4,
         );
         assert_close(
             part(&a, "proxmo_step"),
-            &[0.6768, 0.7230, 0.0033, -0.2257, -0.2270, -0.0376, -0.2257, -0.0376, -0.2257, -0.2270, -0.2270, 0.0158, 0.0, -0.0317, 0.0158, 0.0],
+            &[
+                0.6768, 0.7230, 0.0033, -0.2257, -0.2270, -0.0376, -0.2257, -0.0376, -0.2257,
+                -0.2270, -0.2270, 0.0158, 0.0, -0.0317, 0.0158, 0.0,
+            ],
             1e-4,
         );
-        let w: Vec<f64> = [1.007845; 3].into_iter().chain([0.999902; 8]).chain([1.0; 5]).collect();
+        let w: Vec<f64> = [1.007845; 3]
+            .into_iter()
+            .chain([0.999902; 8])
+            .chain([1.0; 5])
+            .collect();
         assert_close(part(&a, "proxmo_weight"), &w, 1e-6);
         assert_close(
             a.advantage(),
-            &[2.1886, 2.2347, 1.5151, -0.7256, -0.7270, -0.5375, -0.7256, -0.5375, -0.7256, -0.7270, -0.7270, 0.0158, 0.0, -0.0317, 0.0158, 0.0],
+            &[
+                2.1886, 2.2347, 1.5151, -0.7256, -0.7270, -0.5375, -0.7256, -0.5375, -0.7256,
+                -0.7270, -0.7270, 0.0158, 0.0, -0.0317, 0.0158, 0.0,
+            ],
             1e-4,
         );
         // The last column of §4.5: the code's β = 0.216395.
-        let code = Params { psc_beta: 0.216395, ..Params::paper() };
+        let code = Params {
+            psc_beta: 0.216395,
+            ..Params::paper()
+        };
         let a = advantages(&spec_4_1(1.0, None), &code).unwrap();
         assert_close(
             a.advantage(),
-            &[2.2023, 2.2484, 1.5288, -0.7256, -0.7269, -0.5375, -0.7256, -0.5375, -0.7256, -0.7269, -0.7269, 0.0158, 0.0, -0.0317, 0.0158, 0.0],
+            &[
+                2.2023, 2.2484, 1.5288, -0.7256, -0.7269, -0.5375, -0.7256, -0.5375, -0.7256,
+                -0.7269, -0.7269, 0.0158, 0.0, -0.0317, 0.0158, 0.0,
+            ],
             1e-4,
         );
     }
 
     #[test]
     fn vector_4_5_psa_same_t() {
-        let p = Params { psa_scope: PsaScope::SameT, ..Params::paper() };
+        let p = Params {
+            psa_scope: PsaScope::SameT,
+            ..Params::paper()
+        };
         let a = advantages(&spec_4_1(1.0, None), &p).unwrap();
         assert_close(
             part(&a, "proxmo_step"),
-            &[0.6769, 0.6429, 0.0010, -0.2256, -0.3071, -0.0003, -0.2256, -0.0694, -0.2256, -0.3071, -0.0006, 0.0237, 0.0, -0.0238, 0.0, 0.0],
+            &[
+                0.6769, 0.6429, 0.0010, -0.2256, -0.3071, -0.0003, -0.2256, -0.0694, -0.2256,
+                -0.3071, -0.0006, 0.0237, 0.0, -0.0238, 0.0, 0.0,
+            ],
             1e-4,
         );
     }
@@ -410,17 +503,26 @@ mod tests {
         let a = advantages(&spec_4_1(10.0, Some(9)), &Params::verl()).unwrap();
         assert_close(
             part(&a, "proxmo_episode"),
-            &[7.2818, 7.2818, 7.2818, -2.5823, -2.5823, -2.5823, -2.5823, -2.5823, -2.5823, -2.6773, -2.5823, 0.0, 0.0, 0.0, 0.0, 0.0],
+            &[
+                7.2818, 7.2818, 7.2818, -2.5823, -2.5823, -2.5823, -2.5823, -2.5823, -2.5823,
+                -2.6773, -2.5823, 0.0, 0.0, 0.0, 0.0, 0.0,
+            ],
             1e-4,
         );
         assert_close(
             part(&a, "proxmo_step"),
-            &[6.7684, 7.2537, 0.0334, -2.2566, -2.2463, -0.3718, -2.2566, -0.3718, -2.2566, -2.3463, -2.2463, 0.1582, 0.0003, -0.3168, 0.1582, 0.0003],
+            &[
+                6.7684, 7.2537, 0.0334, -2.2566, -2.2463, -0.3718, -2.2566, -0.3718, -2.2566,
+                -2.3463, -2.2463, 0.1582, 0.0003, -0.3168, 0.1582, 0.0003,
+            ],
             1e-4,
         );
         assert_close(
             a.advantage(),
-            &[14.0502, 14.5355, 7.3152, -4.8388, -4.8286, -2.9541, -4.8388, -2.9541, -4.8388, -5.0236, -4.8286, 0.1582, 0.0003, -0.3168, 0.1582, 0.0003],
+            &[
+                14.0502, 14.5355, 7.3152, -4.8388, -4.8286, -2.9541, -4.8388, -2.9541, -4.8388,
+                -5.0236, -4.8286, 0.1582, 0.0003, -0.3168, 0.1582, 0.0003,
+            ],
             1e-4,
         );
     }
@@ -428,15 +530,27 @@ mod tests {
     #[test]
     fn vector_4_7_psa_empty_observation() {
         // Texts ["", "go north", "go north"], returns [1, 0, 0.5] (one trajectory per row, γ irrelevant).
-        let b = batch(&[("g", "a", 0, "", 1.0, true), ("g", "b", 0, "go north", 0.0, true), ("g", "c", 0, "go north", 0.5, true)]);
+        let b = batch(&[
+            ("g", "a", 0, "", 1.0, true),
+            ("g", "b", 0, "go north", 0.0, true),
+            ("g", "c", 0, "go north", 0.5, true),
+        ]);
         let a = advantages(&b, &Params::paper()).unwrap();
-        assert_close(part(&a, "proxmo_baseline"), &[0.5, 0.250017, 0.250017], 1e-6);
+        assert_close(
+            part(&a, "proxmo_baseline"),
+            &[0.5, 0.250017, 0.250017],
+            1e-6,
+        );
         assert_close(part(&a, "proxmo_step"), &[0.5, -0.250017, 0.249983], 1e-6);
     }
 
     #[test]
     fn vector_4_7_empty_vocabulary_gives_zero_step_term() {
-        let b = batch(&[("g", "a", 0, "", 1.0, true), ("g", "b", 0, "a", 0.0, true), ("g", "c", 0, "1 2", 0.5, true)]);
+        let b = batch(&[
+            ("g", "a", 0, "", 1.0, true),
+            ("g", "b", 0, "a", 0.0, true),
+            ("g", "c", 0, "1 2", 0.5, true),
+        ]);
         let a = advantages(&b, &Params::verl()).unwrap();
         assert_close(part(&a, "proxmo_step"), &[0.0, 0.0, 0.0], 0.0);
         assert_eq!(a.notes.len(), 1);
@@ -448,17 +562,34 @@ mod tests {
         // dissimilar behaves like GiGPO mean_norm's step part up to e^{-1/τ} leakage; with τ small
         // and orthogonal texts the two agree to 1e-9.
         let rows = [
-            ("g", "a", 0, "alpha beta", 0.0, true), ("g", "a", 1, "gamma delta", 1.0, true),
-            ("g", "b", 0, "alpha beta", 0.0, true), ("g", "b", 1, "gamma delta", 0.0, true),
-            ("g", "c", 0, "alpha beta", 0.0, true), ("g", "c", 1, "epsilon zeta", 0.0, true),
+            ("g", "a", 0, "alpha beta", 0.0, true),
+            ("g", "a", 1, "gamma delta", 1.0, true),
+            ("g", "b", 0, "alpha beta", 0.0, true),
+            ("g", "b", 1, "gamma delta", 0.0, true),
+            ("g", "c", 0, "alpha beta", 0.0, true),
+            ("g", "c", 1, "epsilon zeta", 0.0, true),
         ];
         let b = batch(&rows);
-        let p = Params { tau: 0.01, ..Params::paper() };
+        let p = Params {
+            tau: 0.01,
+            ..Params::paper()
+        };
         let prox = advantages(&b, &p).unwrap();
-        let gig = super::super::gigpo::advantages(&b, &super::super::gigpo::Params { mode: Norm::Mean, ..super::super::gigpo::Params::paper() }).unwrap();
-        assert_close(part(&prox, "proxmo_step"), match gig.column("gigpo_step") {
-            Some(Values::F64(v)) => v,
-            _ => panic!(),
-        }, 1e-9);
+        let gig = super::super::gigpo::advantages(
+            &b,
+            &super::super::gigpo::Params {
+                mode: Norm::Mean,
+                ..super::super::gigpo::Params::paper()
+            },
+        )
+        .unwrap();
+        assert_close(
+            part(&prox, "proxmo_step"),
+            match gig.column("gigpo_step") {
+                Some(Values::F64(v)) => v,
+                _ => panic!(),
+            },
+            1e-9,
+        );
     }
 }

@@ -21,11 +21,15 @@ pub struct Params {
 
 impl Params {
     pub fn paper() -> Self {
-        Params { conv: Conventions::of(Profile::Paper) }
+        Params {
+            conv: Conventions::of(Profile::Paper),
+        }
     }
 
     pub fn verl() -> Self {
-        Params { conv: Conventions::of(Profile::Verl) }
+        Params {
+            conv: Conventions::of(Profile::Verl),
+        }
     }
 
     pub fn preset(profile: Profile) -> Self {
@@ -43,9 +47,16 @@ pub fn advantages(batch: &StepBatch, params: &Params) -> Result<Advantages> {
     let mut baseline = vec![0.0; batch.len()];
     for (g, group) in batch.groups.iter().enumerate() {
         let (sum, n) = match params.conv.stats_over {
-            StatsOver::Rows => (batch.group_rows(g).map(|r| scores[r as usize]).sum::<f64>(), group.n_rows),
+            StatsOver::Rows => (
+                batch.group_rows(g).map(|r| scores[r as usize]).sum::<f64>(),
+                group.n_rows,
+            ),
             StatsOver::Trajectories => (
-                group.trajs.iter().map(|&t| scores[batch.trajs[t as usize].rows[0] as usize]).sum::<f64>(),
+                group
+                    .trajs
+                    .iter()
+                    .map(|&t| scores[batch.trajs[t as usize].rows[0] as usize])
+                    .sum::<f64>(),
                 group.trajs.len(),
             ),
         };
@@ -55,7 +66,9 @@ pub fn advantages(batch: &StepBatch, params: &Params) -> Result<Advantages> {
                 // Own score: the trajectory's first row under `Trajectories`, the row itself under `Rows`.
                 let own = match params.conv.stats_over {
                     StatsOver::Rows => x,
-                    StatsOver::Trajectories => scores[batch.trajs[batch.traj_of_row[r as usize] as usize].rows[0] as usize],
+                    StatsOver::Trajectories => {
+                        scores[batch.trajs[batch.traj_of_row[r as usize] as usize].rows[0] as usize]
+                    }
                 };
                 let b = (sum - own) / (n - 1) as f64;
                 baseline[r as usize] = b;
@@ -87,6 +100,10 @@ mod tests {
             ("h", "g", 0, "x", 0.9, true),
         ]);
         let a = advantages(&b, &Params::paper()).unwrap();
-        assert_close(a.advantage(), &[1.0, -1.0 / 3.0, -1.0 / 3.0, -1.0 / 3.0, -0.5, -0.05, 0.55], 1e-9);
+        assert_close(
+            a.advantage(),
+            &[1.0, -1.0 / 3.0, -1.0 / 3.0, -1.0 / 3.0, -0.5, -0.05, 0.55],
+            1e-9,
+        );
     }
 }

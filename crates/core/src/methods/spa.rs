@@ -93,10 +93,15 @@ impl StepRl {
 
     pub fn check(&self, label: &str) -> Result<()> {
         if !(0.0..=1.0).contains(&self.lambda) {
-            return Err(Error::Param(format!("{label}.lambda = {} is out of range [0, 1]", self.lambda)));
+            return Err(Error::Param(format!(
+                "{label}.lambda = {} is out of range [0, 1]",
+                self.lambda
+            )));
         }
         if self.grounding_pattern.is_empty() {
-            return Err(Error::Param(format!("{label}.grounding_pattern must not be empty")));
+            return Err(Error::Param(format!(
+                "{label}.grounding_pattern must not be empty"
+            )));
         }
         Ok(())
     }
@@ -104,15 +109,24 @@ impl StepRl {
     /// g_t per row: 1 (grounded) or 0.
     pub fn grounding(&self, batch: &StepBatch) -> Vec<f64> {
         match self.grounding {
-            Grounding::Valid => batch.valid().into_iter().map(|v| if v { 1.0 } else { 0.0 }).collect(),
+            Grounding::Valid => batch
+                .valid()
+                .into_iter()
+                .map(|v| if v { 1.0 } else { 0.0 })
+                .collect(),
             Grounding::Feedback => {
                 let text = batch.texts(FEEDBACK).or_else(|| batch.texts(NEXT_OBS));
                 let pattern = self.grounding_pattern.as_str();
                 let mut g = vec![1.0; batch.len()];
                 for traj in &batch.trajs {
-                    let Some((_, earlier)) = traj.rows.split_last() else { continue };
+                    let Some((_, earlier)) = traj.rows.split_last() else {
+                        continue;
+                    };
                     for &r in earlier {
-                        if text.and_then(|c| c.get(r as usize)).is_some_and(|t| t.contains(pattern)) {
+                        if text
+                            .and_then(|c| c.get(r as usize))
+                            .is_some_and(|t| t.contains(pattern))
+                        {
                             g[r as usize] = 0.0;
                         }
                     }
@@ -124,7 +138,12 @@ impl StepRl {
 
     /// G_t at γ and A_t (GAE against the logged `value`, else critic-free), whitened if asked,
     /// and the note to give when the advantages are critic-free.
-    pub fn returns_and_advantages(&self, batch: &StepBatch, rewards: &[f64], label: &str) -> Result<(Vec<f64>, Vec<f64>, Option<String>)> {
+    pub fn returns_and_advantages(
+        &self,
+        batch: &StepBatch,
+        rewards: &[f64],
+        label: &str,
+    ) -> Result<(Vec<f64>, Vec<f64>, Option<String>)> {
         let returns = batch.discounted_returns(rewards, self.gamma);
         let (values, note) = match batch.opt_f64s(VALUE) {
             Some(column) if self.use_value => {
@@ -141,8 +160,14 @@ impl StepRl {
                 (values, None)
             }
             logged => {
-                let why = if logged.is_some() { "`use_value = false`" } else { "no `value` column" };
-                let note = format!("{label}: critic-free advantages ({why}): V ≡ 0, so A_t = Σ_k (γλ)^k r_(t+k)");
+                let why = if logged.is_some() {
+                    "`use_value = false`"
+                } else {
+                    "no `value` column"
+                };
+                let note = format!(
+                    "{label}: critic-free advantages ({why}): V ≡ 0, so A_t = Σ_k (γλ)^k r_(t+k)"
+                );
                 (vec![0.0; batch.len()], Some(note))
             }
         };
@@ -170,14 +195,24 @@ pub struct Params {
 
 impl Params {
     pub fn paper() -> Self {
-        Params { variant: Variant::Paper, alpha: 1.0, beta: 0.5, steptool_position_weight: false, rl: StepRl::paper() }
+        Params {
+            variant: Variant::Paper,
+            alpha: 1.0,
+            beta: 0.5,
+            steptool_position_weight: false,
+            rl: StepRl::paper(),
+        }
     }
 
     pub fn verl() -> Self {
         Params {
             variant: Variant::Repo,
             steptool_position_weight: true,
-            rl: StepRl { grounding: Grounding::Feedback, whiten: true, ..StepRl::paper() },
+            rl: StepRl {
+                grounding: Grounding::Feedback,
+                whiten: true,
+                ..StepRl::paper()
+            },
             ..Self::paper()
         }
     }
@@ -204,7 +239,13 @@ pub(crate) fn row_name(batch: &StepBatch, r: usize) -> String {
 }
 
 /// GAE per trajectory: δ_t = r_t + γ·V_{t+1} − V_t (V after the last step 0), A_t = Σ_k (γλ)^k δ_{t+k}.
-pub fn gae(batch: &StepBatch, rewards: &[f64], values: &[f64], gamma: f64, lambda: f64) -> Vec<f64> {
+pub fn gae(
+    batch: &StepBatch,
+    rewards: &[f64],
+    values: &[f64],
+    gamma: f64,
+    lambda: f64,
+) -> Vec<f64> {
     let mut delta = vec![0.0; rewards.len()];
     for traj in &batch.trajs {
         for (k, &r) in traj.rows.iter().enumerate() {
@@ -219,7 +260,10 @@ pub fn gae(batch: &StepBatch, rewards: &[f64], values: &[f64], gamma: f64, lambd
 fn whiten(batch: &StepBatch, values: &mut [f64]) {
     let mut scopes: BTreeMap<Option<i64>, Vec<u32>> = BTreeMap::new();
     for (g, group) in batch.groups.iter().enumerate() {
-        scopes.entry(group.iteration).or_default().extend(batch.group_rows(g));
+        scopes
+            .entry(group.iteration)
+            .or_default()
+            .extend(batch.group_rows(g));
     }
     for rows in scopes.values() {
         let x: Vec<f64> = rows.iter().map(|&r| values[r as usize]).collect();
@@ -247,8 +291,11 @@ pub fn potential(batch: &StepBatch, progress: &[f64]) -> Vec<f64> {
 /// Grounding accuracy (§4.1, A6): the share of grounded steps of each trajectory averaged over
 /// trajectories (macro), and the share over all steps (micro).
 pub fn grounding_accuracy(batch: &StepBatch, grounding: &[f64]) -> (f64, f64) {
-    let per_traj: f64 =
-        batch.trajs.iter().map(|t| t.rows.iter().map(|&r| grounding[r as usize]).sum::<f64>() / t.rows.len() as f64).sum();
+    let per_traj: f64 = batch
+        .trajs
+        .iter()
+        .map(|t| t.rows.iter().map(|&r| grounding[r as usize]).sum::<f64>() / t.rows.len() as f64)
+        .sum();
     let macro_share = per_traj / batch.trajs.len().max(1) as f64;
     let micro_share = grounding.iter().sum::<f64>() / grounding.len().max(1) as f64;
     (macro_share, micro_share)
@@ -265,7 +312,14 @@ fn contributions(batch: &StepBatch, params: &Params) -> Result<Vec<f64>> {
                 ))
             })?;
             (0..batch.len())
-                .map(|r| column.get(r).ok_or_else(|| Error::Param(format!("spa: {} has no `progress` (ĉ_t is needed on every step)", row_name(batch, r)))))
+                .map(|r| {
+                    column.get(r).ok_or_else(|| {
+                        Error::Param(format!(
+                            "spa: {} has no `progress` (ĉ_t is needed on every step)",
+                            row_name(batch, r)
+                        ))
+                    })
+                })
                 .collect()
         }
         Variant::Mean => Ok(batch
@@ -276,7 +330,9 @@ fn contributions(batch: &StepBatch, params: &Params) -> Result<Vec<f64>> {
                 traj.episode_return / traj.rows.len() as f64
             })
             .collect()),
-        Variant::Repo => Ok(rloo::advantages(batch, &rloo::Params::paper())?.advantage().to_vec()),
+        Variant::Repo => Ok(rloo::advantages(batch, &rloo::Params::paper())?
+            .advantage()
+            .to_vec()),
     }
 }
 
@@ -285,7 +341,11 @@ fn contributions(batch: &StepBatch, params: &Params) -> Result<Vec<f64>> {
 pub fn advantages(batch: &StepBatch, params: &Params) -> Result<Advantages> {
     let progress = contributions(batch, params)?;
     let grounding = params.rl.grounding(batch);
-    let mut reward: Vec<f64> = progress.iter().zip(&grounding).map(|(c, g)| params.alpha * c + params.beta * g).collect();
+    let mut reward: Vec<f64> = progress
+        .iter()
+        .zip(&grounding)
+        .map(|(c, g)| params.alpha * c + params.beta * g)
+        .collect();
     if params.steptool_position_weight {
         for traj in &batch.trajs {
             let n = traj.rows.len();
@@ -294,7 +354,8 @@ pub fn advantages(batch: &StepBatch, params: &Params) -> Result<Advantages> {
             }
         }
     }
-    let (returns, advantage, critic_free) = params.rl.returns_and_advantages(batch, &reward, "spa")?;
+    let (returns, advantage, critic_free) =
+        params.rl.returns_and_advantages(batch, &reward, "spa")?;
     let (macro_share, micro_share) = grounding_accuracy(batch, &grounding);
     let mut out = Advantages::new("spa", advantage)
         .part("spa", "progress", Values::F64(progress.clone()))
@@ -319,21 +380,18 @@ pub fn advantages(batch: &StepBatch, params: &Params) -> Result<Advantages> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::batch::testing::{assert_close, batch, batch_with_columns, Row};
+    use crate::batch::testing::{assert_close, batch, batch_with_columns, part, Row};
     use polars::prelude::Column;
-
-    fn part<'a>(a: &'a Advantages, name: &str) -> &'a [f64] {
-        match a.column(name) {
-            Some(Values::F64(v)) => v,
-            _ => panic!("no column {name}"),
-        }
-    }
 
     /// T-SPA-1's trajectory: n = 4, R = 1, c = [0.05, 0.20, −0.10, 0.80], g = [1, 1, 0, 1], and
     /// V = [0.9, 1.1, 1.0, 0.7] when `with_value`.
     fn t_spa_1(with_value: bool) -> StepBatch {
-        let rows: [Row; 4] =
-            [("g", "a", 1, "o1", 0.0, true), ("g", "a", 2, "o2", 0.0, true), ("g", "a", 3, "o3", 0.0, false), ("g", "a", 4, "o4", 1.0, true)];
+        let rows: [Row; 4] = [
+            ("g", "a", 1, "o1", 0.0, true),
+            ("g", "a", 2, "o2", 0.0, true),
+            ("g", "a", 3, "o3", 0.0, false),
+            ("g", "a", 4, "o4", 1.0, true),
+        ];
         let mut extra = vec![Column::new(PROGRESS.into(), [0.05, 0.20, -0.10, 0.80])];
         if with_value {
             extra.push(Column::new(VALUE.into(), [0.9, 1.1, 1.0, 0.7]));
@@ -347,23 +405,43 @@ mod tests {
         let a = advantages(&t_spa_1(true), &Params::paper()).unwrap();
         assert_close(part(&a, "spa_potential"), &[0.05, 0.25, 0.15, 0.95], 1e-4);
         assert_close(part(&a, "spa_reward"), &[0.55, 0.70, -0.10, 1.30], 1e-4);
-        assert_close(part(&a, "spa_return"), &[2.4064, 1.8751, 1.1870, 1.3000], 1e-4);
+        assert_close(
+            part(&a, "spa_return"),
+            &[2.4064, 1.8751, 1.1870, 1.3000],
+            1e-4,
+        );
         assert_close(a.advantage(), &[1.4330, 0.7379, 0.1573, 0.6000], 1e-4);
-        assert!(a.notes.iter().all(|n| !n.contains("critic-free")), "{:?}", a.notes);
+        assert!(
+            a.notes.iter().all(|n| !n.contains("critic-free")),
+            "{:?}",
+            a.notes
+        );
     }
 
     // A9, T-SPA-1: δ = [0.7390, 0.5900, −0.4070, 0.6000] (GAE with λ = 0 is δ).
     #[test]
     fn vector_a9_t_spa_1_td_errors() {
         let b = t_spa_1(true);
-        let delta = gae(&b, &[0.55, 0.70, -0.10, 1.30], &[0.9, 1.1, 1.0, 0.7], 0.99, 0.0);
+        let delta = gae(
+            &b,
+            &[0.55, 0.70, -0.10, 1.30],
+            &[0.9, 1.1, 1.0, 0.7],
+            0.99,
+            0.0,
+        );
         assert_close(&delta, &[0.7390, 0.5900, -0.4070, 0.6000], 1e-4);
     }
 
     // A9, T-SPA-1: G with γ = 1 = [2.45, 1.9, 1.2, 1.3].
     #[test]
     fn vector_a9_t_spa_1_returns_gamma_1() {
-        let p = Params { rl: StepRl { gamma: 1.0, ..StepRl::paper() }, ..Params::paper() };
+        let p = Params {
+            rl: StepRl {
+                gamma: 1.0,
+                ..StepRl::paper()
+            },
+            ..Params::paper()
+        };
         let a = advantages(&t_spa_1(true), &p).unwrap();
         assert_close(part(&a, "spa_return"), &[2.45, 1.9, 1.2, 1.3], 1e-4);
     }
@@ -371,7 +449,13 @@ mod tests {
     // A9, T-SPA-1: whitened A (mean, unbiased std over the 4 steps, +1e-8 under the root).
     #[test]
     fn vector_a9_t_spa_1_whitened() {
-        let p = Params { rl: StepRl { whiten: true, ..StepRl::paper() }, ..Params::paper() };
+        let p = Params {
+            rl: StepRl {
+                whiten: true,
+                ..StepRl::paper()
+            },
+            ..Params::paper()
+        };
         let a = advantages(&t_spa_1(true), &p).unwrap();
         assert_close(a.advantage(), &[1.3253, 0.0111, -1.0867, -0.2497], 1e-4);
     }
@@ -383,9 +467,22 @@ mod tests {
         let expected = [2.2014, 1.7559, 1.12265, 1.3000];
         let a = advantages(&t_spa_1(false), &Params::paper()).unwrap();
         assert_close(a.advantage(), &expected, 1e-4);
-        assert_eq!(a.notes.iter().filter(|n| n.contains("critic-free")).count(), 1);
-        let p = Params { rl: StepRl { use_value: false, ..StepRl::paper() }, ..Params::paper() };
-        assert_close(advantages(&t_spa_1(true), &p).unwrap().advantage(), &expected, 1e-4);
+        assert_eq!(
+            a.notes.iter().filter(|n| n.contains("critic-free")).count(),
+            1
+        );
+        let p = Params {
+            rl: StepRl {
+                use_value: false,
+                ..StepRl::paper()
+            },
+            ..Params::paper()
+        };
+        assert_close(
+            advantages(&t_spa_1(true), &p).unwrap().advantage(),
+            &expected,
+            1e-4,
+        );
     }
 
     // A9, T-SPA-2: α = 1, β = 0 gives r = c; α = 0, β = 0.5 gives [0.5, 0.5, 0, 0.5]; the `mean`
@@ -393,11 +490,40 @@ mod tests {
     #[test]
     fn vector_a9_t_spa_2_ablations() {
         let b = t_spa_1(true);
-        let no_grounding = advantages(&b, &Params { beta: 0.0, ..Params::paper() }).unwrap();
-        assert_close(part(&no_grounding, "spa_reward"), &[0.05, 0.20, -0.10, 0.80], 1e-4);
-        let no_progress = advantages(&b, &Params { alpha: 0.0, ..Params::paper() }).unwrap();
-        assert_close(part(&no_progress, "spa_reward"), &[0.5, 0.5, 0.0, 0.5], 1e-4);
-        let mean = advantages(&b, &Params { variant: Variant::Mean, ..Params::paper() }).unwrap();
+        let no_grounding = advantages(
+            &b,
+            &Params {
+                beta: 0.0,
+                ..Params::paper()
+            },
+        )
+        .unwrap();
+        assert_close(
+            part(&no_grounding, "spa_reward"),
+            &[0.05, 0.20, -0.10, 0.80],
+            1e-4,
+        );
+        let no_progress = advantages(
+            &b,
+            &Params {
+                alpha: 0.0,
+                ..Params::paper()
+            },
+        )
+        .unwrap();
+        assert_close(
+            part(&no_progress, "spa_reward"),
+            &[0.5, 0.5, 0.0, 0.5],
+            1e-4,
+        );
+        let mean = advantages(
+            &b,
+            &Params {
+                variant: Variant::Mean,
+                ..Params::paper()
+            },
+        )
+        .unwrap();
         assert_close(part(&mean, "spa_progress"), &[0.25; 4], 1e-4);
     }
 
@@ -421,15 +547,36 @@ mod tests {
     #[test]
     fn vector_a9_t_spa_3_repo_variant_verl() {
         let b = t_spa_3();
-        let unweighted = advantages(&b, &Params { steptool_position_weight: false, ..Params::verl() }).unwrap();
+        let unweighted = advantages(
+            &b,
+            &Params {
+                steptool_position_weight: false,
+                ..Params::verl()
+            },
+        )
+        .unwrap();
         let progress = part(&unweighted, "spa_progress");
-        assert_close(&[progress[0], progress[4], progress[5], progress[6]], &[0.3333, -1.0, 0.3333, 0.3333], 1e-4);
-        assert_close(&part(&unweighted, "spa_reward")[..4], &[0.8333, 0.8333, 0.3333, 0.8333], 1e-4);
+        assert_close(
+            &[progress[0], progress[4], progress[5], progress[6]],
+            &[0.3333, -1.0, 0.3333, 0.3333],
+            1e-4,
+        );
+        assert_close(
+            &part(&unweighted, "spa_reward")[..4],
+            &[0.8333, 0.8333, 0.3333, 0.8333],
+            1e-4,
+        );
         let weighted = advantages(&b, &Params::verl()).unwrap();
-        assert_close(&part(&weighted, "spa_reward")[..4], &[2.5, 1.6667, 0.3333, 0.0], 1e-4);
+        assert_close(
+            &part(&weighted, "spa_reward")[..4],
+            &[2.5, 1.6667, 0.3333, 0.0],
+            1e-4,
+        );
         // The `paper` profile needs the logged `progress` this group lacks.
         match advantages(&b, &Params::paper()) {
-            Err(Error::Param(m)) => assert!(m.contains("`progress`") && m.contains("spa.variant"), "{m}"),
+            Err(Error::Param(m)) => {
+                assert!(m.contains("`progress`") && m.contains("spa.variant"), "{m}")
+            }
             other => panic!("expected a parameter error, got {other:?}"),
         }
     }
@@ -438,9 +585,16 @@ mod tests {
     // macro 0.6944, micro 0.75.
     #[test]
     fn vector_a9_t_spa_4_grounding_accuracy() {
-        let valid = [true, true, false, true, true, false, false, true, true, true, true, true];
+        let valid = [
+            true, true, false, true, true, false, false, true, true, true, true, true,
+        ];
         let trajs = ["a", "a", "a", "a", "b", "b", "b", "c", "c", "c", "c", "c"];
-        let rows: Vec<Row> = trajs.iter().zip(valid).enumerate().map(|(i, (&t, v))| ("g", t, i as i64, "o", 0.0, v)).collect();
+        let rows: Vec<Row> = trajs
+            .iter()
+            .zip(valid)
+            .enumerate()
+            .map(|(i, (&t, v))| ("g", t, i as i64, "o", 0.0, v))
+            .collect();
         let b = batch(&rows);
         let g = StepRl::paper().grounding(&b);
         let (macro_share, micro_share) = grounding_accuracy(&b, &g);
@@ -451,7 +605,14 @@ mod tests {
     // Part C property: γ = 1, β = 0 ⇒ G_1 = Σ ĉ = 0.95 (App. A: G_t = R̂ − Φ_{t−1}).
     #[test]
     fn property_c_gamma_1_beta_0_first_return_is_sum_of_progress() {
-        let p = Params { beta: 0.0, rl: StepRl { gamma: 1.0, ..StepRl::paper() }, ..Params::paper() };
+        let p = Params {
+            beta: 0.0,
+            rl: StepRl {
+                gamma: 1.0,
+                ..StepRl::paper()
+            },
+            ..Params::paper()
+        };
         let a = advantages(&t_spa_1(true), &p).unwrap();
         let (g, phi) = (part(&a, "spa_return"), part(&a, "spa_potential"));
         assert!((g[0] - 0.95).abs() < 1e-12);
@@ -463,7 +624,11 @@ mod tests {
     #[test]
     fn feedback_grounding_reads_the_logged_feedback() {
         let b = t_spa_3();
-        let p = StepRl { grounding: Grounding::Feedback, grounding_pattern: "countertop".into(), ..StepRl::paper() };
+        let p = StepRl {
+            grounding: Grounding::Feedback,
+            grounding_pattern: "countertop".into(),
+            ..StepRl::paper()
+        };
         assert_eq!(&p.grounding(&b)[..4], &[0.0, 1.0, 1.0, 1.0]);
     }
 
@@ -471,14 +636,29 @@ mod tests {
     fn missing_progress_and_value_are_parameter_errors() {
         let b = batch_with_columns(
             &[("g", "a", 0, "o", 0.0, true), ("g", "a", 1, "o", 1.0, true)],
-            vec![Column::new(PROGRESS.into(), [Some(0.5), None]), Column::new(VALUE.into(), [Some(0.1), None])],
+            vec![
+                Column::new(PROGRESS.into(), [Some(0.5), None]),
+                Column::new(VALUE.into(), [Some(0.1), None]),
+            ],
         );
         match advantages(&b, &Params::paper()) {
-            Err(Error::Param(m)) => assert!(m.contains("trajectory `a` step 1") && m.contains("`progress`"), "{m}"),
+            Err(Error::Param(m)) => assert!(
+                m.contains("trajectory `a` step 1") && m.contains("`progress`"),
+                "{m}"
+            ),
             other => panic!("expected a parameter error, got {other:?}"),
         }
-        match advantages(&b, &Params { variant: Variant::Mean, ..Params::paper() }) {
-            Err(Error::Param(m)) => assert!(m.contains("`value`") && m.contains("spa.use_value=false"), "{m}"),
+        match advantages(
+            &b,
+            &Params {
+                variant: Variant::Mean,
+                ..Params::paper()
+            },
+        ) {
+            Err(Error::Param(m)) => assert!(
+                m.contains("`value`") && m.contains("spa.use_value=false"),
+                "{m}"
+            ),
             other => panic!("expected a parameter error, got {other:?}"),
         }
     }

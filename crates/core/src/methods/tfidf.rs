@@ -25,12 +25,17 @@ pub struct Corpus {
 
 /// Maximal runs of word characters at least two characters long, of already lower-cased text.
 fn tokens(lower: &str) -> impl Iterator<Item = &str> + '_ {
-    lower.split(|c: char| !(c.is_alphanumeric() || c == '_')).filter(|t| t.chars().nth(1).is_some())
+    lower
+        .split(|c: char| !(c.is_alphanumeric() || c == '_'))
+        .filter(|t| t.chars().nth(1).is_some())
 }
 
 /// Fits on `documents` (every row a document; `None` is an empty document) and returns each
 /// document's vector.
-pub fn fit_transform<'a>(documents: impl Iterator<Item = Option<&'a str>>, max_features: usize) -> Corpus {
+pub fn fit_transform<'a>(
+    documents: impl Iterator<Item = Option<&'a str>>,
+    max_features: usize,
+) -> Corpus {
     let mut distinct: PlHashMap<&str, u32> = PlHashMap::default();
     let mut texts: Vec<&str> = Vec::new();
     let mut multiplicity: Vec<u64> = Vec::new();
@@ -57,7 +62,11 @@ pub fn fit_transform<'a>(documents: impl Iterator<Item = Option<&'a str>>, max_f
     let mut local: Vec<u32> = Vec::new();
     let mut touched: Vec<u32> = Vec::new();
     for (d, text) in texts.iter().enumerate() {
-        let lower = if text.chars().any(char::is_uppercase) { std::borrow::Cow::Owned(text.to_lowercase()) } else { std::borrow::Cow::Borrowed(*text) };
+        let lower = if text.chars().any(char::is_uppercase) {
+            std::borrow::Cow::Owned(text.to_lowercase())
+        } else {
+            std::borrow::Cow::Borrowed(*text)
+        };
         for token in tokens(&lower) {
             let id = match term_ids.get(token) {
                 Some(&id) => id,
@@ -91,20 +100,30 @@ pub fn fit_transform<'a>(documents: impl Iterator<Item = Option<&'a str>>, max_f
     // Keep the `max_features` most frequent terms, ties alphabetically.
     let mut order: Vec<u32> = (0..terms.len() as u32).collect();
     if order.len() > max_features {
-        order.sort_by(|&a, &b| total[b as usize].cmp(&total[a as usize]).then_with(|| terms[a as usize].cmp(&terms[b as usize])));
+        order.sort_by(|&a, &b| {
+            total[b as usize]
+                .cmp(&total[a as usize])
+                .then_with(|| terms[a as usize].cmp(&terms[b as usize]))
+        });
         order.truncate(max_features);
     }
     let mut keep = vec![false; terms.len()];
     for &t in &order {
         keep[t as usize] = true;
     }
-    let idf: Vec<f64> = df.iter().map(|&d| ((1.0 + n_docs) / (1.0 + d as f64)).ln() + 1.0).collect();
+    let idf: Vec<f64> = df
+        .iter()
+        .map(|&d| ((1.0 + n_docs) / (1.0 + d as f64)).ln() + 1.0)
+        .collect();
 
     let vectors = counts
         .into_iter()
         .map(|doc| {
-            let mut v: Vec<(u32, f64)> =
-                doc.into_iter().filter(|&(t, _)| keep[t as usize]).map(|(t, c)| (t, c as f64 * idf[t as usize])).collect();
+            let mut v: Vec<(u32, f64)> = doc
+                .into_iter()
+                .filter(|&(t, _)| keep[t as usize])
+                .map(|(t, c)| (t, c as f64 * idf[t as usize]))
+                .collect();
             let norm = v.iter().map(|(_, w)| w * w).sum::<f64>().sqrt();
             if norm > 0.0 {
                 let unit_norm = 1.0 + 1e-8;
@@ -115,7 +134,11 @@ pub fn fit_transform<'a>(documents: impl Iterator<Item = Option<&'a str>>, max_f
             v
         })
         .collect();
-    Corpus { vectors, doc_of_row, vocabulary_size: order.len() }
+    Corpus {
+        vectors,
+        doc_of_row,
+        vocabulary_size: order.len(),
+    }
 }
 
 /// Dot product of two sparse vectors sorted by term.
@@ -167,7 +190,11 @@ mod tests {
             for b in 0..6 {
                 let va = &corpus.vectors[corpus.doc_of_row[first_row_of(a)] as usize];
                 let vb = &corpus.vectors[corpus.doc_of_row[first_row_of(b)] as usize];
-                assert!((dot(va, vb) - expected[a][b]).abs() < 1e-4, "sim({a},{b}) = {}", dot(va, vb));
+                assert!(
+                    (dot(va, vb) - expected[a][b]).abs() < 1e-4,
+                    "sim({a},{b}) = {}",
+                    dot(va, vb)
+                );
             }
         }
         assert_eq!(corpus.vocabulary_size, 20);
