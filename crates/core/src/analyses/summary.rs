@@ -304,7 +304,7 @@ pub fn summarize(batch: &StepBatch, report: &IngestReport) -> Summary {
     }
     if degenerate.share_of_groups > 0.5 {
         diagnostics.push(format!(
-            "{:.1}% of groups are all-success or all-fail: their GRPO advantage is 0 on every step; check task difficulty or group size",
+            "{:.1}% of groups are all-success or all-fail: their GRPO advantage is 0 on every step (raw reward for single-rollout groups); check task difficulty or group size",
             100.0 * degenerate.share_of_groups
         ));
     }

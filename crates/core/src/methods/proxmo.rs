@@ -207,13 +207,12 @@ pub fn advantages(batch: &StepBatch, params: &Params) -> Result<Advantages> {
         .part("proxmo", "step", Values::F64(step))
         .part("proxmo", "baseline", Values::F64(baseline))
         .part("proxmo", "step_return", Values::F64(returns));
-    if empty_fits > 0 {
+    if !batch.has(OBS) {
+        out.notes.push("proxmo: no `obs` column, so no TF-IDF vocabulary: A^S = 0 and ProxMO reduces to its episode term".into());
+    } else if empty_fits > 0 {
         out.notes.push(format!(
             "proxmo: {empty_fits} TF-IDF fit(s) had an empty vocabulary (observations with only one-character tokens); A^S = 0 for their rows, as the reference code does"
         ));
-    }
-    if !batch.has(OBS) {
-        out.notes.push("proxmo: no `obs` column; every observation is empty, so PSA weights are uniform over each group".into());
     }
     Ok(out)
 }
