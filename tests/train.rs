@@ -1,6 +1,7 @@
 //! `credit train policy` on the real TextWorld fixture with a tiny random Qwen2-shaped model
 //! written on the fly: the checkpoint layout, the metrics file, resuming, the hand-off file (whose
 //! advantages are the library's), and the errors for a missing or doubled method.
+//! Also `credit train progress` and `credit advantages --progress-model` (SPA's ĉ_t).
 
 use crate::util::{f, fixture, json, read_jsonl, stderr, Run};
 use credit_train::random::{write_model_dir, BYTE_LEVEL_VOCAB};
@@ -187,4 +188,33 @@ fn method_must_be_exactly_one() {
         "{}",
         stderr(&o)
     );
+}
+
+#[test]
+fn progress_model_fills_spa() {
+    let run = Run::new();
+    let logs = fixture("real/textworld.jsonl").display().to_string();
+    let model = run.path("progress").display().to_string();
+    let o = run.credit([
+        "train", "progress", &logs, "--out", &model, "--epochs", "3", "--format", "json",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let report = &json(&o)["report"];
+    assert_eq!(report["epoch_loss"].as_array().map(Vec::len), Some(3));
+    assert!(f(&report["constant_mse"]).is_finite());
+    assert!(run.path("progress/model.safetensors").is_file());
+    assert!(run.path("progress/config.json").is_file());
+
+    // Without the model, spa (paper variant) needs a logged `progress`; with it, it runs.
+    let spa = |extra: &[&str]| {
+        let mut args = vec!["advantages", &logs, "--methods", "spa", "-o", "out.jsonl"];
+        args.extend_from_slice(extra);
+        run.credit(args)
+    };
+    assert!(!spa(&[]).status.success());
+    let o = spa(&["--progress-model", &model]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rows = read_jsonl(&run.path("out.jsonl"));
+    assert_eq!(rows.len(), 404);
+    assert!(rows.iter().all(|r| f(&r["adv_spa"]).is_finite()));
 }

@@ -16,13 +16,21 @@ pub struct Args {
     /// Output file: .parquet, .jsonl or .csv (written atomically; JSONL and CSV get a .meta.json).
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: PathBuf,
+    /// A `credit train progress` model: fills the `progress` column (ĉ_t, for `spa`) of logs
+    /// that lack it.
+    #[arg(long, value_name = "DIR")]
+    pub progress_model: Option<PathBuf>,
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
     let project = ProjectFile::load(args.globals.config.as_deref())?;
     let plan = args.methods.plan(&project, "all")?;
     table_format(&args.output)?;
-    let ingested = load(&args.globals, &project)?;
+    let mut ingested = load(&args.globals, &project)?;
+    let filled = match &args.progress_model {
+        Some(dir) => super::progress::fill(&mut ingested.batch, dir)?,
+        None => false,
+    };
     let batch = &ingested.batch;
     let json = args.globals.format == Format::Json;
     let mut results = Vec::new();
@@ -35,10 +43,20 @@ pub fn run(args: Args) -> Result<ExitCode> {
         );
         bar.finish_and_clear();
     }
-    let notes: Vec<String> = results
+    let mut notes: Vec<String> = results
         .iter()
         .flat_map(|r| r.notes.iter().cloned())
         .collect();
+    if let Some(dir) = &args.progress_model {
+        notes.push(if filled {
+            format!("`progress` filled from the model in {}", dir.display())
+        } else {
+            format!(
+                "the logs carry `progress`; the model in {} was not used",
+                dir.display()
+            )
+        });
+    }
     let meta = metadata(&plan, &notes);
     let mut frame = advantages_frame(batch, &results)?;
     write_table(&args.output, &mut frame, &meta)

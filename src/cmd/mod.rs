@@ -5,6 +5,7 @@ mod advantages;
 mod analyze;
 mod compare;
 mod graph;
+mod progress;
 mod report;
 mod train;
 

@@ -31,6 +31,9 @@ enum TrainCommand {
     /// Fine-tune a causal LM (Qwen2/Llama family) on the logged steps with the clipped PPO
     /// surrogate and one method's advantages; writes a Hugging Face checkpoint.
     Policy(PolicyArgs),
+    /// Train SPA's progress estimator (per-step ĉ_t with Σĉ_t ≈ R) on the logged trajectories;
+    /// `credit advantages --progress-model DIR` then fills the `progress` column from it.
+    Progress(super::progress::ProgressArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -103,6 +106,7 @@ const HISTORY: usize = 2;
 pub fn run(args: Args) -> Result<ExitCode> {
     match args.command {
         TrainCommand::Policy(args) => policy(args),
+        TrainCommand::Progress(args) => super::progress::train(args),
     }
 }
 

@@ -200,6 +200,20 @@ impl StepBatch {
         self.has(ITERATION)
     }
 
+    /// Adds (or replaces) the float column `name` with one value per row, e.g. `progress` filled
+    /// from a trained estimator.
+    pub fn with_column_f64(&mut self, name: &str, values: Vec<f64>) -> Result<()> {
+        if values.len() != self.len() {
+            return Err(Error::Param(format!(
+                "column `{name}`: {} values for {} rows",
+                values.len(),
+                self.len()
+            )));
+        }
+        self.frame.with_column(Column::new(name.into(), values))?;
+        Ok(())
+    }
+
     /// A float column without nulls (`reward`, `episode_return`, `return_to_go`).
     pub fn f64s(&self, column: &str) -> Result<&[f64]> {
         Ok(self.frame.column(column)?.f64()?.cont_slice()?)

@@ -14,6 +14,7 @@
 //! - [`optim`]: AdamW with global-norm clipping and linear warm-up, whose state is checkpointed.
 //! - [`checkpoint`]: the Hugging Face layout written atomically, plus the state to resume.
 //! - [`train`]: the loop (micro-batches, gradient accumulation, metrics JSONL, progress events).
+//! - [`progress`]: SPA's progress estimator (a causal transformer over hashed step n-grams).
 //! - [`random`]: random-weight model directories for tests, benchmarks and smoke runs.
 //!
 //! # Example
@@ -39,6 +40,7 @@ pub mod load;
 pub mod model;
 pub mod objective;
 pub mod optim;
+pub mod progress;
 pub mod random;
 pub mod train;
 
