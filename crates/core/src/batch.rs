@@ -163,7 +163,6 @@ impl StepBatch {
             .collect();
         let return_to_go = batch.discounted_returns(&rewards, gamma);
         let next_obs = batch.next_obs_filled()?;
-        let height = batch.frame.height();
         let derived = [
             Column::new(EPISODE_RETURN.into(), episode_return),
             Column::new(TRAJ_SUCCESS.into(), traj_success),
@@ -176,7 +175,6 @@ impl StepBatch {
         if let Some(next_obs) = next_obs {
             batch.frame.with_column(next_obs)?;
         }
-        debug_assert_eq!(batch.frame.height(), height);
         Ok(batch)
     }
 

@@ -141,26 +141,26 @@ pub fn fit_transform<'a>(
     }
 }
 
-/// Dot product of two sparse vectors sorted by term.
-pub fn dot(a: &[(u32, f64)], b: &[(u32, f64)]) -> f64 {
-    let (mut i, mut j, mut s) = (0, 0, 0.0);
-    while i < a.len() && j < b.len() {
-        match a[i].0.cmp(&b[j].0) {
-            std::cmp::Ordering::Less => i += 1,
-            std::cmp::Ordering::Greater => j += 1,
-            std::cmp::Ordering::Equal => {
-                s += a[i].1 * b[j].1;
-                i += 1;
-                j += 1;
-            }
-        }
-    }
-    s
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Dot product of two sparse vectors sorted by term.
+    fn dot(a: &[(u32, f64)], b: &[(u32, f64)]) -> f64 {
+        let (mut i, mut j, mut s) = (0, 0, 0.0);
+        while i < a.len() && j < b.len() {
+            match a[i].0.cmp(&b[j].0) {
+                std::cmp::Ordering::Less => i += 1,
+                std::cmp::Ordering::Greater => j += 1,
+                std::cmp::Ordering::Equal => {
+                    s += a[i].1 * b[j].1;
+                    i += 1;
+                    j += 1;
+                }
+            }
+        }
+        s
+    }
 
     const TEXTS: [&str; 6] = [
         "you are in the middle of a room",
