@@ -5,6 +5,9 @@ use crate::config::ProjectFile;
 use crate::exit::ExitCode;
 use anyhow::{Context, Result};
 use credit_core::output::{advantages_frame, table_format, write_table};
+use credit_core::schema::columns::{PROGRESS, SEGMENT_REWARD};
+use credit_train::progress::Readout;
+
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
@@ -20,6 +23,10 @@ pub struct Args {
     /// that lack it.
     #[arg(long, value_name = "DIR")]
     pub progress_model: Option<PathBuf>,
+    /// A `credit train sprm` model: fills the `segment_reward` column (r̂_i at each segment's
+    /// last step, for `hisr`) of logs that lack it.
+    #[arg(long, value_name = "DIR")]
+    pub sprm_model: Option<PathBuf>,
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
@@ -27,10 +34,22 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let plan = args.methods.plan(&project, "all")?;
     table_format(&args.output)?;
     let mut ingested = load(&args.globals, &project)?;
-    let filled = match &args.progress_model {
-        Some(dir) => super::progress::fill(&mut ingested.batch, dir)?,
-        None => false,
-    };
+    let mut notes = Vec::new();
+    for (dir, readout, column) in [
+        (&args.progress_model, Readout::Step, PROGRESS),
+        (&args.sprm_model, Readout::SegmentEnd, SEGMENT_REWARD),
+    ] {
+        if let Some(dir) = dir {
+            notes.push(if super::progress::fill(&mut ingested.batch, dir, readout)? {
+                format!("`{column}` filled from the model in {}", dir.display())
+            } else {
+                format!(
+                    "the logs carry `{column}`; the model in {} was not used",
+                    dir.display()
+                )
+            });
+        }
+    }
     let batch = &ingested.batch;
     let json = args.globals.format == Format::Json;
     let mut results = Vec::new();
@@ -43,20 +62,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         );
         bar.finish_and_clear();
     }
-    let mut notes: Vec<String> = results
-        .iter()
-        .flat_map(|r| r.notes.iter().cloned())
-        .collect();
-    if let Some(dir) = &args.progress_model {
-        notes.push(if filled {
-            format!("`progress` filled from the model in {}", dir.display())
-        } else {
-            format!(
-                "the logs carry `progress`; the model in {} was not used",
-                dir.display()
-            )
-        });
-    }
+    notes.extend(results.iter().flat_map(|r| r.notes.iter().cloned()));
     let meta = metadata(&plan, &notes);
     let mut frame = advantages_frame(batch, &results)?;
     write_table(&args.output, &mut frame, &meta)

@@ -1,15 +1,21 @@
-//! `credit train progress [PATHS] --out DIR`: trains SPA's progress estimator (`credit_train::progress`)
-//! on the logged trajectories, and `credit advantages --progress-model DIR` fills the `progress`
-//! column from it. Step t's input is (task, obs before the action, action); R is the trajectory's
-//! episode return; the split key is the task, else the group.
+//! `credit train progress|sprm [PATHS] --out DIR`: trains SPA's progress estimator (a readout every
+//! step) or HISR's segmental process reward model (a readout at each segment's last step) on the
+//! logged trajectories (`credit_train::progress`); `credit advantages --progress-model DIR` /
+//! `--sprm-model DIR` fill the `progress` / `segment_reward` column from them. Step t's input is
+//! (task, obs before the action, action); R is the trajectory's episode return; the split key is
+//! the task, else the group. Segments are HISR's (`hisr::segmentation`), so training and filling
+//! read out at the same steps.
 
 use super::{load, Format, Globals};
 use crate::config::ProjectFile;
 use crate::exit::ExitCode;
-use anyhow::{Context, Result};
-use credit_core::schema::columns::{ACTION, OBS, PROGRESS, TASK};
+use anyhow::{bail, Context, Result};
+use credit_core::methods::hisr;
+use credit_core::schema::columns::{ACTION, OBS, PROGRESS, SEGMENT_REWARD, TASK};
 use credit_core::StepBatch;
-use credit_train::progress::{train_progress, ProgressModel, ProgressTrain, StepText, Trajectory};
+use credit_train::progress::{
+    train_progress, ProgressModel, ProgressTrain, Readout, StepText, Trajectory,
+};
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, clap::Args)]
@@ -19,22 +25,35 @@ pub struct ProgressArgs {
     /// Folder for model.safetensors and config.json (created if missing).
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
-    /// Passes over the training trajectories [default: 10].
+    /// Passes over the training trajectories [default: 20].
     #[arg(long, value_name = "N")]
     epochs: Option<usize>,
     /// AdamW learning rate [default: 1e-3].
     #[arg(long, value_name = "X")]
     lr: Option<f64>,
-    /// Seed of the initial weights and the shuffling [default: 0].
-    #[arg(long, value_name = "S")]
-    seed: Option<u64>,
+    /// Trajectories per update [default: 4].
+    #[arg(long, value_name = "N")]
+    batch_size: Option<usize>,
+    /// Share of input features dropped per update [default: 0.5].
+    #[arg(long, value_name = "P")]
+    dropout: Option<f64>,
     /// Width of the step encoder [default: 64].
     #[arg(long, value_name = "H")]
     hidden: Option<usize>,
+    /// Hash buckets per text field [default: 4096].
+    #[arg(long, value_name = "N")]
+    buckets: Option<usize>,
+    /// Cross-validation folds by task for the held-out calibration; 1 skips it [default: 5].
+    #[arg(long, value_name = "K")]
+    folds: Option<usize>,
+    /// Seed of the initial weights, the shuffling and the dropout [default: 0].
+    #[arg(long, value_name = "S")]
+    seed: Option<u64>,
 }
 
-/// Each trajectory's steps as the estimator reads them, in `batch.trajs` order.
-fn trajectories(batch: &StepBatch) -> Vec<Trajectory> {
+/// Each trajectory's steps as the model reads them, in `batch.trajs` order; `readout` marks every
+/// step, or each segment's last step.
+fn trajectories(batch: &StepBatch, readout: Readout) -> Vec<Trajectory> {
     let text = |column: &str, r: usize| {
         batch
             .texts(column)
@@ -42,46 +61,66 @@ fn trajectories(batch: &StepBatch) -> Vec<Trajectory> {
             .unwrap_or("")
             .to_string()
     };
+    let segments = hisr::segmentation(batch);
     batch
         .trajs
         .iter()
-        .map(|t| {
+        .zip(&segments.ranges)
+        .map(|(t, ranges)| {
             let first = t.rows.first().map_or(0, |&r| r as usize);
             let key = batch
                 .tasks()
                 .and_then(|c| c.get(first))
                 .map_or_else(|| batch.groups[t.group as usize].id.clone(), str::to_string);
+            let mut steps: Vec<StepText> = t
+                .rows
+                .iter()
+                .map(|&r| StepText {
+                    task: text(TASK, r as usize),
+                    obs: text(OBS, r as usize),
+                    action: text(ACTION, r as usize),
+                    readout: readout == Readout::Step,
+                })
+                .collect();
+            if readout == Readout::SegmentEnd {
+                for range in ranges {
+                    if let Some(step) = range.end.checked_sub(1).and_then(|k| steps.get_mut(k)) {
+                        step.readout = true;
+                    }
+                }
+            }
             Trajectory {
                 key,
-                steps: t
-                    .rows
-                    .iter()
-                    .map(|&r| StepText {
-                        task: text(TASK, r as usize),
-                        obs: text(OBS, r as usize),
-                        action: text(ACTION, r as usize),
-                    })
-                    .collect(),
+                steps,
                 ret: t.episode_return,
             }
         })
         .collect()
 }
 
-pub fn train(args: ProgressArgs) -> Result<ExitCode> {
+pub fn train(args: ProgressArgs, readout: Readout) -> Result<ExitCode> {
     let project = ProjectFile::load(args.globals.config.as_deref())?;
     let json = args.globals.format == Format::Json;
     let ingested = load(&args.globals, &project)?;
     let defaults = ProgressTrain::default();
     let opts = ProgressTrain {
+        readout,
         epochs: args.epochs.unwrap_or(defaults.epochs),
         lr: args.lr.unwrap_or(defaults.lr),
-        seed: args.seed.unwrap_or(defaults.seed),
+        batch: args.batch_size.unwrap_or(defaults.batch),
+        dropout: args.dropout.unwrap_or(defaults.dropout),
         hidden: args.hidden.unwrap_or(defaults.hidden),
+        buckets: args.buckets.unwrap_or(defaults.buckets),
+        folds: args.folds.unwrap_or(defaults.folds),
+        seed: args.seed.unwrap_or(defaults.seed),
         ..defaults
     };
-    let bar = crate::progress::spinner("training the progress estimator", json);
-    let (model, report) = train_progress(&trajectories(&ingested.batch), &opts)?;
+    let what = match readout {
+        Readout::Step => "the progress estimator",
+        Readout::SegmentEnd => "the segment reward model",
+    };
+    let bar = crate::progress::spinner(&format!("training {what}"), json);
+    let (model, report) = train_progress(&trajectories(&ingested.batch, readout), &opts)?;
     bar.finish_and_clear();
     model
         .save(&args.out)
@@ -91,45 +130,66 @@ pub fn train(args: ProgressArgs) -> Result<ExitCode> {
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({"out": args.out, "report": report}))?
         );
-    } else {
-        let fmt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.4}"));
-        println!(
-            "trained on {} trajectories, {} held out (split by {}), {} epochs in {:.1}s",
-            report.train_trajectories,
-            report.heldout_trajectories,
-            report.split_by,
-            report.epoch_loss.len(),
-            report.seconds
-        );
-        println!(
-            "train loss {} → {}",
-            fmt(report.epoch_loss.first().copied()),
-            fmt(report.epoch_loss.last().copied())
-        );
-        println!(
-            "held-out MSE(Σĉ, R) {} · constant (train mean R) {} · Pearson r {}",
-            fmt(report.heldout_mse),
-            fmt(report.constant_mse),
-            fmt(report.pearson)
-        );
-        println!("saved to {}", args.out.display());
+        return Ok(ExitCode::Ok);
     }
+    let fmt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.4}"));
+    println!(
+        "trained {what} (readout: {}) on {} trajectories, {} epochs, in {:.1}s",
+        readout.label(),
+        report.trajectories,
+        report.epoch_loss.len(),
+        report.seconds
+    );
+    println!(
+        "train loss {} → {}",
+        fmt(report.epoch_loss.first().copied()),
+        fmt(report.epoch_loss.last().copied())
+    );
+    match &report.heldout {
+        Some(h) => println!(
+            "held out ({}-fold by {}, {} trajectories): MSE(R̂, R) {:.4} · constant (train mean R) {:.4} · MAE {:.4} · acc@0.1 {:.3} · Pearson r {}",
+            h.folds, h.split_by, h.trajectories, h.mse, h.constant_mse, h.mae, h.acc_at_0_1,
+            fmt(h.pearson)
+        ),
+        None => println!("held out: - (fewer than two folds)"),
+    }
+    println!("saved to {}", args.out.display());
     Ok(ExitCode::Ok)
 }
 
-/// Fills `progress` (ĉ_t) from the estimator in `dir` when the logs lack it; returns whether it did.
-pub fn fill(batch: &mut StepBatch, dir: &Path) -> Result<bool> {
-    if batch.has(PROGRESS) {
+/// Fills the column a model in `dir` predicts (`progress` for `expected = Step`, `segment_reward`
+/// at segment ends for `SegmentEnd`) when the logs lack it; returns whether it did.
+pub fn fill(batch: &mut StepBatch, dir: &Path, expected: Readout) -> Result<bool> {
+    let model = ProgressModel::load(dir)
+        .with_context(|| format!("loading the model in {}", dir.display()))?;
+    let readout = model.config().readout;
+    if readout != expected {
+        let (flag, trained_by) = match readout {
+            Readout::Step => ("--progress-model", "credit train progress"),
+            Readout::SegmentEnd => ("--sprm-model", "credit train sprm"),
+        };
+        bail!(
+            "{} holds a `{trained_by}` model (readout {}); pass it with {flag}",
+            dir.display(),
+            readout.label()
+        );
+    }
+    let column = match readout {
+        Readout::Step => PROGRESS,
+        Readout::SegmentEnd => SEGMENT_REWARD,
+    };
+    if batch.has(column) {
         return Ok(false);
     }
-    let model = ProgressModel::load(dir)
-        .with_context(|| format!("loading the progress model in {}", dir.display()))?;
-    let mut values = vec![0.0; batch.len()];
-    for (traj, t) in trajectories(batch).iter().zip(&batch.trajs) {
-        for (c, &r) in model.predict(&traj.steps)?.into_iter().zip(&t.rows) {
-            values[r as usize] = c;
+    let mut values = vec![None; batch.len()];
+    for (traj, t) in trajectories(batch, readout).iter().zip(&batch.trajs) {
+        let predicted = model.predict(&traj.steps)?;
+        for ((c, step), &r) in predicted.into_iter().zip(&traj.steps).zip(&t.rows) {
+            if step.readout {
+                values[r as usize] = Some(c);
+            }
         }
     }
-    batch.with_column_f64(PROGRESS, values)?;
+    batch.with_column_opt_f64(column, values)?;
     Ok(true)
 }

@@ -14,6 +14,7 @@ use anyhow::{bail, Context, Result};
 use credit_core::schema::columns::{ACTION, LOGPROB, OBS, PROMPT, TASK};
 use credit_core::StepBatch;
 use credit_train::load::{ChatFormat, Tokenizer};
+use credit_train::progress::Readout;
 use credit_train::train::Event;
 use credit_train::{DeviceKind, RunOptions, Sample, TrainConfig};
 use indicatif::{ProgressBar, ProgressStyle};
@@ -34,6 +35,10 @@ enum TrainCommand {
     /// Train SPA's progress estimator (per-step ĉ_t with Σĉ_t ≈ R) on the logged trajectories;
     /// `credit advantages --progress-model DIR` then fills the `progress` column from it.
     Progress(super::progress::ProgressArgs),
+    /// Train HISR's segmental process reward model (r̂_i at each segment's last step, Σr̂_i ≈ R;
+    /// segments from the `segment` column, else one per turn); `credit advantages --sprm-model
+    /// DIR` then fills the `segment_reward` column from it.
+    Sprm(super::progress::ProgressArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -106,7 +111,8 @@ const HISTORY: usize = 2;
 pub fn run(args: Args) -> Result<ExitCode> {
     match args.command {
         TrainCommand::Policy(args) => policy(args),
-        TrainCommand::Progress(args) => super::progress::train(args),
+        TrainCommand::Progress(args) => super::progress::train(args, Readout::Step),
+        TrainCommand::Sprm(args) => super::progress::train(args, Readout::SegmentEnd),
     }
 }
 

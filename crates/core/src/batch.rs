@@ -201,14 +201,24 @@ impl StepBatch {
     /// Adds (or replaces) the float column `name` with one value per row, e.g. `progress` filled
     /// from a trained estimator.
     pub fn with_column_f64(&mut self, name: &str, values: Vec<f64>) -> Result<()> {
-        if values.len() != self.len() {
+        self.with_column(Column::new(name.into(), values))
+    }
+
+    /// As [`StepBatch::with_column_f64`], with nulls where a row has no value.
+    pub fn with_column_opt_f64(&mut self, name: &str, values: Vec<Option<f64>>) -> Result<()> {
+        self.with_column(Column::new(name.into(), values))
+    }
+
+    fn with_column(&mut self, column: Column) -> Result<()> {
+        if column.len() != self.len() {
             return Err(Error::Param(format!(
-                "column `{name}`: {} values for {} rows",
-                values.len(),
+                "column `{}`: {} values for {} rows",
+                column.name(),
+                column.len(),
                 self.len()
             )));
         }
-        self.frame.with_column(Column::new(name.into(), values))?;
+        self.frame.with_column(column)?;
         Ok(())
     }
 

@@ -1,11 +1,22 @@
-//! SPA's progress estimator (`spec-spa-hisr.md` A3, A4, A8): a small causal transformer over a
-//! trajectory's steps that reads out one contribution ĉ_t per step, trained only on
-//! (Σ_t ĉ_t − R)² per trajectory.
+//! SPA's progress estimator and HISR's segmental process reward model (`spec-spa-hisr.md` A3, A4,
+//! A8, B4): one model family, a small causal transformer over a trajectory's steps with a scalar
+//! readout, trained only on (Σ readouts − R)² per trajectory.
+//!
+//! - [`Readout::Step`] (SPA, Eq. 5–7): ĉ_t at every step, Σ_t ĉ_t ≈ R.
+//! - [`Readout::SegmentEnd`] (HISR's SPRM, Eq. 2–3): r̂_i at the last step of each segment,
+//!   Σ_i r̂_i ≈ R — B4's "smallest faithful version", read out where the LLM's last token of the
+//!   segment would be.
 //!
 //! Step t's input is (task text, the observation before the action, the action), never the
 //! observation after it: each field is a bag of hashed lower-cased word uni- and bigrams with its
-//! own hash salt, log(1 + count). The model: `Linear(F→d)`, one pre-RMSNorm causal self-attention
-//! block (so h_t sees steps 1..t only), then a `d → d → 1` SiLU head giving ĉ_t.
+//! own hash salt, log(1 + count), plus the position features 1[t = 0] and t / n_max (A8). The
+//! model: `Linear(F→d)`, one pre-RMSNorm causal self-attention block (h_t sees steps 1..t only),
+//! then a `d → d → 1` SiLU head. The head's output is scaled by σ_R, the RMS of the training
+//! returns, so one learning rate serves returns of 0.5 and of 10; it starts at zero, so training
+//! starts from R̂ = 0 rather than from a random sum that grows with the trajectory's length.
+//!
+//! Trajectories are few and correlated within a task, so training uses input dropout and the
+//! held-out calibration is K-fold by task (every task held out once, pooled), not one split.
 
 use crate::checkpoint::write_atomic;
 use crate::error::{Context, Error, Result};
@@ -14,13 +25,14 @@ use crate::random::SplitMix64;
 use candle_core::{DType, Device, Tensor, Var, D};
 use candle_nn::{ops, RmsNorm};
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::io::Write;
 use std::path::Path;
 use std::time::Instant;
 
 pub const WEIGHTS: &str = "model.safetensors";
 pub const CONFIG: &str = "config.json";
+const MODEL_TYPE: &str = "credit-progress";
 
 /// One logged step as the estimator sees it.
 #[derive(Clone, Debug, Default)]
@@ -29,6 +41,9 @@ pub struct StepText {
     /// The observation the action answers (o_{t−1}).
     pub obs: String,
     pub action: String,
+    /// Whether the model reads out a value after this step: every step for SPA, a segment's last
+    /// step for the SPRM.
+    pub readout: bool,
 }
 
 /// One trajectory: its split key (task, else group), steps in order and outcome R.
@@ -39,17 +54,49 @@ pub struct Trajectory {
     pub ret: f64,
 }
 
+/// Where the model reads out a value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Readout {
+    /// Every step: SPA's ĉ_t.
+    Step,
+    /// The last step of each segment: HISR's r̂_i.
+    SegmentEnd,
+}
+
+impl Readout {
+    pub fn label(self) -> &'static str {
+        match self {
+            Readout::Step => "step",
+            Readout::SegmentEnd => "segment-end",
+        }
+    }
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ProgressConfig {
-    /// Hash buckets per field (the feature width is 3 × buckets).
+    pub readout: Readout,
+    /// Hash buckets per text field.
     pub buckets: usize,
     pub hidden: usize,
+    /// The longest training trajectory, for the position feature t / n_max.
+    pub max_steps: usize,
+    /// σ_R: the head's output unit.
+    pub return_scale: f64,
     pub rms_norm_eps: f64,
+}
+
+impl ProgressConfig {
+    /// Three hashed text fields, then the position features.
+    fn width(&self) -> usize {
+        3 * self.buckets + POSITION_FEATURES
+    }
 }
 
 /// Training flags.
 #[derive(Clone, Debug)]
 pub struct ProgressTrain {
+    pub readout: Readout,
     pub epochs: usize,
     pub lr: f64,
     pub seed: u64,
@@ -59,39 +106,64 @@ pub struct ProgressTrain {
     pub batch: usize,
     pub weight_decay: f64,
     pub max_grad_norm: f64,
+    /// Share of input features zeroed per training step.
+    pub dropout: f64,
+    /// Cross-validation folds by task (capped at the number of tasks); 0 or 1 skips calibration.
+    pub folds: usize,
 }
 
 impl Default for ProgressTrain {
-    /// A8's recommendation: AdamW lr 1e-3, wd 0.01, batch 16, clip 1.0.
+    /// A8's recommendation (AdamW lr 1e-3, wd 0.01, grad-clip 1.0) with a batch of 4, not 16:
+    /// logs of a few dozen trajectories would otherwise give one update per epoch.
     fn default() -> Self {
         ProgressTrain {
-            epochs: 10,
+            readout: Readout::Step,
+            epochs: 20,
             lr: 1e-3,
             seed: 0,
             hidden: 64,
             buckets: 1 << 12,
-            batch: 16,
+            batch: 4,
             weight_decay: 0.01,
             max_grad_norm: 1.0,
+            dropout: 0.5,
+            folds: 5,
         }
     }
 }
 
-/// What a run measured; held-out figures are `None` when nothing was held out.
+/// What a run measured.
 #[derive(Clone, Debug, Serialize)]
 pub struct ProgressReport {
-    pub train_trajectories: usize,
-    pub heldout_trajectories: usize,
-    /// How the held-out part was chosen: `task` or, with a single task, `trajectory`.
-    pub split_by: String,
-    /// Mean training loss of each epoch.
+    pub readout: Readout,
+    /// Trajectories the saved model was trained on (all usable ones).
+    pub trajectories: usize,
+    /// Mean training loss of each epoch of the saved model.
     pub epoch_loss: Vec<f64>,
-    pub heldout_mse: Option<f64>,
-    /// Predicting the train mean R on every held-out trajectory.
-    pub constant_mse: Option<f64>,
-    pub pearson: Option<f64>,
+    /// Cross-validated calibration; `None` with a single task and too few trajectories, or
+    /// `folds` ≤ 1.
+    pub heldout: Option<HeldOut>,
     pub seconds: f64,
 }
+
+/// Σ readouts (R̂) against R on trajectories each predicted by a model that never saw their task.
+#[derive(Clone, Debug, Serialize)]
+pub struct HeldOut {
+    pub folds: usize,
+    /// `task`, or `trajectory` when the logs hold a single task.
+    pub split_by: String,
+    pub trajectories: usize,
+    pub mse: f64,
+    pub mae: f64,
+    /// Share with |R̂ − R| ≤ 0.1 (the released code's "accuracy").
+    pub acc_at_0_1: f64,
+    pub pearson: Option<f64>,
+    /// Predicting each fold's training mean R for all its held-out trajectories.
+    pub constant_mse: f64,
+}
+
+/// 1[t = 0] and t / n_max, after the text features.
+const POSITION_FEATURES: usize = 2;
 
 const SALTS: [u64; 3] = [0x7461_736b, 0x6f62_7376, 0x6163_7469];
 
@@ -104,36 +176,107 @@ fn fnv(salt: u64, text: &str) -> u64 {
     h
 }
 
-/// Adds the field's hashed uni- and bigram counts into `out[offset..offset + buckets]`.
-fn add_field(out: &mut [f32], offset: usize, buckets: usize, salt: u64, text: &str) {
-    let lower = text.to_lowercase();
-    let words: Vec<&str> = lower
-        .split(|c: char| !c.is_alphanumeric())
-        .filter(|w| !w.is_empty())
-        .collect();
-    let mut bump = |key: &str| out[offset + (fnv(salt, key) % buckets as u64) as usize] += 1.0;
-    for w in &words {
-        bump(w);
+/// A step's non-zero features as (index, value), sorted by index.
+type Sparse = Vec<(u32, f32)>;
+
+/// Hashed uni- and bigram counts of each field, log(1 + count), then the position features.
+fn step_features(step: &StepText, t: usize, config: &ProgressConfig) -> Sparse {
+    let mut counts: BTreeMap<u32, f32> = BTreeMap::new();
+    for (i, text) in [&step.task, &step.obs, &step.action].into_iter().enumerate() {
+        let lower = text.to_lowercase();
+        let words: Vec<&str> = lower
+            .split(|c: char| !c.is_alphanumeric())
+            .filter(|w| !w.is_empty())
+            .collect();
+        let mut bump = |key: &str| {
+            let bucket = (fnv(SALTS[i], key) % config.buckets as u64) as usize;
+            *counts.entry((i * config.buckets + bucket) as u32).or_default() += 1.0;
+        };
+        for w in &words {
+            bump(w);
+        }
+        for pair in words.windows(2) {
+            bump(&format!("{} {}", pair[0], pair[1]));
+        }
     }
-    for pair in words.windows(2) {
-        bump(&format!("{} {}", pair[0], pair[1]));
+    let mut out: Sparse = counts.into_iter().map(|(k, c)| (k, c.ln_1p())).collect();
+    let position = (3 * config.buckets) as u32;
+    if t == 0 {
+        out.push((position, 1.0));
     }
+    out.push((position + 1, t as f32 / config.max_steps.max(1) as f32));
+    out
 }
 
-/// `[T, 3·buckets]` features of a trajectory's steps, log(1 + count).
-fn features(steps: &[StepText], buckets: usize, device: &Device) -> Result<Tensor> {
-    let width = 3 * buckets;
-    let mut data = vec![0f32; steps.len() * width];
-    for (t, s) in steps.iter().enumerate() {
-        let row = &mut data[t * width..(t + 1) * width];
-        for (i, text) in [&s.task, &s.obs, &s.action].into_iter().enumerate() {
-            add_field(row, i * buckets, buckets, SALTS[i], text);
+fn trajectory_features(steps: &[StepText], config: &ProgressConfig) -> Vec<Sparse> {
+    steps
+        .iter()
+        .enumerate()
+        .map(|(t, s)| step_features(s, t, config))
+        .collect()
+}
+
+/// Several trajectories as one forward pass: their steps stacked, attention kept within each
+/// trajectory and causal, and a `[B, N]` matrix summing each trajectory's readouts.
+struct Packed {
+    x: Tensor,
+    mask: Tensor,
+    readout: Tensor,
+}
+
+impl Packed {
+    /// `dropout` = (share, stream): features zeroed at random and the rest scaled by 1/(1 − share).
+    fn new(
+        trajs: &[(&[Sparse], &[StepText])],
+        width: usize,
+        dropout: Option<(f64, &mut SplitMix64)>,
+        device: &Device,
+    ) -> Result<Self> {
+        let n: usize = trajs.iter().map(|(f, _)| f.len()).sum();
+        let mut x = vec![0f32; n * width];
+        let mut mask = vec![f32::NEG_INFINITY; n * n];
+        let mut readout = vec![0f32; trajs.len() * n];
+        let (share, mut rng) = match dropout {
+            Some((p, rng)) if p > 0.0 => (p, Some(rng)),
+            _ => (0.0, None),
+        };
+        let keep = (1.0 / (1.0 - share)) as f32;
+        let text_width = width - POSITION_FEATURES;
+        let mut start = 0;
+        for (b, (features, steps)) in trajs.iter().enumerate() {
+            for (t, (f, step)) in features.iter().zip(steps.iter()).enumerate() {
+                let row = start + t;
+                for &(k, v) in f {
+                    // Words are dropped; the position features never are.
+                    let kept = match rng.as_mut() {
+                        Some(rng) if (k as usize) < text_width => {
+                            (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 >= share
+                        }
+                        _ => true,
+                    };
+                    if kept {
+                        let scale = if (k as usize) < text_width { keep } else { 1.0 };
+                        x[row * width + k as usize] = v * scale;
+                    }
+                }
+                for col in start..=row {
+                    mask[row * n + col] = 0.0;
+                }
+                if step.readout {
+                    readout[b * n + row] = 1.0;
+                }
+            }
+            start += features.len();
         }
-        for v in row.iter_mut() {
-            *v = v.ln_1p();
-        }
+        let tensor = |data: Vec<f32>, shape: (usize, usize)| {
+            Tensor::from_vec(data, shape, device).ctx("packing trajectories")
+        };
+        Ok(Packed {
+            x: tensor(x, (n, width))?,
+            mask: tensor(mask, (n, n))?,
+            readout: tensor(readout, (trajs.len(), n))?,
+        })
     }
-    Tensor::from_vec(data, (steps.len(), width), device).ctx("building step features")
 }
 
 const NAMES: [&str; 11] = [
@@ -151,7 +294,7 @@ const NAMES: [&str; 11] = [
 ];
 
 fn shapes(c: &ProgressConfig) -> Vec<Vec<usize>> {
-    let (f, d) = (3 * c.buckets, c.hidden);
+    let (f, d) = (c.width(), c.hidden);
     vec![
         vec![f, d],
         vec![d],
@@ -175,7 +318,7 @@ pub struct ProgressModel {
 }
 
 impl ProgressModel {
-    /// Fresh weights: uniform ±1/√fan_in for matrices, zero biases, unit norms.
+    /// Fresh weights: uniform ±1/√fan_in for matrices, zero biases and output, unit norms.
     pub fn new(config: ProgressConfig, seed: u64) -> Result<Self> {
         if !(1..=1 << 20).contains(&config.buckets) || !(1..=4096).contains(&config.hidden) {
             return Err(Error::Params(format!(
@@ -183,12 +326,18 @@ impl ProgressModel {
                 config.hidden, config.buckets
             )));
         }
+        if !(config.return_scale.is_finite() && config.return_scale > 0.0) {
+            return Err(Error::Params(format!(
+                "return_scale {} must be a positive number",
+                config.return_scale
+            )));
+        }
         let device = Device::Cpu;
         let mut rng = SplitMix64(seed);
         let mut params = Vec::new();
         for (name, shape) in NAMES.iter().zip(shapes(&config)) {
             let n: usize = shape.iter().product();
-            let values: Vec<f32> = if name.ends_with("bias") {
+            let values: Vec<f32> = if name.ends_with("bias") || *name == "head.1.weight" {
                 vec![0.0; n]
             } else if name.ends_with("norm.weight") {
                 vec![1.0; n]
@@ -217,15 +366,9 @@ impl ProgressModel {
         self.params[i].1.as_tensor()
     }
 
-    /// ĉ_t for every step, `[T]`.
-    fn forward(&self, steps: &[StepText]) -> Result<Tensor> {
-        let x = features(steps, self.config.buckets, &self.device)?;
-        self.forward_features(&x).ctx("progress forward pass")
-    }
-
-    fn forward_features(&self, x: &Tensor) -> candle_core::Result<Tensor> {
+    /// The readout value of every packed step, `[N]`, in units of R.
+    fn forward(&self, x: &Tensor, mask: &Tensor) -> candle_core::Result<Tensor> {
         let eps = self.config.rms_norm_eps;
-        let t = x.dim(0)?;
         let h = x.matmul(self.p(0))?.broadcast_add(self.p(1))?;
         let n = RmsNorm::new(self.p(2).clone(), eps).forward_diff(&h)?;
         let (q, k, v) = (
@@ -233,26 +376,38 @@ impl ProgressModel {
             n.matmul(self.p(4))?,
             n.matmul(self.p(5))?,
         );
-        let mask: Vec<f32> = (0..t)
-            .flat_map(|i| (0..t).map(move |j| if j > i { f32::NEG_INFINITY } else { 0.0 }))
-            .collect();
-        let mask = Tensor::from_vec(mask, (t, t), &self.device)?;
         let scale = 1.0 / (self.config.hidden as f64).sqrt();
         let scores = ((q.matmul(&k.t()?)? * scale)? + mask)?;
         let attn = ops::softmax(&scores, D::Minus1)?.matmul(&v)?;
         let h = (h + attn.matmul(self.p(6))?)?;
         let n = RmsNorm::new(self.p(7).clone(), eps).forward_diff(&h)?;
         let hidden = n.matmul(self.p(8))?.broadcast_add(self.p(9))?.silu()?;
-        hidden.matmul(self.p(10))?.squeeze(1)
+        hidden.matmul(self.p(10))?.squeeze(1)? * self.config.return_scale
     }
 
-    /// ĉ_t per step of each trajectory (empty trajectories give empty lists).
+    /// R̂ per packed trajectory, `[B]`.
+    fn predicted_returns(&self, packed: &Packed) -> candle_core::Result<Tensor> {
+        let c = self.forward(&packed.x, &packed.mask)?;
+        packed.readout.matmul(&c.unsqueeze(1)?)?.squeeze(1)
+    }
+
+    /// The model's value after every step of a trajectory (ĉ_t; for a segment-end model, r̂_i
+    /// where step t ends segment i and meaningless elsewhere). Empty in, empty out.
     pub fn predict(&self, steps: &[StepText]) -> Result<Vec<f64>> {
         if steps.is_empty() {
             return Ok(Vec::new());
         }
-        let c = self.forward(steps)?;
-        let c: Vec<f32> = c.to_vec1().ctx("reading predictions")?;
+        let features = trajectory_features(steps, &self.config);
+        let packed = Packed::new(
+            &[(&features, steps)],
+            self.config.width(),
+            None,
+            &self.device,
+        )?;
+        let c: Vec<f32> = self
+            .forward(&packed.x, &packed.mask)
+            .and_then(|c| c.to_vec1())
+            .ctx("progress forward pass")?;
         Ok(c.into_iter().map(f64::from).collect())
     }
 
@@ -270,28 +425,36 @@ impl ProgressModel {
         candle_core::safetensors::save(&tensors, &tmp)
             .ctx(&format!("writing {}", tmp.display()))?;
         std::fs::rename(&tmp, &weights).map_err(|e| Error::io(&weights, e))?;
-        let config = dir.join(CONFIG);
-        let text = serde_json::to_vec_pretty(&serde_json::json!({
-            "model_type": "credit-progress",
-            "buckets": self.config.buckets,
-            "hidden": self.config.hidden,
-            "rms_norm_eps": self.config.rms_norm_eps,
-        }))
-        .map_err(|e| Error::Params(format!("serializing config.json: {e}")))?;
-        write_atomic(&config, |f| {
-            f.write_all(&text).map_err(|e| Error::io(&config, e))
-        })
+        let mut config = serde_json::to_value(&self.config)
+            .map_err(|e| Error::Params(format!("serializing config.json: {e}")))?;
+        config["model_type"] = MODEL_TYPE.into();
+        let text = serde_json::to_vec_pretty(&config)
+            .map_err(|e| Error::Params(format!("serializing config.json: {e}")))?;
+        let path = dir.join(CONFIG);
+        write_atomic(&path, |f| f.write_all(&text).map_err(|e| Error::io(&path, e)))
     }
 
     /// Reads a directory written by [`ProgressModel::save`].
     pub fn load(dir: &Path) -> Result<Self> {
         let config_path = dir.join(CONFIG);
         let text = std::fs::read_to_string(&config_path).map_err(|e| Error::io(&config_path, e))?;
-        let config: ProgressConfig = serde_json::from_str(&text).map_err(|e| Error::Json {
+        let json_error = |message: String| Error::Json {
             path: config_path.clone(),
             line: 0,
-            message: e.to_string(),
-        })?;
+            message,
+        };
+        let value: serde_json::Value =
+            serde_json::from_str(&text).map_err(|e| json_error(e.to_string()))?;
+        if value.get("model_type").and_then(|v| v.as_str()) != Some(MODEL_TYPE) {
+            return Err(Error::Model {
+                path: config_path.clone(),
+                message: format!(
+                    "not a `credit train progress`/`sprm` model (model_type is not \"{MODEL_TYPE}\")"
+                ),
+            });
+        }
+        let config: ProgressConfig =
+            serde_json::from_value(value).map_err(|e| json_error(e.to_string()))?;
         let mut model = ProgressModel::new(config, 0)?;
         let weights = dir.join(WEIGHTS);
         let mut tensors =
@@ -320,72 +483,42 @@ impl ProgressModel {
     }
 }
 
-/// Held-out iff the key hashes into the last fifth.
-fn held_out(key: &str) -> bool {
-    fnv(0x0073_706c_6974, key).is_multiple_of(5)
+/// Fold of each trajectory, from its split key: tasks dealt round-robin in hash order, or
+/// trajectories when there is a single task. Returns the folds, their count and what was split.
+fn folds(keys: &[&str], wanted: usize) -> (Vec<usize>, usize, &'static str) {
+    let mut tasks: Vec<&str> = keys.to_vec();
+    tasks.sort_unstable();
+    tasks.dedup();
+    let by_task = tasks.len() > 1;
+    let units: Vec<String> = if by_task {
+        keys.iter().map(|k| k.to_string()).collect()
+    } else {
+        (0..keys.len()).map(|i| format!("#{i}")).collect()
+    };
+    let mut order: Vec<&str> = units.iter().map(String::as_str).collect();
+    order.sort_unstable();
+    order.dedup();
+    order.sort_by_key(|u| fnv(0x0073_706c_6974, u));
+    let k = wanted.min(order.len()).max(1);
+    let fold_of: HashMap<&str, usize> = order.iter().enumerate().map(|(i, u)| (*u, i % k)).collect();
+    let assignment = units.iter().map(|u| fold_of[u.as_str()]).collect();
+    (assignment, k, if by_task { "task" } else { "trajectory" })
 }
 
-/// Splits by key (task) 80/20, deterministically; with a single key the split is by trajectory
-/// position instead. Returns (train, held-out, split_by).
-fn split(trajs: &[Trajectory]) -> (Vec<usize>, Vec<usize>, &'static str) {
-    let first = trajs.first().map(|t| t.key.as_str());
-    let one_key = trajs.iter().all(|t| Some(t.key.as_str()) == first);
-    let (mut train, mut held) = (Vec::new(), Vec::new());
-    for (i, t) in trajs.iter().enumerate() {
-        let out = if one_key {
-            held_out(&format!("#{i}"))
-        } else {
-            held_out(&t.key)
-        };
-        if out {
-            held.push(i)
-        } else {
-            train.push(i)
-        }
-    }
-    (train, held, if one_key { "trajectory" } else { "task" })
+/// One trajectory ready to train on.
+struct Example<'a> {
+    features: Vec<Sparse>,
+    traj: &'a Trajectory,
 }
 
-/// Trains a fresh estimator on the trajectories with steps, returning it and its report.
-pub fn train_progress(
-    trajs: &[Trajectory],
+/// Trains a fresh model on `train` (indices into `examples`); returns it and the epoch losses.
+fn fit(
+    examples: &[Example],
+    train: &[usize],
+    config: &ProgressConfig,
     opts: &ProgressTrain,
-) -> Result<(ProgressModel, ProgressReport)> {
-    if !(opts.lr.is_finite() && opts.lr > 0.0) {
-        return Err(Error::Params(format!(
-            "`--lr {}`: must be a positive number",
-            opts.lr
-        )));
-    }
-    if opts.epochs == 0 || opts.batch == 0 {
-        return Err(Error::Params(
-            "`--epochs` and the batch size must be positive".into(),
-        ));
-    }
-    let started = Instant::now();
-    let usable: Vec<Trajectory> = trajs
-        .iter()
-        .filter(|t| !t.steps.is_empty() && t.ret.is_finite())
-        .cloned()
-        .collect();
-    let (train, held, split_by) = split(&usable);
-    if train.is_empty() {
-        return Err(Error::Params(
-            "no trajectory to train the progress estimator on (every one has no steps, a non-finite return, or was held out)".into(),
-        ));
-    }
-    let model = ProgressModel::new(
-        ProgressConfig {
-            buckets: opts.buckets,
-            hidden: opts.hidden,
-            rms_norm_eps: 1e-6,
-        },
-        opts.seed,
-    )?;
-    let x: Vec<Tensor> = usable
-        .iter()
-        .map(|t| features(&t.steps, opts.buckets, &model.device))
-        .collect::<Result<_>>()?;
+) -> Result<(ProgressModel, Vec<f64>)> {
+    let model = ProgressModel::new(config.clone(), opts.seed)?;
     let mut optim = AdamW::new(
         &model.params,
         AdamWConfig {
@@ -394,7 +527,7 @@ pub fn train_progress(
         },
     )?;
     let mut rng = SplitMix64(opts.seed ^ 0x5eed);
-    let mut order = train.clone();
+    let mut order = train.to_vec();
     let mut epoch_loss = Vec::with_capacity(opts.epochs);
     for _ in 0..opts.epochs {
         for i in (1..order.len()).rev() {
@@ -402,14 +535,26 @@ pub fn train_progress(
         }
         let mut total = 0.0;
         for chunk in order.chunks(opts.batch) {
-            let mut losses = Vec::with_capacity(chunk.len());
-            for &i in chunk {
-                let sum = model.forward_features(&x[i]).and_then(|c| c.sum_all());
-                let err = sum.and_then(|s| s - usable[i].ret).and_then(|e| e.sqr());
-                losses.push(err.ctx("progress loss")?);
-            }
-            let loss = Tensor::stack(&losses, 0)
-                .and_then(|l| l.mean_all())
+            let items: Vec<(&[Sparse], &[StepText])> = chunk
+                .iter()
+                .map(|&i| {
+                    (
+                        examples[i].features.as_slice(),
+                        examples[i].traj.steps.as_slice(),
+                    )
+                })
+                .collect();
+            let packed = Packed::new(
+                &items,
+                config.width(),
+                Some((opts.dropout, &mut rng)),
+                &model.device,
+            )?;
+            let target: Vec<f32> = chunk.iter().map(|&i| examples[i].traj.ret as f32).collect();
+            let target = Tensor::from_vec(target, chunk.len(), &model.device).ctx("targets")?;
+            let loss = model
+                .predicted_returns(&packed)
+                .and_then(|r| (r - target)?.sqr()?.mean_all())
                 .ctx("progress loss")?;
             total +=
                 f64::from(loss.to_scalar::<f32>().ctx("reading the loss")?) * chunk.len() as f64;
@@ -427,39 +572,132 @@ pub fn train_progress(
         }
         epoch_loss.push(total / order.len() as f64);
     }
+    Ok((model, epoch_loss))
+}
 
-    let mean_r = train.iter().map(|&i| usable[i].ret).sum::<f64>() / train.len() as f64;
-    let mut pred = Vec::with_capacity(held.len());
-    for &i in &held {
-        let s = model
-            .forward_features(&x[i])
-            .and_then(|c| c.sum_all())
-            .and_then(|s| s.to_scalar::<f32>())
-            .ctx("held-out prediction")?;
-        pred.push(f64::from(s));
+/// R̂ of one trajectory under `model`.
+fn predicted_return(model: &ProgressModel, example: &Example) -> Result<f64> {
+    let packed = Packed::new(
+        &[(&example.features, &example.traj.steps)],
+        model.config.width(),
+        None,
+        &model.device,
+    )?;
+    let r = model
+        .predicted_returns(&packed)
+        .and_then(|r| r.squeeze(0)?.to_scalar::<f32>())
+        .ctx("held-out prediction")?;
+    Ok(f64::from(r))
+}
+
+fn check(opts: &ProgressTrain) -> Result<()> {
+    if !(opts.lr.is_finite() && opts.lr > 0.0) {
+        return Err(Error::Params(format!(
+            "`--lr {}`: must be a positive number",
+            opts.lr
+        )));
     }
-    let truth: Vec<f64> = held.iter().map(|&i| usable[i].ret).collect();
-    let mse = |p: &dyn Fn(usize) -> f64| -> Option<f64> {
-        (!truth.is_empty()).then(|| {
-            truth
-                .iter()
-                .enumerate()
-                .map(|(k, r)| (p(k) - r).powi(2))
-                .sum::<f64>()
-                / truth.len() as f64
-        })
+    if opts.epochs == 0 || opts.batch == 0 {
+        return Err(Error::Params(
+            "`--epochs` and the batch size must be positive".into(),
+        ));
+    }
+    if !(0.0..1.0).contains(&opts.dropout) {
+        return Err(Error::Params(format!(
+            "`--dropout {}`: must lie in [0, 1)",
+            opts.dropout
+        )));
+    }
+    Ok(())
+}
+
+/// Cross-validates (when `opts.folds` > 1 and there are at least two folds), then trains the
+/// model to keep on every trajectory that has steps, a readout and a finite return.
+pub fn train_progress(
+    trajs: &[Trajectory],
+    opts: &ProgressTrain,
+) -> Result<(ProgressModel, ProgressReport)> {
+    check(opts)?;
+    let started = Instant::now();
+    let usable: Vec<&Trajectory> = trajs
+        .iter()
+        .filter(|t| t.steps.iter().any(|s| s.readout) && t.ret.is_finite())
+        .collect();
+    if usable.is_empty() {
+        return Err(Error::Params(format!(
+            "no trajectory to train on: each one has no steps{}, or a non-finite return",
+            match opts.readout {
+                Readout::Step => "",
+                Readout::SegmentEnd => " or no segment end",
+            }
+        )));
+    }
+    let returns: Vec<f64> = usable.iter().map(|t| t.ret).collect();
+    let rms = (returns.iter().map(|r| r * r).sum::<f64>() / returns.len() as f64).sqrt();
+    let config = ProgressConfig {
+        readout: opts.readout,
+        buckets: opts.buckets,
+        hidden: opts.hidden,
+        max_steps: usable.iter().map(|t| t.steps.len()).max().unwrap_or(1),
+        return_scale: if rms > 0.0 { rms } else { 1.0 },
+        rms_norm_eps: 1e-6,
     };
+    let examples: Vec<Example> = usable
+        .iter()
+        .map(|t| Example {
+            features: trajectory_features(&t.steps, &config),
+            traj: t,
+        })
+        .collect();
+    let keys: Vec<&str> = usable.iter().map(|t| t.key.as_str()).collect();
+    let (fold_of, k, split_by) = folds(&keys, opts.folds);
+    let heldout = if k >= 2 {
+        let (mut predicted, mut constant) = (vec![0.0; examples.len()], vec![0.0; examples.len()]);
+        for fold in 0..k {
+            let (held, train): (Vec<usize>, Vec<usize>) =
+                (0..examples.len()).partition(|&i| fold_of[i] == fold);
+            let (model, _) = fit(&examples, &train, &config, opts)?;
+            let mean = train.iter().map(|&i| returns[i]).sum::<f64>() / train.len() as f64;
+            for &i in &held {
+                predicted[i] = predicted_return(&model, &examples[i])?;
+                constant[i] = mean;
+            }
+        }
+        Some(calibration(&predicted, &constant, &returns, k, split_by))
+    } else {
+        None
+    };
+    let all: Vec<usize> = (0..examples.len()).collect();
+    let (model, epoch_loss) = fit(&examples, &all, &config, opts)?;
     let report = ProgressReport {
-        train_trajectories: train.len(),
-        heldout_trajectories: held.len(),
-        split_by: split_by.to_string(),
+        readout: opts.readout,
+        trajectories: examples.len(),
         epoch_loss,
-        heldout_mse: mse(&|k| pred[k]),
-        constant_mse: mse(&|_| mean_r),
-        pearson: pearson(&pred, &truth),
+        heldout,
         seconds: started.elapsed().as_secs_f64(),
     };
     Ok((model, report))
+}
+
+fn calibration(
+    predicted: &[f64],
+    constant: &[f64],
+    truth: &[f64],
+    folds: usize,
+    split_by: &str,
+) -> HeldOut {
+    let n = truth.len() as f64;
+    let mean_of = |f: &dyn Fn(usize) -> f64| (0..truth.len()).map(f).sum::<f64>() / n;
+    HeldOut {
+        folds,
+        split_by: split_by.to_string(),
+        trajectories: truth.len(),
+        mse: mean_of(&|i| (predicted[i] - truth[i]).powi(2)),
+        mae: mean_of(&|i| (predicted[i] - truth[i]).abs()),
+        acc_at_0_1: mean_of(&|i| f64::from((predicted[i] - truth[i]).abs() <= 0.1)),
+        pearson: pearson(predicted, truth),
+        constant_mse: mean_of(&|i| (constant[i] - truth[i]).powi(2)),
+    }
 }
 
 /// Pearson's r; `None` with fewer than two points or a constant side.
