@@ -369,3 +369,58 @@ fn spa_and_hisr_reproduce_the_spec_vectors_from_logged_signals() {
     assert!(stderr(&out).contains("`progress`"), "{}", stderr(&out));
     assert!(!run.path("x.jsonl").exists());
 }
+
+#[test]
+fn spa_random_variant_and_hisr_segmenter_through_flags() {
+    let run = Run::new();
+    // `--seed` reaches SPA's `random` variant: ĉ_t in [0, 1), the same for a seed, new for another.
+    let progress = |seed: &str, out: &str| -> Vec<f64> {
+        let args = [
+            "--methods",
+            "spa",
+            "--set",
+            "spa.variant=random",
+            "--seed",
+            seed,
+        ];
+        advantages(&run, "spec/spa-hisr.jsonl", &args, out)
+            .iter()
+            .map(|r| f(&r["spa_progress"]))
+            .collect()
+    };
+    let first = progress("5", "r1.jsonl");
+    assert!(first.iter().all(|c| (0.0..1.0).contains(c)), "{first:?}");
+    assert_eq!(progress("5", "r2.jsonl"), first);
+    assert_ne!(progress("6", "r3.jsonl"), first);
+    let meta: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.path("r1.jsonl.meta.json")).unwrap())
+            .unwrap();
+    assert_eq!(meta["params"]["spa"]["variant"], "random");
+    assert_eq!(meta["params"]["spa"]["seed"], 5);
+
+    // `hisr.segments`: `per_turn` ignores the logged ids; `rule` needs an `action` column.
+    let got = advantages(
+        &run,
+        "spec/spa-hisr.jsonl",
+        &["--methods", "hisr", "--set", "hisr.segments=per_turn"],
+        "h.jsonl",
+    );
+    let segments: Vec<i64> = got
+        .iter()
+        .filter(|r| r["traj_id"] == "b")
+        .map(|r| r["hisr_segment"].as_i64().unwrap())
+        .collect();
+    assert_eq!(segments, [0, 1, 2, 3, 4]);
+    let out = run.credit([
+        "advantages",
+        fixture("spec/spa-hisr.jsonl").to_str().unwrap(),
+        "--methods",
+        "hisr",
+        "--set",
+        "hisr.segments=rule",
+        "-o",
+        "x.jsonl",
+    ]);
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
+    assert!(stderr(&out).contains("`action`"), "{}", stderr(&out));
+}

@@ -1,11 +1,12 @@
 //! `credit analyze [PATHS]`: what is in the logs, in one screen (or `--format json`).
 
-use super::{load, write_plots, Format, Globals};
+use super::{load, write_plots, Format, Globals, MethodArgs};
 use crate::config::ProjectFile;
 use crate::exit::ExitCode;
 use anyhow::Result;
 use credit_core::analyses::progress::Curve;
 use credit_core::analyses::summary::{summarize, SizeDistribution, Summary};
+use credit_core::methods::hisr::Segments;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -18,8 +19,10 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<ExitCode> {
     let project = ProjectFile::load(args.globals.config.as_deref())?;
+    // No method flags here: HISR's segmenter comes from the preset and credit.toml.
+    let hisr = MethodArgs::default().hisr_params(&project)?;
     let ingested = load(&args.globals, &project)?;
-    let summary = summarize(&ingested.batch, &ingested.report);
+    let summary = summarize(&ingested.batch, &ingested.report, &hisr);
     if let Some(dir) = &args.plots {
         let inputs = credit_report::Inputs {
             batch: &ingested.batch,
@@ -226,10 +229,12 @@ pub fn render(s: &Summary) -> String {
     }
     if let Some(g) = &s.segments {
         let l = &g.segments_per_trajectory;
-        let logged = if g.logged {
-            ""
-        } else {
-            " (no `segment` column: one per turn)"
+        let logged = match g.segmenter {
+            Segments::Logged => "",
+            Segments::PerTurn => {
+                " (one per turn: no `segment` column, or `hisr.segments = per_turn`)"
+            }
+            Segments::Rule => " (`hisr.segments = rule`: a heuristic, not the logged segmentation)",
         };
         let _ = writeln!(
             o,

@@ -26,7 +26,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let (columns, notes) = compute(&plan, &ingested.batch, json)?;
     let comparison = compare(&ingested.batch, &columns);
     if let Some(dir) = &args.plots {
-        let summary = credit_core::analyses::summary::summarize(&ingested.batch, &ingested.report);
+        let summary = credit_core::analyses::summary::summarize(
+            &ingested.batch,
+            &ingested.report,
+            &args.methods.hisr_params(&project)?,
+        );
         let inputs = credit_report::Inputs {
             batch: &ingested.batch,
             summary: &summary,

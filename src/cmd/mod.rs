@@ -14,7 +14,7 @@ use crate::exit::ExitCode;
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use credit_core::ingest::{read_paths, IngestOptions, Ingested};
-use credit_core::methods::{parse_list, Method};
+use credit_core::methods::{hisr, parse_list, Method};
 use credit_core::profile::Profile;
 use credit_core::StepBatch;
 use std::path::PathBuf;
@@ -75,7 +75,7 @@ pub struct Globals {
 }
 
 /// Flags of the commands that run methods.
-#[derive(Debug, Args)]
+#[derive(Clone, Debug, Default, Args)]
 pub struct MethodArgs {
     /// Methods, comma-separated, or `all` (grpo, drgrpo, rloo, gigpo, proxmo, graphgpo, mgr); spa and hisr read logged signals and run when named.
     #[arg(long, value_name = "LIST")]
@@ -89,7 +89,7 @@ pub struct MethodArgs {
     /// Discount γ of the step returns for every method that has one [default: 0.95].
     #[arg(long, value_name = "X")]
     pub gamma: Option<f64>,
-    /// Seed of MGR's gate (`--set mgr.seed=…`).
+    /// Seed of MGR's gate and SPA's `random` variant (`--set mgr.seed=…`, `--set spa.seed=…`).
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,
     /// Any parameter: `--set gigpo.omega=0.5` (repeatable; see docs/methods.md).
@@ -216,6 +216,21 @@ impl MethodArgs {
             method.check()?;
         }
         Ok(Plan { profile, methods })
+    }
+}
+
+impl MethodArgs {
+    /// HISR's parameters as `--methods hisr` would resolve them (preset < credit.toml < flags):
+    /// the segment statistics segment the logs as the method does.
+    pub fn hisr_params(&self, project: &ProjectFile) -> Result<hisr::Params> {
+        let only_hisr = MethodArgs {
+            methods: Some("hisr".into()),
+            ..self.clone()
+        };
+        match only_hisr.plan(project, "hisr")?.methods.into_iter().next() {
+            Some(Method::Hisr(params)) => Ok(params),
+            _ => unreachable!("`--methods hisr` plans hisr"),
+        }
     }
 }
 

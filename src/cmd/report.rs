@@ -65,7 +65,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
     };
     let json = args.globals.format == Format::Json;
     let ingested = load(&args.globals, &project)?;
-    let summary = summarize(&ingested.batch, &ingested.report);
+    let summary = summarize(
+        &ingested.batch,
+        &ingested.report,
+        &args.methods.hisr_params(&project)?,
+    );
     let (columns, notes) = compute(&plan, &ingested.batch, json)?;
     let comparison = compare(&ingested.batch, &columns);
     let inputs = Inputs {

@@ -135,8 +135,9 @@ pub fn progress_stats(batch: &StepBatch) -> Option<ProgressStats> {
 
 #[derive(Clone, Debug, Serialize)]
 pub struct SegmentStats {
-    /// Whether a `segment` column was logged (otherwise every turn is its own segment).
-    pub logged: bool,
+    /// What made the segments (HISR's `segments`): `logged` (the `segment` column), `per_turn`
+    /// (asked for, or no `segment` column) or `rule`.
+    pub segmenter: hisr::Segments,
     /// Trajectories whose `segment` ids were missing or not contiguous: one segment per turn.
     pub fallback_trajectories: usize,
     pub segments_per_trajectory: LengthStats,
@@ -154,18 +155,23 @@ pub struct RewardShare {
     pub trajectories: usize,
     /// The logged segment rewards r̂_i.
     pub raw: [f64; 3],
-    /// After HISR's modulation (`paper` preset: β = 0.3, z(s) summed, L1 norm).
+    /// After HISR's modulation with `params` (`paper`: β = 0.3, z(s) summed, L1 norm).
     pub modulated: [f64; 3],
 }
 
-/// Segment statistics, when a `segment` or `segment_reward` column is logged.
-pub fn segment_stats(batch: &StepBatch) -> Option<SegmentStats> {
+/// Segment statistics, when a `segment` or `segment_reward` column is logged, with the segments
+/// and modulation of HISR's `params` (the method's own segmenter); an error when they cannot
+/// segment these logs (`rule` without an `action` column).
+pub fn segment_stats(
+    batch: &StepBatch,
+    params: &hisr::Params,
+) -> crate::error::Result<Option<SegmentStats>> {
     if !batch.has(crate::schema::columns::SEGMENT)
         && !batch.has(crate::schema::columns::SEGMENT_REWARD)
     {
-        return None;
+        return Ok(None);
     }
-    let segments = hisr::segmentation(batch);
+    let segments = hisr::segmentation(batch, params)?;
     let counts: Vec<f64> = segments.ranges.iter().map(|r| r.len() as f64).collect();
     let sizes = |success: bool| {
         size_distribution(
@@ -178,7 +184,6 @@ pub fn segment_stats(batch: &StepBatch) -> Option<SegmentStats> {
         )
     };
     let reward_share = hisr::segment_rewards(batch, &segments).map(|(rewards, _)| {
-        let params = hisr::Params::paper();
         let (log_z, _) = hisr::log_importance(batch, params.beta, params.z_clip);
         let (mut raw, mut modulated) = (Vec::new(), Vec::new());
         for ((traj, ranges), traj_rewards) in batch.trajs.iter().zip(&segments.ranges).zip(&rewards)
@@ -204,8 +209,8 @@ pub fn segment_stats(batch: &StepBatch) -> Option<SegmentStats> {
             modulated: average(&modulated),
         }
     });
-    Some(SegmentStats {
-        logged: segments.logged,
+    Ok(Some(SegmentStats {
+        segmenter: segments.segmenter,
         fallback_trajectories: segments.fallback,
         segments_per_trajectory: LengthStats {
             trajectories: counts.len(),
@@ -216,7 +221,7 @@ pub fn segment_stats(batch: &StepBatch) -> Option<SegmentStats> {
         turns_per_segment_success: sizes(true),
         turns_per_segment_failure: sizes(false),
         reward_share,
-    })
+    }))
 }
 
 /// |r_first|, Σ|r_middle|, |r_last| over Σ|r|; `None` for a zero total.
@@ -237,7 +242,9 @@ fn shares(rewards: &[f64]) -> Option<[f64; 3]> {
 mod tests {
     use super::*;
     use crate::batch::testing::{batch_with_columns, Row};
-    use crate::schema::columns::{HINDSIGHT_LOGPROB, LOGPROB, N_TOKENS, SEGMENT, SEGMENT_REWARD};
+    use crate::schema::columns::{
+        ACTION, HINDSIGHT_LOGPROB, LOGPROB, N_TOKENS, SEGMENT, SEGMENT_REWARD,
+    };
     use polars::prelude::Column;
 
     fn close(a: f64, b: f64, tol: f64) {
@@ -369,8 +376,8 @@ mod tests {
                 Column::new(N_TOKENS.into(), [1i64; 10]),
             ],
         );
-        let s = segment_stats(&b).unwrap();
-        assert!(s.logged);
+        let s = segment_stats(&b, &hisr::Params::paper()).unwrap().unwrap();
+        assert_eq!(s.segmenter, hisr::Segments::Logged);
         assert_eq!(s.fallback_trajectories, 0);
         // Segments per trajectory [3, 2, 1]: mean 2, median 2, max 3.
         assert_eq!(
@@ -402,16 +409,61 @@ mod tests {
     }
 
     #[test]
+    fn segments_come_from_the_methods_segmenter() {
+        // One trajectory, actions go / take ✓ / go / put ✓ / look: `rule` closes after the take and
+        // the put and leaves the look as the last segment ([2, 2, 1] turns); the default `logged`
+        // without a `segment` column counts one segment per turn; `rule` without `action` is an error.
+        let rows: [Row; 5] = [
+            ("g", "a", 0, "o", 0.0, true),
+            ("g", "a", 1, "o", 0.0, true),
+            ("g", "a", 2, "o", 0.0, true),
+            ("g", "a", 3, "o", 0.0, true),
+            ("g", "a", 4, "o", 1.0, true),
+        ];
+        let actions = [
+            "go to countertop 1",
+            "take apple 1 from countertop 1",
+            "go to fridge 1",
+            "put apple 1 in/on fridge 1",
+            "look",
+        ];
+        let b = batch_with_columns(
+            &rows,
+            vec![
+                Column::new(ACTION.into(), actions),
+                Column::new(SEGMENT_REWARD.into(), [0.5; 5]),
+            ],
+        );
+        let rule = hisr::Params {
+            segments: hisr::Segments::Rule,
+            ..hisr::Params::paper()
+        };
+        let s = segment_stats(&b, &rule).unwrap().unwrap();
+        assert_eq!(s.segmenter, hisr::Segments::Rule);
+        assert_eq!(s.segments_per_trajectory.max, 3);
+        close(
+            s.turns_per_segment_success.pct_clusters[1],
+            200.0 / 3.0,
+            1e-9,
+        );
+        let s = segment_stats(&b, &hisr::Params::paper()).unwrap().unwrap();
+        assert_eq!(s.segmenter, hisr::Segments::PerTurn);
+        assert_eq!(s.segments_per_trajectory.max, 5);
+        let bare = batch_with_columns(&rows, vec![Column::new(SEGMENT_REWARD.into(), [0.5; 5])]);
+        assert!(segment_stats(&bare, &rule).is_err());
+    }
+
+    #[test]
     fn nothing_without_the_columns() {
         let b = batch_with_columns(&[("g", "a", 0, "o", 1.0, true)], vec![]);
         assert!(progress_stats(&b).is_none());
-        assert!(segment_stats(&b).is_none());
+        assert!(segment_stats(&b, &hisr::Params::paper()).unwrap().is_none());
         // `segment` alone: sizes, no reward shares.
         let b = batch_with_columns(
             &[("g", "a", 0, "o", 0.0, true), ("g", "a", 1, "o", 1.0, true)],
             vec![Column::new(SEGMENT.into(), [3i64, 3])],
         );
-        let s = segment_stats(&b).unwrap();
+        let s = segment_stats(&b, &hisr::Params::paper()).unwrap().unwrap();
         assert!(s.reward_share.is_none());
         assert_eq!(s.turns_per_segment_success.pct_clusters[1], 100.0);
     }

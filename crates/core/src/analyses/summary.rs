@@ -8,6 +8,7 @@ use super::stats::{mean, median};
 use crate::batch::StepBatch;
 use crate::ingest::IngestReport;
 use crate::methods::gigpo::anchor_clusters;
+use crate::methods::hisr;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -149,7 +150,9 @@ pub fn size_distribution(sizes: impl Iterator<Item = usize>) -> SizeDistribution
     }
 }
 
-pub fn summarize(batch: &StepBatch, report: &IngestReport) -> Summary {
+/// The summary of a batch; HISR's `hisr` parameters segment it for the segment statistics, as the
+/// method would.
+pub fn summarize(batch: &StepBatch, report: &IngestReport, hisr: &hisr::Params) -> Summary {
     let n_groups = batch.groups.len();
     let sizes: Vec<usize> = batch.groups.iter().map(|g| g.trajs.len()).collect();
     let mut histogram = BTreeMap::new();
@@ -314,6 +317,10 @@ pub fn summarize(batch: &StepBatch, report: &IngestReport) -> Summary {
             rollouts_per_group.single_rollout_groups
         ));
     }
+    let segments = segment_stats(batch, hisr).unwrap_or_else(|e| {
+        diagnostics.push(format!("no segment statistics: {e}"));
+        None
+    });
     if !invalid_actions.logged {
         diagnostics.push("no `valid` column: every action counts as valid, so invalid-action statistics and penalties are empty".into());
     }
@@ -338,7 +345,7 @@ pub fn summarize(batch: &StepBatch, report: &IngestReport) -> Summary {
         graph,
         graph_per_iteration,
         progress: progress_stats(batch),
-        segments: segment_stats(batch),
+        segments,
         padding_duplicates: report.padding_duplicates,
         skipped: report
             .skipped

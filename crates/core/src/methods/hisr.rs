@@ -19,10 +19,23 @@
 //! - G_t and A_t as SPA's ([`super::spa::StepRl`]): GAE (γ = 0.99, λ = 0.95) against `value`, or
 //!   critic-free.
 //!
-//! Segments: runs of equal `segment` ids along each trajectory. Without a `segment` column every
-//! turn is its own segment (the "w/o SPR" granularity, what the paper's WebShop runs use); a
-//! trajectory whose ids are missing or come back after another id falls back to one segment per
-//! turn, with a note. r̂_i is the `segment_reward` on the segment's last row that has one.
+//! Segments (`segments`, B3):
+//! - `logged` (default): runs of equal `segment` ids along each trajectory (the paper's GPT-4o
+//!   segmentation). Without a `segment` column every turn is its own segment; a trajectory whose
+//!   ids are missing or come back after another id (not contiguous) falls back to one segment per
+//!   turn, with a note.
+//! - `per_turn`: every turn is its own segment (the "w/o SPR" granularity, what the paper's WebShop
+//!   runs amount to).
+//! - `rule`: a heuristic for ALFWorld-style commands, *not* the paper's segmentation (B3's tool
+//!   rules). A segment closes after each executed state-changing action, so the navigation and
+//!   failed turns before it join its segment; the turns after the last one form the final segment.
+//!   State-changing: the command's first word is take, put, clean, heat, cool, toggle, use
+//!   (ALFWorld's text command for toggling, `use desklamp 1`) or open. The command is the text
+//!   inside `<action>…</action>` or `\boxed{…}` when present, else after the last `Action:`, else
+//!   the whole `action`. Executed: `valid`, and the feedback after the action (`feedback`, else
+//!   `next_obs`) does not contain `grounding_pattern` ("Nothing happens").
+//!
+//! r̂_i is the `segment_reward` on the segment's last row that has one.
 //!
 //! Profiles: no public code exists, so `verl` equals `paper`.
 
@@ -31,7 +44,9 @@ use super::{Advantages, Values};
 use crate::batch::{StepBatch, Traj};
 use crate::error::{Error, Result};
 use crate::profile::Profile;
-use crate::schema::columns::{HINDSIGHT_LOGPROB, LOGPROB, N_TOKENS, SEGMENT, SEGMENT_REWARD};
+use crate::schema::columns::{
+    ACTION, HINDSIGHT_LOGPROB, LOGPROB, N_TOKENS, SEGMENT, SEGMENT_REWARD,
+};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::ops::Range;
@@ -64,6 +79,23 @@ pub enum SegAgg {
     Mean,
 }
 
+/// Where the segments come from (see the module's *Segments*).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Segments {
+    /// The `segment` column; one segment per turn without it.
+    Logged,
+    /// One segment per turn.
+    PerTurn,
+    /// A segment closes after each executed state-changing action (a heuristic).
+    Rule,
+}
+
+/// First words of the commands that change ALFWorld's state (`rule` segments).
+const STATE_CHANGING: &[&str] = &[
+    "take", "put", "clean", "heat", "cool", "toggle", "use", "open",
+];
+
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Params {
     /// β of Eq. 6, the temperature of the importance.
@@ -75,6 +107,8 @@ pub struct Params {
     pub seg_agg: SegAgg,
     /// c: z_k clipped to [1/c, c]; absent: no clipping.
     pub z_clip: Option<f64>,
+    /// Where the segments come from: `logged`, `per_turn` or `rule`.
+    pub segments: Segments,
     #[serde(flatten)]
     pub rl: StepRl,
 }
@@ -88,6 +122,7 @@ impl Params {
             place: Place::End,
             seg_agg: SegAgg::Sum,
             z_clip: None,
+            segments: Segments::Logged,
             rl: StepRl::paper(),
         }
     }
@@ -125,32 +160,107 @@ impl Params {
 pub struct Segmentation {
     /// Per trajectory, in batch order.
     pub ranges: Vec<Vec<Range<usize>>>,
-    /// Whether a `segment` column was logged.
-    pub logged: bool,
+    /// What made them: `logged` only when the `segment` column was read.
+    pub segmenter: Segments,
     /// Trajectories whose logged ids were missing or not contiguous: one segment per turn.
     pub fallback: usize,
 }
 
-/// The segments of every trajectory (see the module's *Segments*).
-pub fn segmentation(batch: &StepBatch) -> Segmentation {
-    let ids = batch.opt_i64s(SEGMENT);
-    let mut fallback = 0;
-    let ranges = batch
+/// The segments of every trajectory by `params.segments` (see the module's *Segments*); `rule`
+/// also reads `params.rl.grounding_pattern`. The method and `analyze`'s segment statistics both
+/// segment through here.
+pub fn segmentation(batch: &StepBatch, params: &Params) -> Result<Segmentation> {
+    let per_turn =
+        |traj: &Traj| -> Vec<Range<usize>> { (0..traj.rows.len()).map(|k| k..k + 1).collect() };
+    Ok(match (params.segments, batch.opt_i64s(SEGMENT)) {
+        (Segments::Logged, Some(ids)) => {
+            let mut fallback = 0;
+            let ranges = batch
+                .trajs
+                .iter()
+                .map(|traj| {
+                    runs(traj.rows.iter().map(|&r| ids.get(r as usize))).unwrap_or_else(|| {
+                        fallback += 1;
+                        per_turn(traj)
+                    })
+                })
+                .collect();
+            Segmentation {
+                ranges,
+                segmenter: Segments::Logged,
+                fallback,
+            }
+        }
+        (Segments::Logged | Segments::PerTurn, _) => Segmentation {
+            ranges: batch.trajs.iter().map(per_turn).collect(),
+            segmenter: Segments::PerTurn,
+            fallback: 0,
+        },
+        (Segments::Rule, _) => Segmentation {
+            ranges: rule_segments(batch, &params.rl)?,
+            segmenter: Segments::Rule,
+            fallback: 0,
+        },
+    })
+}
+
+/// `rule` segments: each closes after an executed state-changing action; the rest form the last.
+fn rule_segments(batch: &StepBatch, rl: &StepRl) -> Result<Vec<Vec<Range<usize>>>> {
+    let actions = batch.texts(ACTION).ok_or_else(|| {
+        Error::Param(
+            "`hisr.segments = rule` reads the commands from an `action` column, which the logs lack (`logged` or `per_turn` need none)".into(),
+        )
+    })?;
+    let valid = batch.valid();
+    let failed = rl.feedback_failed(batch);
+    let closes = |r: usize| {
+        valid[r]
+            && !failed[r]
+            && actions
+                .get(r)
+                .and_then(command_verb)
+                .is_some_and(|verb| STATE_CHANGING.contains(&verb.as_str()))
+    };
+    Ok(batch
         .trajs
         .iter()
         .map(|traj| {
-            let runs = ids.and_then(|c| runs(traj.rows.iter().map(|&r| c.get(r as usize))));
-            if ids.is_some() && runs.is_none() {
-                fallback += 1;
+            let mut ranges = Vec::new();
+            let mut start = 0;
+            for (k, &r) in traj.rows.iter().enumerate() {
+                if closes(r as usize) {
+                    ranges.push(start..k + 1);
+                    start = k + 1;
+                }
             }
-            runs.unwrap_or_else(|| (0..traj.rows.len()).map(|k| k..k + 1).collect())
+            if start < traj.rows.len() {
+                ranges.push(start..traj.rows.len());
+            }
+            ranges
         })
-        .collect();
-    Segmentation {
-        ranges,
-        logged: ids.is_some(),
-        fallback,
-    }
+        .collect())
+}
+
+/// The first word of the command in an action, lower-cased: the command is inside
+/// `<action>…</action>` or `\boxed{…}` when present, else after the last `Action:` (ReAct), else
+/// the whole text.
+fn command_verb(action: &str) -> Option<String> {
+    let text = action.to_lowercase();
+    let command = between(&text, "<action>", "</action>")
+        .or_else(|| between(&text, "\\boxed{", "}"))
+        .or_else(|| text.rfind("action:").map(|i| &text[i + "action:".len()..]))
+        .unwrap_or(&text);
+    command
+        .split_whitespace()
+        .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric()))
+        .find(|w| !w.is_empty())
+        .map(str::to_string)
+}
+
+/// The text after the first `open` up to the next `close` (or the end).
+fn between<'a>(text: &'a str, open: &str, close: &str) -> Option<&'a str> {
+    let rest = &text[text.find(open)? + open.len()..];
+    Some(rest.find(close).map_or(rest, |end| &rest[..end]))
 }
 
 /// Runs of equal ids; `None` when an id is missing or comes back after another one.
@@ -297,7 +407,7 @@ pub fn modulate(rewards: &[f64], log_importance: &[f64], norm: HimNorm) -> Vec<f
 /// segment), `hisr_modulated` (r̂^him of the row's segment), `hisr_grounding` (g_t), `hisr_reward`
 /// (r_t), `hisr_return` (G_t), `hisr_segment` (0-based segment index in the trajectory).
 pub fn advantages(batch: &StepBatch, params: &Params) -> Result<Advantages> {
-    let segments = segmentation(batch);
+    let segments = segmentation(batch, params)?;
     let (rewards, disagreeing) = segment_rewards(batch, &segments).ok_or_else(|| {
         Error::Param(
             "hisr needs the segment rewards r̂_i: log a `segment_reward` column (the SPRM's reward of each segment, on its rows)".into(),
@@ -367,8 +477,13 @@ pub fn advantages(batch: &StepBatch, params: &Params) -> Result<Advantages> {
     } else if missing > 0 {
         out.notes.push(format!("hisr: {missing} of {n} rows lack `logprob`, `hindsight_logprob` or a positive `n_tokens`: z = 1 for them"));
     }
-    if !segments.logged {
-        out.notes.push("hisr: no `segment` column: every turn is its own segment (turn-level rewards, the \"w/o SPR\" granularity)".into());
+    match (params.segments, segments.segmenter) {
+        (Segments::Logged, Segments::PerTurn) => out.notes.push("hisr: no `segment` column: every turn is its own segment (turn-level rewards, the \"w/o SPR\" granularity)".into()),
+        (_, Segments::Rule) => out.notes.push(format!(
+            "hisr: segments from the `rule` heuristic, not the paper's segmentation: a segment closes after each executed {} action",
+            STATE_CHANGING.join("/")
+        )),
+        _ => {}
     }
     if segments.fallback > 0 {
         out.notes.push(format!(
@@ -386,7 +501,7 @@ pub fn advantages(batch: &StepBatch, params: &Params) -> Result<Advantages> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::batch::testing::{assert_close, batch_with_columns, part, Row};
+    use crate::batch::testing::{assert_close, batch, batch_with_columns, part, Row};
     use crate::schema::columns::VALUE;
     use polars::prelude::Column;
 
@@ -616,7 +731,7 @@ mod tests {
                 Column::new(SEGMENT_REWARD.into(), [0.2, 0.2, 0.6]),
             ],
         );
-        let s = segmentation(&b);
+        let s = segmentation(&b, &Params::paper()).unwrap();
         assert_eq!(
             (s.ranges[0].clone(), s.fallback),
             (vec![0..1, 1..2, 2..3], 1)
@@ -657,5 +772,263 @@ mod tests {
             &[1.3956, 2.0, 0.8465, 1.3956, 1.3956],
             1e-4,
         );
+    }
+    // Part C property, end to end: adding c·β·|a_k| to every lp_hind_k adds c to every log z_k,
+    // scaling every z_k and z(s_i) by e^c; r^him does not change. T-HISR-1 with c = ln 5.
+    #[test]
+    fn property_c_scaling_every_z_leaves_the_modulated_rewards() {
+        let base = advantages(&t_hisr_1(false), &Params::paper()).unwrap();
+        let tokens = [10.0, 8.0, 12.0, 6.0, 9.0];
+        let hindsight = [-11.0, -4.0, -18.6, -2.4, -9.0];
+        let shifted: Vec<f64> = hindsight
+            .iter()
+            .zip(tokens)
+            .map(|(h, n)| h + 5f64.ln() * 0.3 * n)
+            .collect();
+        let mut b = t_hisr_1(false);
+        b.with_column_f64(HINDSIGHT_LOGPROB, shifted).unwrap();
+        let scaled = advantages(&b, &Params::paper()).unwrap();
+        let times_5: Vec<f64> = part(&base, "hisr_importance")
+            .iter()
+            .map(|z| 5.0 * z)
+            .collect();
+        assert_close(part(&scaled, "hisr_importance"), &times_5, 1e-9);
+        for column in ["hisr_modulated", "hisr_reward"] {
+            assert_close(part(&scaled, column), part(&base, column), 1e-12);
+        }
+    }
+
+    // Part C property, end to end: lp_hind = lp_pol gives z ≡ 1, and with one turn per segment
+    // (z(s) = 1) r^him = r̂/Σ|r̂|: T-HISR-1's turns with r̂ = [0.1, −0.2, 0.3, 0.15, 0.25] → /1.0.
+    #[test]
+    fn property_c_unit_importance_normalises_the_segment_rewards() {
+        let r_hat = [0.1, -0.2, 0.3, 0.15, 0.25];
+        let mut b = t_hisr_1(true);
+        b.with_column_f64(HINDSIGHT_LOGPROB, vec![-12.0, -6.4, -18.0, -3.0, -9.9])
+            .unwrap();
+        b.with_column_f64(SEGMENT_REWARD, r_hat.to_vec()).unwrap();
+        let p = Params {
+            segments: Segments::PerTurn,
+            ..Params::paper()
+        };
+        let a = advantages(&b, &p).unwrap();
+        assert_close(part(&a, "hisr_importance"), &[1.0; 5], 0.0);
+        assert_close(part(&a, "hisr_modulated"), &r_hat, 1e-12);
+        assert!(a.notes.is_empty(), "{:?}", a.notes);
+    }
+
+    /// An ALFWorld-like batch (B3's `rule`): trajectory `a`, 8 turns, and `b`, 3 turns, with
+    /// `action`, logged `segment` ids, `segment_reward` and equal log-probs but on two turns.
+    ///
+    /// a: 1 go to (Thought mentions "take")  2 take apple ✓        3 go to sinkbasin (`<action>`)
+    ///    4 clean apple → "Nothing happens." 5 clean apple ✓ (`\boxed{}`) 6 go to fridge
+    ///    7 put apple, `valid` false         8 put apple ✓
+    /// b: 1 open fridge ✓  2 go to countertop  3 look
+    ///
+    /// z_k: 1 everywhere (lp_hind = lp_pol) but z_2 = 2 and z_5 = 3 on `a` (n = 1, β = 0.3:
+    /// lp_hind − lp_pol = 0.3·ln z).
+    fn alfworld_like() -> StepBatch {
+        let rows: [Row; 11] = [
+            ("g", "a", 1, "You are in the middle of a room.", 0.0, true),
+            (
+                "g",
+                "a",
+                2,
+                "You arrive at countertop 1. On it you see a apple 1.",
+                0.0,
+                true,
+            ),
+            (
+                "g",
+                "a",
+                3,
+                "You pick up the apple 1 from the countertop 1.",
+                0.0,
+                true,
+            ),
+            ("g", "a", 4, "You arrive at sinkbasin 1.", 0.0, true),
+            ("g", "a", 5, "Nothing happens.", 0.0, true),
+            (
+                "g",
+                "a",
+                6,
+                "You clean the apple 1 using the sinkbasin 1.",
+                0.0,
+                true,
+            ),
+            ("g", "a", 7, "You arrive at fridge 1.", 0.0, false),
+            ("g", "a", 8, "Nothing happens.", 1.0, true),
+            ("g", "b", 1, "You are in the middle of a room.", 0.0, true),
+            ("g", "b", 2, "You open the fridge 1.", 0.0, true),
+            ("g", "b", 3, "You arrive at countertop 2.", 0.0, true),
+        ];
+        let actions = [
+            "Thought: I need to take an apple.\nAction: go to countertop 1",
+            "Action: take apple 1 from countertop 1",
+            "<think>Now wash it.</think><action>go to sinkbasin 1</action>",
+            "Action: clean apple 1 with sinkbasin 1",
+            "\\boxed{clean apple 1 with sinkbasin 1}",
+            "Action: go to fridge 1",
+            "Action: put apple 1 in/on fridge 1",
+            "Action: Put apple 1 in/on fridge 1",
+            "Action: open fridge 1",
+            "Action: go to countertop 2",
+            "Action: look",
+        ];
+        let (two, three) = (0.3 * 2f64.ln(), 0.3 * 3f64.ln());
+        let mut hindsight = [-1.0; 11];
+        hindsight[1] += two;
+        hindsight[4] += three;
+        batch_with_columns(
+            &rows,
+            vec![
+                Column::new(ACTION.into(), actions),
+                Column::new(SEGMENT.into(), [1i64, 1, 1, 2, 2, 3, 3, 3, 1, 2, 1]),
+                Column::new(
+                    SEGMENT_REWARD.into(),
+                    [0.2, 0.2, 0.3, 0.3, 0.3, 0.5, 0.5, 0.5, 0.4, 0.6, 0.6],
+                ),
+                Column::new(LOGPROB.into(), [-1.0; 11]),
+                Column::new(HINDSIGHT_LOGPROB.into(), hindsight),
+                Column::new(N_TOKENS.into(), [1i64; 11]),
+            ],
+        )
+    }
+
+    // B3: the three segmenters on the same logs. `rule` on a closes after the executed take (2),
+    // clean (5) and put (8): turn 1 is navigation (its Thought's "take" is not the command), 4's
+    // clean is answered "Nothing happens." (the next observation), 7's put is not `valid`, so they
+    // join the next closing action: [1–2], [3–5], [6–8]. On b the open (1) closes [1] and the
+    // turns after it form the last segment [2–3]. `logged` keeps a's runs [1–3], [4–5], [6–8]
+    // and falls b back to one segment per turn (ids 1, 2, 1 are not contiguous).
+    #[test]
+    fn segmenters_logged_per_turn_and_rule() {
+        let b = alfworld_like();
+        let with = |segments| {
+            segmentation(
+                &b,
+                &Params {
+                    segments,
+                    ..Params::paper()
+                },
+            )
+            .unwrap()
+        };
+        let logged = with(Segments::Logged);
+        assert_eq!(
+            logged.ranges,
+            vec![vec![0..3, 3..5, 5..8], vec![0..1, 1..2, 2..3]]
+        );
+        assert_eq!((logged.segmenter, logged.fallback), (Segments::Logged, 1));
+        let per_turn = with(Segments::PerTurn);
+        assert_eq!(
+            per_turn.ranges[0],
+            (0..8).map(|k| k..k + 1).collect::<Vec<_>>()
+        );
+        assert_eq!(
+            (per_turn.segmenter, per_turn.fallback),
+            (Segments::PerTurn, 0)
+        );
+        let rule = with(Segments::Rule);
+        assert_eq!(rule.ranges, vec![vec![0..2, 2..5, 5..8], vec![0..1, 1..3]]);
+        assert_eq!((rule.segmenter, rule.fallback), (Segments::Rule, 0));
+    }
+
+    #[test]
+    fn command_verbs_strip_the_wrappers() {
+        for (action, verb) in [
+            ("Thought: take it.\nAction: go to desk 1", Some("go")),
+            (
+                "<think>open it</think><action>Toggle desklamp 1</action>",
+                Some("toggle"),
+            ),
+            (
+                "The answer is \\boxed{heat egg 1 with microwave 1}.",
+                Some("heat"),
+            ),
+            ("> use desklamp 1", Some("use")),
+            ("cool mug 1 with fridge 1", Some("cool")),
+            ("Action:", None),
+        ] {
+            assert_eq!(command_verb(action).as_deref(), verb, "{action}");
+        }
+    }
+
+    // HISR on `rule` segments of a, by hand (β = 0.3, α = 0.3, L1, end placement, γ = λ = 1,
+    // critic-free, so A = G):
+    // z = [1, 2, 1, 1, 3, 1, 1, 1] → z(s) = [1+2, 1+1+3, 1+1+1] = [3, 5, 3];
+    // r̂ = [0.2, 0.3, 0.5] → r̂·z(s) = [0.6, 1.5, 1.5], L1 = 3.6 → r^him = [1/6, 5/12, 5/12].
+    // g (from `valid`) = [1, 1, 1, 1, 1, 1, 0, 1]; r_t = 0.7·r^him at a segment's last turn + 0.3·g:
+    // r = [0.3, 0.3 + 0.7/6, 0.3, 0.3, 0.3 + 0.7·5/12, 0.3, 0, 0.3 + 0.7·5/12]
+    //   = [0.3, 0.416667, 0.3, 0.3, 0.591667, 0.3, 0, 0.591667];
+    // G (suffix sums) = [2.8, 2.5, 2.083333, 1.783333, 1.483333, 0.891667, 0.591667, 0.591667] = A.
+    // b: z(s) = [1, 2], r̂ = [0.4, 0.6] → products [0.4, 1.2], L1 1.6 → r^him = [0.25, 0.75].
+    #[test]
+    fn rule_segments_end_to_end() {
+        let p = Params {
+            segments: Segments::Rule,
+            rl: StepRl {
+                gamma: 1.0,
+                lambda: 1.0,
+                ..StepRl::paper()
+            },
+            ..Params::paper()
+        };
+        let a = advantages(&alfworld_like(), &p).unwrap();
+        match a.column("hisr_segment") {
+            Some(Values::I64(s)) => assert_eq!(s, &[0, 0, 1, 1, 1, 2, 2, 2, 0, 1, 1]),
+            _ => panic!("no hisr_segment"),
+        }
+        assert_close(
+            &part(&a, "hisr_segment_importance")[..8],
+            &[3.0, 3.0, 5.0, 5.0, 5.0, 3.0, 3.0, 3.0],
+            1e-12,
+        );
+        let (sixth, five_twelfths) = (1.0 / 6.0, 5.0 / 12.0);
+        assert_close(
+            part(&a, "hisr_modulated"),
+            &[
+                sixth,
+                sixth,
+                five_twelfths,
+                five_twelfths,
+                five_twelfths,
+                five_twelfths,
+                five_twelfths,
+                five_twelfths,
+                0.25,
+                0.75,
+                0.75,
+            ],
+            1e-12,
+        );
+        assert_close(
+            &part(&a, "hisr_reward")[..8],
+            &[0.3, 0.416667, 0.3, 0.3, 0.591667, 0.3, 0.0, 0.591667],
+            1e-6,
+        );
+        let returns = [
+            2.8, 2.5, 2.083333, 1.783333, 1.483333, 0.891667, 0.591667, 0.591667,
+        ];
+        assert_close(&part(&a, "hisr_return")[..8], &returns, 1e-6);
+        assert_close(&a.advantage()[..8], &returns, 1e-6);
+        assert!(
+            a.notes.iter().any(|n| n.contains("`rule` heuristic")),
+            "{:?}",
+            a.notes
+        );
+    }
+
+    #[test]
+    fn rule_segments_need_actions() {
+        let b = batch(&[("g", "a", 0, "o", 1.0, true)]);
+        let p = Params {
+            segments: Segments::Rule,
+            ..Params::paper()
+        };
+        match segmentation(&b, &p) {
+            Err(Error::Param(m)) => assert!(m.contains("`action`"), "{m}"),
+            other => panic!("expected a parameter error, got {other:?}"),
+        }
     }
 }

@@ -18,7 +18,7 @@
 //! Profiles: no public code exists, so `verl` equals `paper`; the γ's (unspecified in the paper)
 //! default to 0.5, as the spec's vectors use.
 
-use super::{Advantages, Values};
+use super::{uniform, Advantages, Values};
 use crate::batch::StepBatch;
 use crate::error::{Error, Result};
 use crate::profile::Profile;
@@ -195,19 +195,6 @@ pub fn fuse(local: f64, global: f64, gate: f64, params: &Params) -> f64 {
         (-1, 1) => params.gamma_conflict_pos * local * global.abs(),
         _ => params.gamma_conflict_neg * gate * local * global.abs(),
     }
-}
-
-/// A uniform number in [0, 1) from the seed and a key (splitmix64 over FNV-1a).
-fn uniform(seed: u64, key: &str, salt: u64) -> f64 {
-    let mut h: u64 = 0xcbf29ce484222325;
-    for b in key.bytes() {
-        h = (h ^ b as u64).wrapping_mul(0x100000001b3);
-    }
-    let mut z = h ^ seed.wrapping_mul(0x9e3779b97f4a7c15) ^ salt.wrapping_mul(0xbf58476d1ce4e5b9);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d049bb133111eb);
-    z ^= z >> 31;
-    (z >> 11) as f64 / (1u64 << 53) as f64
 }
 
 /// v_t per row: `valid`, the feedback rules and the format rules.

@@ -13,9 +13,11 @@
 //!   V from the logged `value` column; without one the advantage is critic-free: V ≡ 0, so
 //!   A_t = Σ_k (γλ)^k r_{t+k}. `whiten`: A ← (A − μ)/√(σ² + 1e-8) over each iteration's rows
 //!   (the whole input without an `iteration` column), σ² unbiased, as trl's `masked_whiten`.
-//! - Variants of ĉ_t (`variant`): `paper` the logged `progress`; `mean` R/n (§5.1's baseline);
-//!   `repo` R − the mean R of the group's other rollouts (R alone without others), which the
-//!   released `prm/rl_data_org.py` writes over every turn value (the RLOO advantage, [`super::rloo`]).
+//! - Variants of ĉ_t (`variant`): `paper` the logged `progress`; `mean` R/n and `random` U[0, 1)
+//!   (§5.1's baselines, A7; `random` draws from `seed` and the step's iteration, trajectory id and
+//!   position, so a seed reproduces it whatever the row order); `repo` R − the mean R of the
+//!   group's other rollouts (R alone without others), which the released `prm/rl_data_org.py`
+//!   writes over every turn value (the RLOO advantage, [`super::rloo`]).
 //!   Ablations: β = 0 "w/o grounding", α = 0 "w/o stepwise progress".
 //! - `steptool_position_weight`: StepTool's `compute_rewards` adds step k (0-based, n steps) as
 //!   r_k·(n−1−k), so the last step's reward is dropped (A5; off in the paper).
@@ -30,7 +32,7 @@
 //!   and whitens over the PPO batch, not the iteration.
 
 use super::group_stats::mean_std;
-use super::{rloo, Advantages, Values};
+use super::{rloo, uniform, Advantages, Values};
 use crate::batch::StepBatch;
 use crate::error::{Error, Result};
 use crate::profile::Profile;
@@ -49,6 +51,8 @@ pub enum Variant {
     Repo,
     /// R/n on every step (the paper's `mean` baseline).
     Mean,
+    /// U[0, 1) per step, seeded (the paper's `random` baseline).
+    Random,
 }
 
 /// How g_t is read from the logs.
@@ -115,18 +119,15 @@ impl StepRl {
                 .map(|v| if v { 1.0 } else { 0.0 })
                 .collect(),
             Grounding::Feedback => {
-                let text = batch.texts(FEEDBACK).or_else(|| batch.texts(NEXT_OBS));
-                let pattern = self.grounding_pattern.as_str();
+                let failed = self.feedback_failed(batch);
                 let mut g = vec![1.0; batch.len()];
                 for traj in &batch.trajs {
+                    // The released code reads the *next* observation: the last step has none.
                     let Some((_, earlier)) = traj.rows.split_last() else {
                         continue;
                     };
                     for &r in earlier {
-                        if text
-                            .and_then(|c| c.get(r as usize))
-                            .is_some_and(|t| t.contains(pattern))
-                        {
+                        if failed[r as usize] {
                             g[r as usize] = 0.0;
                         }
                     }
@@ -134,6 +135,19 @@ impl StepRl {
                 g
             }
         }
+    }
+
+    /// Per row, whether the feedback after the action (`feedback`, else `next_obs`) contains
+    /// `grounding_pattern`.
+    pub fn feedback_failed(&self, batch: &StepBatch) -> Vec<bool> {
+        let text = batch.texts(FEEDBACK).or_else(|| batch.texts(NEXT_OBS));
+        let pattern = self.grounding_pattern.as_str();
+        (0..batch.len())
+            .map(|r| {
+                text.and_then(|c| c.get(r))
+                    .is_some_and(|t| t.contains(pattern))
+            })
+            .collect()
     }
 
     /// G_t at γ and A_t (GAE against the logged `value`, else critic-free), whitened if asked,
@@ -181,7 +195,8 @@ impl StepRl {
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Params {
-    /// `paper` (ĉ_t from `progress`), `repo` (the released code's leave-one-out outcome), `mean` (R/n).
+    /// `paper` (ĉ_t from `progress`), `repo` (the released code's leave-one-out outcome), `mean`
+    /// (R/n), `random` (U[0, 1)).
     pub variant: Variant,
     /// α, the weight of ĉ_t.
     pub alpha: f64,
@@ -189,6 +204,8 @@ pub struct Params {
     pub beta: f64,
     /// StepTool's position weight: step k of n scores r_k·(n−1−k).
     pub steptool_position_weight: bool,
+    /// Seed of the `random` variant (also `--seed`).
+    pub seed: u64,
     #[serde(flatten)]
     pub rl: StepRl,
 }
@@ -200,6 +217,7 @@ impl Params {
             alpha: 1.0,
             beta: 0.5,
             steptool_position_weight: false,
+            seed: 0,
             rl: StepRl::paper(),
         }
     }
@@ -308,7 +326,7 @@ fn contributions(batch: &StepBatch, params: &Params) -> Result<Vec<f64>> {
             let column = batch.opt_f64s(PROGRESS).ok_or_else(|| {
                 let accepted = field(PROGRESS).map_or_else(|| format!("`{PROGRESS}`"), describe_accepted);
                 Error::Param(format!(
-                    "spa needs the per-step progress ĉ_t: log a {accepted} column, or use `--set spa.variant=mean` (R/n) or `--set spa.variant=repo` (the released code's leave-one-out outcome)"
+                    "spa needs the per-step progress ĉ_t: log a {accepted} column, or use `--set spa.variant=mean` (R/n), `--set spa.variant=random` (U[0, 1)) or `--set spa.variant=repo` (the released code's leave-one-out outcome)"
                 ))
             })?;
             (0..batch.len())
@@ -333,6 +351,15 @@ fn contributions(batch: &StepBatch, params: &Params) -> Result<Vec<f64>> {
         Variant::Repo => Ok(rloo::advantages(batch, &rloo::Params::paper())?
             .advantage()
             .to_vec()),
+        Variant::Random => Ok((0..batch.len())
+            .map(|r| {
+                let traj = &batch.trajs[batch.traj_of_row[r] as usize];
+                let iteration = batch.groups[traj.group as usize].iteration;
+                // The method's name in the key keeps these draws apart from MGR's gate under one seed.
+                let key = format!("spa/{iteration:?}/{}", traj.id);
+                uniform(params.seed, &key, u64::from(batch.position[r]))
+            })
+            .collect()),
     }
 }
 
@@ -382,6 +409,7 @@ mod tests {
     use super::*;
     use crate::batch::testing::{assert_close, batch, batch_with_columns, part, Row};
     use polars::prelude::Column;
+    use std::collections::BTreeSet;
 
     /// T-SPA-1's trajectory: n = 4, R = 1, c = [0.05, 0.20, −0.10, 0.80], g = [1, 1, 0, 1], and
     /// V = [0.9, 1.1, 1.0, 0.7] when `with_value`.
@@ -618,6 +646,78 @@ mod tests {
         assert!((g[0] - 0.95).abs() < 1e-12);
         for t in 1..4 {
             assert!((g[t] - (0.95 - phi[t - 1])).abs() < 1e-12);
+        }
+    }
+
+    /// Two trajectories of a group, "a" (3 steps, the second not valid) and "b" (2 steps), with
+    /// their rows in the given order of (traj, step).
+    fn two_trajectories(order: &[(&'static str, i64)]) -> StepBatch {
+        let rows: Vec<Row> = order
+            .iter()
+            .map(|&(t, step)| ("g", t, step, "o", 0.0, !(t == "a" && step == 1)))
+            .collect();
+        batch(&rows)
+    }
+
+    /// (traj id, step, ĉ_t, r_t) per row of a `random`-variant run, sorted by (traj id, step).
+    fn random_run(b: &StepBatch, p: &Params) -> Vec<(String, i64, f64, f64)> {
+        let a = advantages(b, p).unwrap();
+        let (c, r) = (part(&a, "spa_progress"), part(&a, "spa_reward"));
+        let steps = b.opt_i64s(STEP).unwrap();
+        let mut out: Vec<_> = (0..b.len())
+            .map(|row| {
+                let traj = &b.trajs[b.traj_of_row[row] as usize].id;
+                (traj.clone(), steps.get(row).unwrap(), c[row], r[row])
+            })
+            .collect();
+        out.sort_by(|x, y| (&x.0, x.1).cmp(&(&y.0, y.1)));
+        out
+    }
+
+    // A7's `random` baseline: ĉ_t ~ U[0, 1), reproducible for a seed, another seed draws anew,
+    // the row order does not matter, and r_t = α·ĉ_t + β·g_t as for the logged progress.
+    #[test]
+    fn random_variant_is_seeded_uniform_and_row_order_free() {
+        let in_order = two_trajectories(&[("a", 0), ("a", 1), ("a", 2), ("b", 0), ("b", 1)]);
+        let shuffled = two_trajectories(&[("b", 1), ("a", 2), ("b", 0), ("a", 0), ("a", 1)]);
+        let p = |seed| Params {
+            variant: Variant::Random,
+            seed,
+            ..Params::paper()
+        };
+        let run = random_run(&in_order, &p(7));
+        for (_, _, c, _) in &run {
+            assert!((0.0..1.0).contains(c), "{c}");
+        }
+        let distinct: BTreeSet<u64> = run.iter().map(|x| x.2.to_bits()).collect();
+        assert_eq!(distinct.len(), run.len(), "{run:?}");
+        assert_eq!(random_run(&in_order, &p(7)), run);
+        assert_eq!(random_run(&shuffled, &p(7)), run);
+        let other = random_run(&in_order, &p(8));
+        assert!(run.iter().zip(&other).all(|(x, y)| x.2 != y.2), "{other:?}");
+        // g = 1 but on a's step 1 (`valid` false); α = 1, β = 0.5.
+        for (traj, step, c, r) in &run {
+            let g = if traj == "a" && *step == 1 { 0.0 } else { 1.0 };
+            assert!(
+                (r - (c + 0.5 * g)).abs() < 1e-12,
+                "{traj} {step}: {r} vs {c}"
+            );
+        }
+        let weighted = random_run(
+            &in_order,
+            &Params {
+                alpha: 2.0,
+                beta: 0.25,
+                ..p(7)
+            },
+        );
+        for ((traj, step, c, r), x) in weighted.iter().zip(&run) {
+            let g = if traj == "a" && *step == 1 { 0.0 } else { 1.0 };
+            assert_eq!(*c, x.2);
+            assert!(
+                (r - (2.0 * c + 0.25 * g)).abs() < 1e-12,
+                "{traj} {step}: {r}"
+            );
         }
     }
 
