@@ -34,13 +34,14 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let plan = args.methods.plan(&project, "all")?;
     table_format(&args.output)?;
     let mut ingested = load(&args.globals, &project)?;
+    let hisr = args.methods.hisr_params(&project)?;
     let mut notes = Vec::new();
     for (dir, readout, column) in [
         (&args.progress_model, Readout::Step, PROGRESS),
         (&args.sprm_model, Readout::SegmentEnd, SEGMENT_REWARD),
     ] {
         if let Some(dir) = dir {
-            notes.push(if super::progress::fill(&mut ingested.batch, dir, readout)? {
+            notes.push(if super::progress::fill(&mut ingested.batch, dir, readout, &hisr)? {
                 format!("`{column}` filled from the model in {}", dir.display())
             } else {
                 format!(

@@ -6,7 +6,7 @@
 //! the task, else the group. Segments are HISR's (`hisr::segmentation`), so training and filling
 //! read out at the same steps.
 
-use super::{load, Format, Globals};
+use super::{load, Format, Globals, MethodArgs};
 use crate::config::ProjectFile;
 use crate::exit::ExitCode;
 use anyhow::{bail, Context, Result};
@@ -49,11 +49,18 @@ pub struct ProgressArgs {
     /// Seed of the initial weights, the shuffling and the dropout [default: 0].
     #[arg(long, value_name = "S")]
     seed: Option<u64>,
+    /// HISR parameters that place the segments (`sprm`): `--set hisr.segments=rule`.
+    #[arg(long = "set", value_name = "hisr.PARAM=VALUE")]
+    set: Vec<String>,
 }
 
 /// Each trajectory's steps as the model reads them, in `batch.trajs` order; `readout` marks every
-/// step, or each segment's last step.
-fn trajectories(batch: &StepBatch, readout: Readout) -> Vec<Trajectory> {
+/// step, or the last step of each of HISR's segments under `hisr`.
+fn trajectories(
+    batch: &StepBatch,
+    readout: Readout,
+    hisr: &hisr::Params,
+) -> Result<Vec<Trajectory>> {
     let text = |column: &str, r: usize| {
         batch
             .texts(column)
@@ -61,8 +68,8 @@ fn trajectories(batch: &StepBatch, readout: Readout) -> Vec<Trajectory> {
             .unwrap_or("")
             .to_string()
     };
-    let segments = hisr::segmentation(batch);
-    batch
+    let segments = hisr::segmentation(batch, hisr)?;
+    Ok(batch
         .trajs
         .iter()
         .zip(&segments.ranges)
@@ -95,12 +102,17 @@ fn trajectories(batch: &StepBatch, readout: Readout) -> Vec<Trajectory> {
                 ret: t.episode_return,
             }
         })
-        .collect()
+        .collect())
 }
 
 pub fn train(args: ProgressArgs, readout: Readout) -> Result<ExitCode> {
     let project = ProjectFile::load(args.globals.config.as_deref())?;
     let json = args.globals.format == Format::Json;
+    let hisr = MethodArgs {
+        set: args.set.clone(),
+        ..MethodArgs::default()
+    }
+    .hisr_params(&project)?;
     let ingested = load(&args.globals, &project)?;
     let defaults = ProgressTrain::default();
     let opts = ProgressTrain {
@@ -120,7 +132,7 @@ pub fn train(args: ProgressArgs, readout: Readout) -> Result<ExitCode> {
         Readout::SegmentEnd => "the segment reward model",
     };
     let bar = crate::progress::spinner(&format!("training {what}"), json);
-    let (model, report) = train_progress(&trajectories(&ingested.batch, readout), &opts)?;
+    let (model, report) = train_progress(&trajectories(&ingested.batch, readout, &hisr)?, &opts)?;
     bar.finish_and_clear();
     model
         .save(&args.out)
@@ -158,8 +170,13 @@ pub fn train(args: ProgressArgs, readout: Readout) -> Result<ExitCode> {
 }
 
 /// Fills the column a model in `dir` predicts (`progress` for `expected = Step`, `segment_reward`
-/// at segment ends for `SegmentEnd`) when the logs lack it; returns whether it did.
-pub fn fill(batch: &mut StepBatch, dir: &Path, expected: Readout) -> Result<bool> {
+/// at the ends of `hisr`'s segments for `SegmentEnd`) when the logs lack it; returns whether it did.
+pub fn fill(
+    batch: &mut StepBatch,
+    dir: &Path,
+    expected: Readout,
+    hisr: &hisr::Params,
+) -> Result<bool> {
     let model = ProgressModel::load(dir)
         .with_context(|| format!("loading the model in {}", dir.display()))?;
     let readout = model.config().readout;
@@ -182,7 +199,7 @@ pub fn fill(batch: &mut StepBatch, dir: &Path, expected: Readout) -> Result<bool
         return Ok(false);
     }
     let mut values = vec![None; batch.len()];
-    for (traj, t) in trajectories(batch, readout).iter().zip(&batch.trajs) {
+    for (traj, t) in trajectories(batch, readout, hisr)?.iter().zip(&batch.trajs) {
         let predicted = model.predict(&traj.steps)?;
         for ((c, step), &r) in predicted.into_iter().zip(&traj.steps).zip(&t.rows) {
             if step.readout {
