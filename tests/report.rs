@@ -1,7 +1,7 @@
 //! `credit report`: the structure of the three documents, no external references, a stable JSON
 //! schema, and the threshold exit codes.
 
-use crate::util::{fixture, json, stderr, Run};
+use crate::util::{f, fixture, json, stderr, Run};
 
 const FIGURES: &[&str] = &[
     "success",
@@ -88,6 +88,126 @@ fn report_has_every_section_and_figure_and_no_external_references() {
         );
     }
     assert!(md.contains("Invalid actions that receive positive credit"));
+    // No `progress` or `segment` columns in these logs: no section, no figures for them.
+    assert!(!html.contains("id=\"progress\"") && !md.contains("Progress and segments"));
+    for id in PROGRESS_FIGURES {
+        assert!(!run.path(&format!("rep/figures/{id}.png")).exists(), "{id}");
+    }
+}
+
+const PROGRESS_FIGURES: &[&str] = &[
+    "progress_by_position",
+    "progress_cumulative",
+    "progress_calibration",
+    "segment_turns",
+    "segment_reward_share",
+];
+
+fn assert_png(path: &std::path::Path) {
+    let bytes = std::fs::read(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    assert!(
+        bytes.len() > 1000 && bytes.starts_with(b"\x89PNG\r\n\x1a\n"),
+        "{} is not a drawn PNG",
+        path.display()
+    );
+}
+
+#[test]
+fn progress_and_segments_get_their_section_figures_and_headline() {
+    let run = Run::new();
+    let input = fixture("spec/progress-segments.jsonl");
+    let out = run.credit([
+        "report",
+        input.to_str().unwrap(),
+        "--out",
+        "rep",
+        "--format",
+        "json",
+    ]);
+    assert_eq!(
+        json(&out)["figures"],
+        FIGURES.len() + PROGRESS_FIGURES.len()
+    );
+    let html = std::fs::read_to_string(run.path("rep/report.html")).unwrap();
+    let md = std::fs::read_to_string(run.path("rep/report.md")).unwrap();
+    let section = html
+        .find("id=\"progress\"")
+        .expect("report.html has no progress section");
+    let md_section = md
+        .find("## Progress and segments")
+        .expect("report.md has no progress section");
+    for id in PROGRESS_FIGURES {
+        assert_png(&run.path(&format!("rep/figures/{id}.png")));
+        let at = html
+            .find(&format!("id=\"fig-{id}\""))
+            .unwrap_or_else(|| panic!("no {id}"));
+        assert!(at > section, "{id} is outside the section");
+        assert!(
+            html[at..]
+                .split("</figure>")
+                .next()
+                .unwrap()
+                .contains("<svg"),
+            "{id}: no inline SVG"
+        );
+        let md_at = md
+            .find(&format!("(figures/{id}.png)"))
+            .unwrap_or_else(|| panic!("{id}"));
+        assert!(md_at > md_section, "{id} is outside the Markdown section");
+    }
+    assert_eq!(
+        html.matches("<svg").count(),
+        FIGURES.len() + PROGRESS_FIGURES.len()
+    );
+
+    // By hand from the fixture (fixtures/README.md): R̂ = Σ ĉ_t per trajectory a..h is
+    // [0.95, 1.05, 0.2, 0.9, 0.05, 0.9, 0.35, 0.05] against R = [1, 1, 0, 1, 0, 1, 0, 0].
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.path("rep/summary.json")).unwrap())
+            .unwrap();
+    let h = &s["headline"];
+    let close = |key: &str, want: f64, tol: f64| {
+        let got = f(&h[key]);
+        assert!((got - want).abs() <= tol, "{key}: {got} vs {want}");
+    };
+    // Squared errors 0.0025 + 0.0025 + 0.04 + 0.01 + 0.0025 + 0.01 + 0.1225 + 0.0025 = 0.1925, / 8.
+    close("progress_calibration_mse", 0.1925 / 8.0, 1e-12);
+    // S_xy = 0.5 · (3.8 − 0.65) = 1.575, S_xx = 3.7925 − 8 · 0.55625² = 1.3171875, S_yy = 2.
+    close(
+        "progress_pearson",
+        1.575 / (1.3171875f64 * 2.0).sqrt(),
+        1e-9,
+    );
+    // Negative ĉ in successes: a's −0.05 and b's −0.10, of 5 + 6 + 4 + 5 = 20 steps.
+    close("progress_negative_share_in_successes", 0.1, 1e-12);
+    // r̂_first / Σ r̂: a 0.15, b 0.10, c 0.04/0.2, d 0.2, e 0.02/0.1, f 0.1, g 0.03/0.2, h 0.02/0.1.
+    close("first_segment_share_before", 1.3 / 8.0, 1e-12);
+    // z_k = exp((hindsight − policy)/(0.3 · n_tokens)) summed per segment, r̂_i·z_i normalised (L1),
+    // computed in Python from the fixture's log-probs.
+    close("first_segment_share_after", 0.204843, 1e-6);
+    assert!(
+        md.contains("| 16.2% → 20.5% |") && md.contains("| 10.0% (2 of 20) |"),
+        "{md}"
+    );
+    assert!(html.contains("<td>0.0241</td>"));
+}
+
+#[test]
+fn progress_headline_leaves_out_what_the_logs_cannot_give() {
+    // spec/spa-hisr.jsonl: both trajectories succeed, so Pearson r of R̂ and R is undefined.
+    let run = Run::new();
+    let input = fixture("spec/spa-hisr.jsonl");
+    let out = run.credit(["report", input.to_str().unwrap(), "--out", "rep"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.path("rep/summary.json")).unwrap())
+            .unwrap();
+    let h = &s["headline"];
+    assert!(h.get("progress_pearson").is_none(), "{h}");
+    // a: Σ ĉ = 0.95 against R = 1; b: Σ ĉ = 1.0 against R = 1: (0.0025 + 0) / 2.
+    assert!((f(&h["progress_calibration_mse"]) - 0.00125).abs() < 1e-12);
+    let html = std::fs::read_to_string(run.path("rep/report.html")).unwrap();
+    assert!(html.contains("undefined (constant)"));
 }
 
 #[test]
@@ -187,6 +307,17 @@ fn analyze_and_compare_draw_their_plots() {
             run.path(&format!("a/{id}.png")).exists() && run.path(&format!("a/{id}.svg")).exists(),
             "{id}"
         );
+    }
+    for id in PROGRESS_FIGURES {
+        assert!(!run.path(&format!("a/{id}.png")).exists(), "{id}");
+    }
+    let progress = fixture("spec/progress-segments.jsonl");
+    let out = run.credit(["analyze", progress.to_str().unwrap(), "--plots", "p"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    for id in PROGRESS_FIGURES {
+        assert_png(&run.path(&format!("p/{id}.png")));
+        let svg = std::fs::read_to_string(run.path(&format!("p/{id}.svg"))).unwrap();
+        assert!(svg.starts_with("<svg"), "{id}.svg");
     }
     let out = run.credit([
         "compare",

@@ -2,7 +2,7 @@
 //! images) with the analyze and compare results, every figure with its caption, and the checks.
 
 use crate::check::Outcome;
-use crate::plots::Figure;
+use crate::plots::{Figure, Section};
 use crate::Inputs;
 use std::fmt::Write;
 
@@ -186,8 +186,8 @@ pub fn write(
         }
     }
 
-    let _ = writeln!(o, "<h2 id=\"figures\">Figures</h2>");
-    for fig in figures {
+    let in_section = |section: Section| figures.iter().filter(move |f| f.section == section);
+    let figure = |o: &mut String, fig: &Figure| {
         let _ = writeln!(
             o,
             "<figure id=\"fig-{}\"><h3>{}</h3>\n{}\n<figcaption>{}</figcaption></figure>",
@@ -196,6 +196,24 @@ pub fn write(
             fig.svg,
             esc(&fig.caption)
         );
+    };
+    let _ = writeln!(o, "<h2 id=\"figures\">Figures</h2>");
+    for fig in in_section(Section::Figures) {
+        figure(&mut o, fig);
+    }
+    let numbers = crate::progress_numbers(s);
+    if !numbers.is_empty() {
+        let _ = writeln!(
+            o,
+            "<h2 id=\"progress\">Progress and segments</h2><p>SPA's logged per-step progress ĉ_t and HISR's segments.</p><table><tr><th>figure</th><th>value</th></tr>"
+        );
+        for (label, value) in &numbers {
+            let _ = writeln!(o, "<tr><td>{}</td><td>{}</td></tr>", esc(label), esc(value));
+        }
+        let _ = writeln!(o, "</table>");
+        for fig in in_section(Section::ProgressSegments) {
+            figure(&mut o, fig);
+        }
     }
     let params = serde_json::to_string_pretty(&inputs.metadata).unwrap_or_default();
     let _ = writeln!(

@@ -10,11 +10,15 @@ pub mod html;
 pub mod markdown;
 pub mod plots;
 
-use credit_core::analyses::compare::Comparison;
-use credit_core::analyses::summary::Summary;
+use credit_core::analyses::compare::{Comparison, POSITION_CAP};
+use credit_core::analyses::progress::{Curve, ProgressPosition};
+use credit_core::analyses::summary::{SizeDistribution, Summary};
 use credit_core::methods::proxmo;
 use credit_core::StepBatch;
-use plots::{render, BarPanels, Figure, HeatTable, LinePanels, PairScatter, Plot, SmallHistograms};
+use plots::{
+    render, BarPanels, Figure, HeatTable, LinePanels, Plot, Scatter, ScatterPanel, Section,
+    SmallHistograms,
+};
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
@@ -56,7 +60,8 @@ pub fn figures(
     png_dir: Option<&Path>,
 ) -> Result<Vec<Figure>, Error> {
     let mut out = Vec::new();
-    let mut add = |id: &str,
+    let mut add = |section: Section,
+                   id: &str,
                    title: String,
                    caption: String,
                    plot: &dyn Fn(Option<&Path>) -> Result<String, String>|
@@ -78,6 +83,7 @@ pub fn figures(
             title,
             caption,
             svg,
+            section,
         });
         Ok(())
     };
@@ -120,13 +126,14 @@ pub fn figures(
             vec![],
         ));
         add(
+            Section::Figures,
             "success",
             "Success rate per task and per iteration".into(),
             format!(
                 "Share of trajectories that succeeded, overall ({:.1}%) and broken down by task and by training iteration where the logs say so.",
                 100.0 * s.success.overall
             ),
-            &draw(BarPanels { panels, x_max: Some(1.0) }),
+            &draw(BarPanels { panels, x_max: Some(1.0), grouped: false }),
         )?;
 
         let lengths = |want: bool| {
@@ -138,6 +145,7 @@ pub fn figures(
                 .collect::<Vec<_>>()
         };
         add(
+            Section::Figures,
             "lengths",
             "Trajectory length by outcome".into(),
             format!(
@@ -160,6 +168,7 @@ pub fn figures(
             .collect();
         rows.push(("all steps".into(), s.step_groups.overall.pct_steps.to_vec()));
         add(
+            Section::Figures,
             "step_groups",
             "Exact-anchor step-group sizes (% of steps)".into(),
             format!(
@@ -169,6 +178,7 @@ pub fn figures(
             &draw(BarPanels {
                 panels: vec![("share of steps by the size of their anchor-state group".into(), "% of steps".into(), rows, ["size 1", "size 2", "size 3", "size > 3"].map(String::from).to_vec())],
                 x_max: Some(100.0),
+                grouped: false,
             }),
         )?;
 
@@ -179,6 +189,7 @@ pub fn figures(
             .map(|(d, n)| (format!("d = {d}"), vec![*n as f64]))
             .collect();
         add(
+            Section::Figures,
             "graph_distance",
             "GraphGPO distance to goal".into(),
             format!(
@@ -187,13 +198,134 @@ pub fn figures(
                 s.graph.nodes,
                 100.0 * s.graph.share_progress_in_failures
             ),
-            &draw(BarPanels { panels: vec![("states by distance to success".into(), "states".into(), hist, vec![])], x_max: None }),
+            &draw(BarPanels { panels: vec![("states by distance to success".into(), "states".into(), hist, vec![])], x_max: None, grouped: false }),
         )?;
+
+        if let Some(p) = &s.progress {
+            let by_outcome = |value: fn(&Curve) -> f64| {
+                let line = |side: fn(&ProgressPosition) -> &Option<Curve>| {
+                    p.by_position
+                        .iter()
+                        .filter_map(|pos| {
+                            side(pos).as_ref().map(|c| (pos.position as f64, value(c)))
+                        })
+                        .collect::<Vec<_>>()
+                };
+                vec![
+                    ("successful".to_string(), 2, line(|pos| &pos.success)),
+                    ("failed".to_string(), 3, line(|pos| &pos.failure)),
+                ]
+            };
+            let last_bucket = format!("positions ≥ {POSITION_CAP} share the last point");
+            add(
+                Section::ProgressSegments,
+                "progress_by_position",
+                "SPA progress ĉ_t by step position".into(),
+                format!(
+                    "Mean logged progress ĉ_t at each step index, for successful and failed trajectories ({} trajectories; {last_bucket}). ĉ_t can be negative: {:.1}% of the steps of successful trajectories are.",
+                    p.trajectories,
+                    100.0 * p.share_negative_in_success
+                ),
+                &draw(LinePanels {
+                    panels: vec![("mean ĉ_t by outcome".into(), by_outcome(|c| c.mean_progress))],
+                    x_desc: "step position".into(),
+                    y_desc: "mean progress ĉ_t".into(),
+                    columns: 1,
+                    y_range: None,
+                }),
+            )?;
+            add(
+                Section::ProgressSegments,
+                "progress_cumulative",
+                "Cumulative progress Φ_t by step position".into(),
+                format!(
+                    "Mean cumulative progress Φ_t, the sum of ĉ up to and including step t, at each step index ({last_bucket}). Successful trajectories should climb towards R = 1 and failed ones stay near 0; a curve that does not separate them means the estimator has not learnt what progress is."
+                ),
+                &draw(LinePanels {
+                    panels: vec![("mean Φ_t by outcome".into(), by_outcome(|c| c.mean_cumulative))],
+                    x_desc: "step position".into(),
+                    y_desc: "mean cumulative progress Φ_t".into(),
+                    columns: 1,
+                    y_range: None,
+                }),
+            )?;
+            let c = &p.calibration;
+            add(
+                Section::ProgressSegments,
+                "progress_calibration",
+                "Calibration: Σ ĉ_t against the return R".into(),
+                format!(
+                    "Each point is a trajectory: the estimator's prediction R̂ = Σ_t ĉ_t against the logged return R. On the line y = x the prediction is exact; the MSE is the estimator's training loss (SPA Eq. 7). Mean R̂ {:.3}, mean R {:.3}.",
+                    c.mean_predicted, c.mean_return
+                ),
+                &draw(Scatter {
+                    panels: vec![ScatterPanel {
+                        title: format!("MSE = {:.4}, Pearson r = {}", c.mse, c.pearson.map_or("undefined".into(), |r| format!("{r:.3}"))),
+                        x_desc: "predicted return Σ ĉ_t".into(),
+                        y_desc: "return R".into(),
+                        points: c.points.clone(),
+                        diagonal: true,
+                    }],
+                }),
+            )?;
+        }
+
+        if let Some(seg) = &s.segments {
+            let turns = |outcome: &str, d: &SizeDistribution| {
+                (
+                    format!("{outcome} ({} segments)", d.clusters),
+                    d.pct_clusters.to_vec(),
+                )
+            };
+            add(
+                Section::ProgressSegments,
+                "segment_turns",
+                "HISR segments: turns per segment by outcome".into(),
+                format!(
+                    "Share of segments made of 1, 2, 3 or more turns, in successful and failed trajectories ({:.1} segments per trajectory on average).{}",
+                    seg.segments_per_trajectory.mean,
+                    if seg.logged { "" } else { " No `segment` column is logged: every turn is its own segment." }
+                ),
+                &draw(BarPanels {
+                    panels: vec![(
+                        "segments by their number of turns".into(),
+                        "% of segments".into(),
+                        vec![turns("successful", &seg.turns_per_segment_success), turns("failed", &seg.turns_per_segment_failure)],
+                        ["1 turn", "2 turns", "3 turns", "> 3 turns"].map(String::from).to_vec(),
+                    )],
+                    x_max: Some(100.0),
+                    grouped: false,
+                }),
+            )?;
+            if let Some(share) = &seg.reward_share {
+                let positions = ["first segment", "middle segments", "last segment"];
+                add(
+                    Section::ProgressSegments,
+                    "segment_reward_share",
+                    "HISR reward share by segment position, before and after modulation".into(),
+                    format!(
+                        "Mean share of a trajectory's segment reward on its first, middle and last segments, as logged (the SPRM's r̂) and after HISR's hindsight modulation (paper preset: β = 0.3, L1), over {} trajectories with two or more segments. The HISR paper reports modulation raising the early segments' share from 14.8% to 21.7%.",
+                        share.trajectories
+                    ),
+                    &draw(BarPanels {
+                        panels: vec![(
+                            "share of reward by segment position".into(),
+                            "% of the trajectory's reward".into(),
+                            positions.iter().enumerate().map(|(i, k)| (k.to_string(), vec![100.0 * share.raw[i], 100.0 * share.modulated[i]])).collect(),
+                            ["logged", "modulated"].map(String::from).to_vec(),
+                        )],
+                        x_max: None,
+                        grouped: true,
+                    }),
+                )?;
+            }
+        }
     }
 
     if scope != Scope::Analyze {
         if let Some(c) = inputs.comparison {
             add(
+                Section::Figures,
                 "distributions",
                 "Advantage distribution per method".into(),
                 "The spread of per-step credit each method assigns, on one shared axis (1st–99th percentile). Tall bars at 0 mean many steps get no credit.".into(),
@@ -204,29 +336,34 @@ pub fn figures(
                     .advantages
                     .iter()
                     .find(|(n, _)| n == m)
-                    .map(|(_, v)| v.clone())
-                    .unwrap_or_default()
+                    .map_or(&[][..], |(_, v)| v.as_slice())
             };
-            let pairs: Vec<_> = c
+            let panels: Vec<_> = c
                 .pairwise
                 .iter()
                 .take(6)
-                .map(|p| {
-                    (
-                        p.a.clone(),
-                        p.b.clone(),
-                        column(&p.a),
-                        column(&p.b),
-                        p.spearman,
-                    )
+                .map(|p| ScatterPanel {
+                    title: match p.spearman {
+                        Some(r) => format!("{} vs {}: Spearman ρ = {r:.3}", p.a, p.b),
+                        None => format!("{} vs {}: ρ undefined (constant)", p.a, p.b),
+                    },
+                    x_desc: format!("adv_{}", p.a),
+                    y_desc: format!("adv_{}", p.b),
+                    points: column(&p.a)
+                        .iter()
+                        .copied()
+                        .zip(column(&p.b).iter().copied())
+                        .collect(),
+                    diagonal: false,
                 })
                 .collect();
-            if !pairs.is_empty() {
+            if !panels.is_empty() {
                 add(
+                    Section::Figures,
                     "scatter",
                     "Method against method".into(),
                     "Each point is a step; the title gives the rank correlation. Points off the diagonal trend are steps the two methods credit differently.".into(),
-                    &draw(PairScatter { pairs }),
+                    &draw(Scatter { panels }),
                 )?;
             }
             let panels: Vec<_> = c
@@ -250,6 +387,7 @@ pub fn figures(
                 })
                 .collect();
             add(
+                Section::Figures,
                 "by_position",
                 "Mean advantage by step position".into(),
                 "Mean credit at each step index, for successful and failed trajectories separately. A flat line means the method credits every step of a trajectory alike (GRPO); slopes show step-level credit.".into(),
@@ -264,6 +402,7 @@ pub fn figures(
             .map(String::from)
             .to_vec();
             add(
+                Section::Figures,
                 "credit_table",
                 "Credit by trajectory outcome × action validity".into(),
                 "Mean advantage in each cell (colour scaled per method). A positive value under 'success, invalid' means invalid actions are rewarded because their trajectory succeeded — the additive methods' blind spot that MGR closes.".into(),
@@ -287,6 +426,7 @@ pub fn figures(
                         .collect::<Vec<_>>()
                 };
                 add(
+                    Section::Figures,
                     "psc_weight",
                     "ProxMO PSC weight w(p)".into(),
                     format!(
@@ -320,7 +460,7 @@ pub fn headline(summary: &Summary, comparison: Option<&Comparison>) -> serde_jso
                     .collect()
             })
         };
-    serde_json::json!({
+    let mut headline = serde_json::json!({
         "rows": summary.rows,
         "groups": summary.groups,
         "trajectories": summary.trajectories,
@@ -334,7 +474,88 @@ pub fn headline(summary: &Summary, comparison: Option<&Comparison>) -> serde_jso
         "graph_non_progress_share_in_successes": summary.graph.share_non_progress_in_successes,
         "invalid_positive_share": per_method(&|i| i.invalid_positive_share),
         "invalid_positive_share_in_success": per_method(&|i| i.invalid_positive_share_in_success),
-    })
+    });
+    // Only what the logs allow: a rule on a missing key fails loudly rather than on a made-up 0.
+    if let Some(p) = &summary.progress {
+        headline["progress_negative_share_in_successes"] = p.share_negative_in_success.into();
+        headline["progress_calibration_mse"] = p.calibration.mse.into();
+        if let Some(r) = p.calibration.pearson {
+            headline["progress_pearson"] = r.into();
+        }
+    }
+    if let Some(share) = summary
+        .segments
+        .as_ref()
+        .and_then(|s| s.reward_share.as_ref())
+    {
+        headline["first_segment_share_before"] = share.raw[0].into();
+        headline["first_segment_share_after"] = share.modulated[0].into();
+    }
+    headline
+}
+
+/// The "Progress and segments" section's key numbers as (label, value), when the logs carry
+/// SPA's progress or HISR's segments.
+pub fn progress_numbers(summary: &Summary) -> Vec<(String, String)> {
+    let pct = |x: f64| format!("{:.1}%", 100.0 * x);
+    let mut rows = Vec::new();
+    if let Some(p) = &summary.progress {
+        rows.push((
+            "trajectories with ĉ_t on every step".into(),
+            format!(
+                "{} ({} left out)",
+                p.trajectories, p.incomplete_trajectories
+            ),
+        ));
+        rows.push((
+            "negative-progress steps in successful trajectories".into(),
+            format!(
+                "{} ({} of {})",
+                pct(p.share_negative_in_success),
+                p.negative_steps_in_success,
+                p.success_steps
+            ),
+        ));
+        let c = &p.calibration;
+        rows.push((
+            "calibration of Σ ĉ_t against R: MSE".into(),
+            format!("{:.4}", c.mse),
+        ));
+        rows.push((
+            "calibration: Pearson r".into(),
+            c.pearson
+                .map_or("undefined (constant)".into(), |r| format!("{r:.3}")),
+        ));
+        rows.push((
+            "mean Σ ĉ_t, mean R".into(),
+            format!("{:.3}, {:.3}", c.mean_predicted, c.mean_return),
+        ));
+    }
+    if let Some(s) = &summary.segments {
+        let l = &s.segments_per_trajectory;
+        rows.push((
+            "segments per trajectory".into(),
+            format!("mean {:.2}, median {}, max {}", l.mean, l.median, l.max),
+        ));
+        let multi = |d: &SizeDistribution| format!("{:.1}%", 100.0 - d.pct_clusters[0]);
+        rows.push((
+            "segments of 2 or more turns: successful, failed".into(),
+            format!(
+                "{}, {}",
+                multi(&s.turns_per_segment_success),
+                multi(&s.turns_per_segment_failure)
+            ),
+        ));
+        if let Some(r) = &s.reward_share {
+            for (i, label) in [(0, "first"), (2, "last")] {
+                rows.push((
+                    format!("reward share of the {label} segment, logged → modulated"),
+                    format!("{} → {}", pct(r.raw[i]), pct(r.modulated[i])),
+                ));
+            }
+        }
+    }
+    rows
 }
 
 /// `summary.json`: every number in the report, the preset and parameters, the figures, checks.

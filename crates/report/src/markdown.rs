@@ -1,7 +1,7 @@
 //! `report.md`: the findings for a CI job summary or a pull-request comment, PNGs beside it.
 
 use crate::check::Outcome;
-use crate::plots::Figure;
+use crate::plots::{Figure, Section};
 use crate::Inputs;
 use std::fmt::Write;
 
@@ -133,13 +133,29 @@ pub fn write(
             let _ = writeln!(o, "- {d}");
         }
     }
-    let _ = writeln!(o, "\n## Figures\n");
-    for f in figures {
+    let in_section = |section: Section| figures.iter().filter(move |f| f.section == section);
+    let figure = |o: &mut String, f: &Figure| {
         let _ = writeln!(
             o,
             "### {}\n\n![{}](figures/{}.png)\n\n{}\n",
             f.title, f.title, f.id, f.caption
         );
+    };
+    let _ = writeln!(o, "\n## Figures\n");
+    for f in in_section(Section::Figures) {
+        figure(&mut o, f);
+    }
+    let numbers = crate::progress_numbers(s);
+    if !numbers.is_empty() {
+        let _ = writeln!(o, "## Progress and segments\n");
+        let _ = writeln!(o, "| figure | value |\n|---|---|");
+        for (label, value) in &numbers {
+            let _ = writeln!(o, "| {label} | {value} |");
+        }
+        let _ = writeln!(o);
+        for f in in_section(Section::ProgressSegments) {
+            figure(&mut o, f);
+        }
     }
     o
 }

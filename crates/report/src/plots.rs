@@ -19,6 +19,17 @@ pub struct Figure {
     pub caption: String,
     #[serde(skip)]
     pub svg: String,
+    #[serde(skip)]
+    pub section: Section,
+}
+
+/// Where a figure goes in `report.html` and `report.md`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Section {
+    /// "Figures": the logs and the methods.
+    Figures,
+    /// "Progress and segments": SPA's progress and HISR's segments, when the logs carry them.
+    ProgressSegments,
 }
 
 /// A figure's drawing, for any backend.
@@ -98,6 +109,17 @@ pub fn diverging(t: f64) -> RGBColor {
         .map(|i| (mid[i] * (1.0 - a) + end[i] * a).round() as u8)
         .collect();
     RGBColor(c[0], c[1], c[2])
+}
+
+/// An axis label with at most three decimals and no trailing zeros ("2", "0.25", "100").
+fn tick(x: &f64) -> String {
+    let s = format!("{x:.3}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    if s == "-0" {
+        "0".into()
+    } else {
+        s.into()
+    }
 }
 
 fn padded(lo: f64, hi: f64) -> (f64, f64) {
@@ -195,38 +217,49 @@ impl Plot for SmallHistograms {
     }
 }
 
-/// Method-vs-method scatter plots, one panel per pair, with the rank correlation in each title.
-pub struct PairScatter {
-    /// (a, b, values of a, values of b, Spearman ρ)
-    pub pairs: Vec<(String, String, Vec<f64>, Vec<f64>, Option<f64>)>,
+/// Scatter plots, one panel each (method against method, predicted against logged return).
+pub struct Scatter {
+    pub panels: Vec<ScatterPanel>,
 }
 
-impl Plot for PairScatter {
+pub struct ScatterPanel {
+    pub title: String,
+    pub x_desc: String,
+    pub y_desc: String,
+    pub points: Vec<(f64, f64)>,
+    /// Both axes over one range with the line y = x, for predictions against their targets.
+    pub diagonal: bool,
+}
+
+impl Plot for Scatter {
     fn size(&self) -> (u32, u32) {
-        let n = self.pairs.len().max(1) as u32;
+        let n = self.panels.len().max(1) as u32;
         let cols = n.min(3);
         (340 * cols + 20, 330 * n.div_ceil(cols))
     }
 
     fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> PlotResult {
-        let n = self.pairs.len().max(1);
+        let n = self.panels.len().max(1);
         let cols = n.min(3);
-        let panels = area.split_evenly((n.div_ceil(cols), cols));
-        for ((a, b, xs, ys, rho), panel) in self.pairs.iter().zip(&panels) {
-            let range = |v: &[f64]| {
-                padded(
-                    v.iter().copied().fold(f64::INFINITY, f64::min),
-                    v.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        let cells = area.split_evenly((n.div_ceil(cols), cols));
+        for (p, cell) in self.panels.iter().zip(&cells) {
+            let range = |v: &mut dyn Iterator<Item = f64>| {
+                let (lo, hi) = v.fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), x| {
+                    (lo.min(x), hi.max(x))
+                });
+                padded(lo, hi)
+            };
+            let ((x0, x1), (y0, y1)) = if p.diagonal {
+                let both = range(&mut p.points.iter().flat_map(|&(x, y)| [x, y]));
+                (both, both)
+            } else {
+                (
+                    range(&mut p.points.iter().map(|p| p.0)),
+                    range(&mut p.points.iter().map(|p| p.1)),
                 )
             };
-            let (x0, x1) = range(xs);
-            let (y0, y1) = range(ys);
-            let title = match rho {
-                Some(r) => format!("{a} vs {b}: Spearman ρ = {r:.3}"),
-                None => format!("{a} vs {b}: ρ undefined (constant)"),
-            };
-            let mut chart = ChartBuilder::on(panel)
-                .caption(title, (FONT, 15))
+            let mut chart = ChartBuilder::on(cell)
+                .caption(p.title.as_str(), (FONT, 15))
                 .margin(10)
                 .x_label_area_size(35)
                 .y_label_area_size(50)
@@ -235,19 +268,30 @@ impl Plot for PairScatter {
             chart
                 .configure_mesh()
                 .light_line_style(RGBColor(244, 244, 244))
-                .x_desc(format!("adv_{a}"))
-                .y_desc(format!("adv_{b}"))
+                .x_desc(p.x_desc.as_str())
+                .y_desc(p.y_desc.as_str())
                 .label_style((FONT, 11))
                 .draw()
                 .map_err(err)?;
+            if p.diagonal {
+                chart
+                    .draw_series(LineSeries::new([(x0, x0), (x1, x1)], BLACK.mix(0.5)))
+                    .map_err(err)?;
+            }
             // At most ~4000 points, evenly strided, so large logs stay readable and small files small.
-            let stride = xs.len().div_ceil(4000).max(1);
+            // A few points (one per trajectory) are drawn larger and opaque so each one shows.
+            let stride = p.points.len().div_ceil(4000).max(1);
+            let (radius, alpha) = if p.points.len() <= 200 {
+                (4, 0.7)
+            } else {
+                (2, 0.35)
+            };
             chart
                 .draw_series(
-                    xs.iter()
-                        .zip(ys)
+                    p.points
+                        .iter()
                         .step_by(stride)
-                        .map(|(&x, &y)| Circle::new((x, y), 2, palette(0).mix(0.35).filled())),
+                        .map(|&xy| Circle::new(xy, radius, palette(0).mix(alpha).filled())),
                 )
                 .map_err(err)?;
         }
@@ -255,10 +299,13 @@ impl Plot for PairScatter {
     }
 }
 
+/// One line of a [`LinePanels`] panel: (series name, colour index, points).
+pub type Line = (String, usize, Vec<(f64, f64)>);
+
 /// Lines over a shared x, one panel per group of lines (e.g. per method: success and failure).
 pub struct LinePanels {
-    /// (panel title, [(series name, colour index, points)])
-    pub panels: Vec<(String, Vec<(String, usize, Vec<(f64, f64)>)>)>,
+    /// (panel title, lines)
+    pub panels: Vec<(String, Vec<Line>)>,
     pub x_desc: String,
     pub y_desc: String,
     pub columns: usize,
@@ -288,6 +335,8 @@ impl Plot for LinePanels {
                     points().map(|p| p.1).fold(f64::NEG_INFINITY, f64::max),
                 )
             });
+            let (legend, (y0, y1)) =
+                place_legend(lines, (x0, x1), (y0, y1), self.y_range.is_some());
             let mut chart = ChartBuilder::on(cell)
                 .caption(title, (FONT, 15))
                 .margin(10)
@@ -300,6 +349,7 @@ impl Plot for LinePanels {
                 .light_line_style(RGBColor(244, 244, 244))
                 .x_desc(self.x_desc.as_str())
                 .y_desc(self.y_desc.as_str())
+                .x_label_formatter(&tick)
                 .label_style((FONT, 11))
                 .draw()
                 .map_err(err)?;
@@ -318,7 +368,7 @@ impl Plot for LinePanels {
             }
             chart
                 .configure_series_labels()
-                .position(SeriesLabelPosition::UpperRight)
+                .position(legend)
                 .background_style(WHITE.mix(0.85))
                 .border_style(BLACK.mix(0.4))
                 .label_font((FONT, 12))
@@ -329,38 +379,134 @@ impl Plot for LinePanels {
     }
 }
 
-/// Horizontal bars per category, in one or more panels (e.g. success per task, per iteration), or
-/// stacked shares when a category has several values.
+/// Where a line panel's legend goes: the corner where it covers the fewest points of the lines
+/// (sampled along each segment), upper right on ties. When every corner is covered and the y range
+/// comes from the data, the top of the range is raised so the legend sits above the lines; the
+/// returned y range is the one to draw.
+fn place_legend(
+    lines: &[Line],
+    (x0, x1): (f64, f64),
+    (y0, y1): (f64, f64),
+    y_fixed: bool,
+) -> (SeriesLabelPosition, (f64, f64)) {
+    // The legend's extent as a share of the plot: a fixed width, a row per line.
+    let (width, height) = (0.4, 0.1 + 0.08 * lines.len() as f64);
+    let samples: Vec<(f64, f64)> = lines
+        .iter()
+        .flat_map(|(_, _, pts)| {
+            let along = pts.windows(2).flat_map(|w| {
+                (0..10).map(move |k| {
+                    let t = k as f64 / 10.0;
+                    (
+                        w[0].0 + t * (w[1].0 - w[0].0),
+                        w[0].1 + t * (w[1].1 - w[0].1),
+                    )
+                })
+            });
+            along.chain(pts.last().copied())
+        })
+        .map(|(x, y)| ((x - x0) / (x1 - x0), (y - y0) / (y1 - y0)))
+        .collect();
+    let covered = |right: bool, upper: bool| {
+        samples
+            .iter()
+            .filter(|(x, y)| {
+                (if right {
+                    *x >= 1.0 - width
+                } else {
+                    *x <= width
+                }) && (if upper {
+                    *y >= 1.0 - height
+                } else {
+                    *y <= height
+                })
+            })
+            .count()
+    };
+    let (corner, n) = [
+        (SeriesLabelPosition::UpperRight, covered(true, true)),
+        (SeriesLabelPosition::UpperLeft, covered(false, true)),
+        (SeriesLabelPosition::LowerRight, covered(true, false)),
+        (SeriesLabelPosition::LowerLeft, covered(false, false)),
+    ]
+    .into_iter()
+    .min_by_key(|(_, n)| *n)
+    .unwrap_or((SeriesLabelPosition::UpperRight, 0));
+    if n > 0 && !y_fixed {
+        let raised = y1 + (y1 - y0) * height / (1.0 - height);
+        return (SeriesLabelPosition::UpperRight, (y0, raised));
+    }
+    (corner, (y0, y1))
+}
+
+/// (panel title, x axis description, [(category, [values])], series names for stacks or groups)
+pub type BarPanel = (String, String, Vec<(String, Vec<f64>)>, Vec<String>);
+
+/// Horizontal bars per category, in one or more panels (e.g. success per task, per iteration); a
+/// category with several values gets a stacked bar (shares), or one bar per value when `grouped`.
 pub struct BarPanels {
-    /// (panel title, x axis description, [(category, [values])], series names for stacks)
-    pub panels: Vec<(String, String, Vec<(String, Vec<f64>)>, Vec<String>)>,
+    pub panels: Vec<BarPanel>,
     /// Upper end of the value axis (e.g. 1 for rates, 100 for %), else from the data.
     pub x_max: Option<f64>,
+    /// Side by side instead of stacked: one row per (category, series), coloured by series.
+    pub grouped: bool,
+}
+
+/// One drawn row of a bar panel: its label and its bars as (series, start, length).
+type BarRow = (String, Vec<(usize, f64, f64)>);
+
+impl BarPanels {
+    fn rows(&self, categories: &[(String, Vec<f64>)], series: &[String]) -> Vec<BarRow> {
+        if self.grouped {
+            categories
+                .iter()
+                .flat_map(|(category, values)| {
+                    values.iter().enumerate().map(move |(s, &v)| {
+                        let name = series.get(s).map_or(String::new(), |n| format!(": {n}"));
+                        (format!("{category}{name}"), vec![(s, 0.0, v)])
+                    })
+                })
+                .collect()
+        } else {
+            categories
+                .iter()
+                .map(|(category, values)| {
+                    let starts = values.iter().scan(0.0, |sum, &v| {
+                        *sum += v;
+                        Some(*sum - v)
+                    });
+                    let bars = starts.zip(values).enumerate().map(|(s, (a, &v))| (s, a, v));
+                    (category.clone(), bars.collect())
+                })
+                .collect()
+        }
+    }
+
+    fn panel_height(rows: usize) -> u32 {
+        90 + 26 * rows.max(1) as u32
+    }
 }
 
 impl Plot for BarPanels {
     fn size(&self) -> (u32, u32) {
-        let rows: usize = self.panels.iter().map(|p| p.2.len().max(1)).sum();
-        (
-            900,
-            90 * self.panels.len().max(1) as u32 + 26 * rows as u32 + 40,
-        )
+        let height: u32 = self
+            .panels
+            .iter()
+            .map(|p| Self::panel_height(self.rows(&p.2, &p.3).len()))
+            .sum();
+        (900, height + 40)
     }
 
     fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> PlotResult {
-        let heights: Vec<u32> = self
-            .panels
-            .iter()
-            .map(|p| 90 + 26 * p.2.len().max(1) as u32)
-            .collect();
         let mut rest = area.clone();
-        for ((title, x_desc, rows, stack_names), h) in self.panels.iter().zip(&heights) {
-            let (panel, below) = rest.split_vertically(*h);
+        for (title, x_desc, categories, series) in &self.panels {
+            let rows = self.rows(categories, series);
+            let (panel, below) = rest.split_vertically(Self::panel_height(rows.len()));
             rest = below;
             let n = rows.len().max(1) as u32;
             let x_max = self.x_max.unwrap_or_else(|| {
                 rows.iter()
-                    .map(|(_, v)| v.iter().sum::<f64>())
+                    .flat_map(|(_, bars)| bars.iter().map(|(_, a, v)| a + v))
                     .fold(0.0, f64::max)
                     .max(1e-9)
                     * 1.1
@@ -373,7 +519,7 @@ impl Plot for BarPanels {
                 "blue", "orange", "green", "red", "purple", "brown", "pink", "grey", "olive",
                 "cyan",
             ];
-            let key: Vec<String> = stack_names
+            let key: Vec<String> = series
                 .iter()
                 .enumerate()
                 .map(|(i, n)| format!("{n} {}", COLOUR_NAMES[i % 10]))
@@ -383,46 +529,48 @@ impl Plot for BarPanels {
             } else {
                 format!("{title} ({})", key.join(", "))
             };
+            // Rows are centred on the integers, first category on top, so each row's label is a tick.
             let mut chart = ChartBuilder::on(&panel)
                 .caption(caption, (FONT, 15))
                 .margin(8)
+                .margin_right(24)
                 .x_label_area_size(35)
                 .y_label_area_size(190)
-                .build_cartesian_2d(0.0..x_max, (0..n).into_segmented())
+                .build_cartesian_2d(0.0..x_max, -0.5..n as f64 - 0.5)
                 .map_err(err)?;
+            let centre = |i: usize| (n - 1 - i as u32) as f64;
             chart
                 .configure_mesh()
                 .light_line_style(RGBColor(244, 244, 244))
                 .disable_y_mesh()
                 .x_desc(x_desc.as_str())
+                .x_label_formatter(&tick)
                 .y_labels(n as usize)
-                .y_label_formatter(&|v| match v {
-                    SegmentValue::CenterOf(i) => {
-                        labels.get(*i as usize).cloned().unwrap_or_default()
+                .y_label_formatter(&|y| {
+                    let row = n as f64 - 1.0 - y;
+                    if (row - row.round()).abs() < 1e-6 {
+                        labels
+                            .get(row.round() as usize)
+                            .cloned()
+                            .unwrap_or_default()
+                    } else {
+                        String::new()
                     }
-                    _ => String::new(),
                 })
                 .label_style((FONT, 12))
                 .draw()
                 .map_err(err)?;
-            for s in 0..stack_names.len().max(1) {
-                let colour = palette(s);
-                chart
-                    .draw_series(rows.iter().enumerate().map(|(i, (_, values))| {
-                        let base: f64 = values.iter().take(s).sum();
-                        let v = values.get(s).copied().unwrap_or(0.0);
-                        let mut bar = Rectangle::new(
-                            [
-                                (base, SegmentValue::Exact(i as u32)),
-                                (base + v, SegmentValue::Exact(i as u32 + 1)),
-                            ],
-                            colour.mix(0.8).filled(),
-                        );
-                        bar.set_margin(4, 4, 0, 0);
-                        bar
-                    }))
-                    .map_err(err)?;
-            }
+            chart
+                .draw_series(rows.iter().enumerate().flat_map(|(i, (_, bars))| {
+                    let y = centre(i);
+                    bars.iter().map(move |&(s, a, v)| {
+                        Rectangle::new(
+                            [(a, y - 0.35), (a + v, y + 0.35)],
+                            palette(s).mix(0.8).filled(),
+                        )
+                    })
+                }))
+                .map_err(err)?;
         }
         Ok(())
     }
@@ -504,5 +652,72 @@ impl Plot for HeatTable {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ticks_drop_trailing_zeros() {
+        let ticks: Vec<String> = [0.0, -0.0, 2.0, 0.25, 100.0, 0.1 + 0.2, -1.5]
+            .iter()
+            .map(tick)
+            .collect();
+        assert_eq!(ticks, ["0", "0", "2", "0.25", "100", "0.3", "-1.5"]);
+    }
+
+    #[test]
+    fn bars_stack_or_group() {
+        let categories = vec![
+            ("a".to_string(), vec![1.0, 2.0]),
+            ("b".to_string(), vec![3.0, 4.0]),
+        ];
+        let series = vec!["x".to_string(), "y".to_string()];
+        let panels = |grouped| BarPanels {
+            panels: vec![],
+            x_max: None,
+            grouped,
+        };
+        assert_eq!(
+            panels(false).rows(&categories, &series),
+            [
+                ("a".to_string(), vec![(0, 0.0, 1.0), (1, 1.0, 2.0)]),
+                ("b".to_string(), vec![(0, 0.0, 3.0), (1, 3.0, 4.0)]),
+            ]
+        );
+        assert_eq!(
+            panels(true).rows(&categories, &series),
+            [
+                ("a: x".to_string(), vec![(0, 0.0, 1.0)]),
+                ("a: y".to_string(), vec![(1, 0.0, 2.0)]),
+                ("b: x".to_string(), vec![(0, 0.0, 3.0)]),
+                ("b: y".to_string(), vec![(1, 0.0, 4.0)]),
+            ]
+        );
+    }
+
+    #[test]
+    fn legend_goes_where_the_lines_are_not() {
+        let line = |name: &str, pts: Vec<(f64, f64)>| (name.to_string(), 0, pts);
+        // Rising from the lower left to the upper right: the upper left is free.
+        let rising = [line("a", vec![(0.0, 0.0), (10.0, 10.0)])];
+        let (corner, range) = place_legend(&rising, (0.0, 10.0), (0.0, 10.0), false);
+        assert!(matches!(corner, SeriesLabelPosition::UpperLeft));
+        assert_eq!(range, (0.0, 10.0));
+        // Flat lines along the top and the bottom cover every corner: the top is raised by the
+        // legend's height (2 lines: 0.26 of the plot), so it sits above them.
+        let flat = [
+            line("top", vec![(0.0, 10.0), (10.0, 10.0)]),
+            line("bottom", vec![(0.0, 0.0), (10.0, 0.0)]),
+        ];
+        let (corner, (lo, hi)) = place_legend(&flat, (0.0, 10.0), (0.0, 10.0), false);
+        assert!(matches!(corner, SeriesLabelPosition::UpperRight));
+        assert_eq!(lo, 0.0);
+        assert!((hi - 10.0 / 0.74).abs() < 1e-9, "{hi}");
+        // A fixed range is kept.
+        let (_, range) = place_legend(&flat, (0.0, 10.0), (0.0, 10.0), true);
+        assert_eq!(range, (0.0, 10.0));
     }
 }

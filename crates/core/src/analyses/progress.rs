@@ -56,6 +56,10 @@ pub struct Calibration {
     pub pearson: Option<f64>,
     pub mean_predicted: f64,
     pub mean_return: f64,
+    /// (R̂, R) per trajectory, for the report's calibration plot; one pair per trajectory, so left
+    /// out of the JSON.
+    #[serde(skip)]
+    pub points: Vec<(f64, f64)>,
 }
 
 /// Progress statistics, when a `progress` column is logged.
@@ -129,6 +133,7 @@ pub fn progress_stats(batch: &StepBatch) -> Option<ProgressStats> {
             pearson: pearson(&predicted, &returns),
             mean_predicted: mean(&predicted),
             mean_return: mean(&returns),
+            points: predicted.into_iter().zip(returns).collect(),
         },
     })
 }
@@ -319,6 +324,15 @@ mod tests {
         close(p.calibration.pearson.unwrap(), 0.904194, 1e-6);
         close(p.calibration.mean_predicted, 2.3 / 3.0, 1e-12);
         close(p.calibration.mean_return, 2.0 / 3.0, 1e-12);
+        let mut points = p.calibration.points.clone();
+        points.sort_by(|a, b| a.0.total_cmp(&b.0));
+        assert_eq!(points.len(), 3);
+        for ((got_p, got_r), (want_p, want_r)) in
+            points.into_iter().zip([(0.4, 0.0), (0.8, 1.0), (1.1, 1.0)])
+        {
+            close(got_p, want_p, 1e-12);
+            assert_eq!(got_r, want_r);
+        }
     }
 
     #[test]
