@@ -13,6 +13,7 @@ pub mod plots;
 use credit_core::analyses::compare::{Comparison, POSITION_CAP};
 use credit_core::analyses::progress::{Curve, ProgressPosition};
 use credit_core::analyses::summary::{SizeDistribution, Summary};
+use credit_core::methods::hisr::Segments;
 use credit_core::methods::proxmo;
 use credit_core::StepBatch;
 use plots::{
@@ -284,7 +285,11 @@ pub fn figures(
                 format!(
                     "Share of segments made of 1, 2, 3 or more turns, in successful and failed trajectories ({:.1} segments per trajectory on average).{}",
                     seg.segments_per_trajectory.mean,
-                    if seg.logged { "" } else { " No `segment` column is logged: every turn is its own segment." }
+                    match seg.segmenter {
+                        Segments::Logged => "",
+                        Segments::PerTurn => " Every turn is its own segment (no `segment` column, or `hisr.segments = per_turn`).",
+                        Segments::Rule => " Segments from `hisr.segments = rule`, a heuristic, not the logged segmentation.",
+                    }
                 ),
                 &draw(BarPanels {
                     panels: vec![(

@@ -1,8 +1,11 @@
-//! The progress estimator on a synthetic set whose per-step progress is known by construction:
-//! R = the number of steps whose action holds the word "good", so ĉ_t ≈ 1 on those steps and
-//! ≈ 0 elsewhere explains R exactly, while the constant predictor's error is R's variance.
+//! The progress estimator and the segment reward model on synthetic sets whose per-step (or
+//! per-segment) reward is known by construction: R = the number of steps (segment ends) whose
+//! action holds the word "good", so a readout ≈ 1 there and ≈ 0 elsewhere explains R exactly,
+//! while the constant predictor's error is R's variance.
 
-use credit_train::progress::{train_progress, ProgressModel, ProgressTrain, StepText, Trajectory};
+use credit_train::progress::{
+    train_progress, ProgressModel, ProgressTrain, Readout, StepText, Trajectory,
+};
 use credit_train::random::SplitMix64;
 
 fn synthetic(n_tasks: usize, per_task: usize, seed: u64) -> Vec<Trajectory> {
@@ -21,6 +24,7 @@ fn synthetic(n_tasks: usize, per_task: usize, seed: u64) -> Vec<Trajectory> {
                         task: format!("task {task}: find the key"),
                         obs: format!("room {} you see a door", rng.below(7)),
                         action: format!("{verb} {} thing {t}", if good { "good" } else { "bad" }),
+                        readout: true,
                     }
                 })
                 .collect();
@@ -37,25 +41,20 @@ fn synthetic(n_tasks: usize, per_task: usize, seed: u64) -> Vec<Trajectory> {
 #[test]
 fn learns_the_known_per_step_progress() {
     let trajs = synthetic(40, 4, 7);
-    let opts = ProgressTrain {
-        epochs: 25,
-        hidden: 32,
-        buckets: 256,
-        lr: 3e-3,
-        ..ProgressTrain::default()
-    };
-    let (model, report) = train_progress(&trajs, &opts).expect("train");
-    assert_eq!(report.split_by, "task");
-    assert!(report.heldout_trajectories > 0 && report.train_trajectories > 0);
+    let (model, report) = train_progress(&trajs, &small()).expect("train");
+    let held = report.heldout.as_ref().expect("cross-validated");
+    assert_eq!((held.split_by.as_str(), held.folds), ("task", 5));
+    assert_eq!((held.trajectories, report.trajectories), (160, 160));
     let (first, last) = (report.epoch_loss[0], *report.epoch_loss.last().unwrap());
     assert!(last < 0.25 * first, "loss {first} → {last}");
     // R has variance ≈ n/4 ≥ 0.5 over lengths 2..6: the constant predictor cannot go below it.
-    let (mse, constant) = (report.heldout_mse.unwrap(), report.constant_mse.unwrap());
     assert!(
-        mse < 0.5 * constant,
-        "held-out mse {mse} vs constant {constant}"
+        held.mse < 0.5 * held.constant_mse,
+        "held-out mse {} vs constant {}",
+        held.mse,
+        held.constant_mse
     );
-    assert!(report.pearson.unwrap() > 0.8, "{report:?}");
+    assert!(held.pearson.unwrap() > 0.8, "{report:?}");
 
     // The per-step readout: ≈1 on "good" steps, ≈0 on the others.
     let probe = &synthetic(3, 1, 99)[2];
@@ -72,6 +71,54 @@ fn learns_the_known_per_step_progress() {
     assert_eq!(again.predict(&probe.steps).unwrap(), c);
 }
 
+fn small() -> ProgressTrain {
+    ProgressTrain {
+        epochs: 25,
+        hidden: 32,
+        buckets: 256,
+        lr: 3e-3,
+        dropout: 0.0,
+        ..ProgressTrain::default()
+    }
+}
+
+#[test]
+fn segment_end_readout_learns_the_known_segment_rewards() {
+    // Segments of two steps; R counts the segments whose closing action is "good". Readouts sit
+    // on segment ends only, so the first step of each pair never enters Σ r̂_i.
+    let mut trajs = synthetic(40, 4, 11);
+    for traj in &mut trajs {
+        let n = traj.steps.len();
+        let mut ret = 0.0;
+        for (k, step) in traj.steps.iter_mut().enumerate() {
+            step.readout = k % 2 == 1 || k + 1 == n;
+            if step.readout && step.action.contains("good") {
+                ret += 1.0;
+            }
+        }
+        traj.ret = ret;
+    }
+    let opts = ProgressTrain {
+        readout: Readout::SegmentEnd,
+        ..small()
+    };
+    let (model, report) = train_progress(&trajs, &opts).expect("train");
+    assert_eq!(model.config().readout, Readout::SegmentEnd);
+    let held = report.heldout.as_ref().expect("cross-validated");
+    assert!(
+        held.mse < 0.5 * held.constant_mse,
+        "held-out mse {} vs constant {}",
+        held.mse,
+        held.constant_mse
+    );
+    let probe = &trajs[3];
+    let r = model.predict(&probe.steps).unwrap();
+    for (s, r) in probe.steps.iter().zip(&r).filter(|(s, _)| s.readout) {
+        let want = if s.action.contains("good") { 1.0 } else { 0.0 };
+        assert!((r - want).abs() < 0.35, "{} → {r}", s.action);
+    }
+}
+
 #[test]
 fn degenerate_inputs_are_errors_not_panics() {
     let opts = ProgressTrain::default();
@@ -82,10 +129,21 @@ fn degenerate_inputs_are_errors_not_panics() {
         ret: 1.0,
     };
     assert!(train_progress(&[empty], &opts).is_err());
-    let bad = ProgressTrain {
-        lr: f64::NAN,
-        ..ProgressTrain::default()
-    };
-    assert!(train_progress(&synthetic(2, 2, 1), &bad).is_err());
+    for bad in [
+        ProgressTrain {
+            lr: f64::NAN,
+            ..ProgressTrain::default()
+        },
+        ProgressTrain {
+            dropout: 1.0,
+            ..ProgressTrain::default()
+        },
+    ] {
+        assert!(train_progress(&synthetic(2, 2, 1), &bad).is_err());
+    }
+    // No readout anywhere (a segment-end model on trajectories without segment ends).
+    let mut silent = synthetic(2, 2, 1);
+    silent.iter_mut().flat_map(|t| &mut t.steps).for_each(|s| s.readout = false);
+    assert!(train_progress(&silent, &ProgressTrain::default()).is_err());
     assert!(ProgressModel::load(std::path::Path::new("/nonexistent/dir")).is_err());
 }
