@@ -176,7 +176,7 @@ impl GroupGraph {
     }
 
     /// The action text of a step, if logged.
-    pub fn action<'a>(batch: &'a StepBatch, row: u32) -> &'a str {
+    pub fn action(batch: &StepBatch, row: u32) -> &str {
         batch
             .texts(ACTION)
             .and_then(|a| a.get(row as usize))

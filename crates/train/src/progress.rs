@@ -89,7 +89,11 @@ pub struct ProgressConfig {
 impl ProgressConfig {
     /// Three hashed text fields, then the position features.
     fn width(&self) -> usize {
-        3 * self.buckets + POSITION_FEATURES
+        self.text_width() + POSITION_FEATURES
+    }
+
+    fn text_width(&self) -> usize {
+        3 * self.buckets
     }
 }
 
@@ -200,7 +204,7 @@ fn step_features(step: &StepText, t: usize, config: &ProgressConfig) -> Sparse {
         }
     }
     let mut out: Sparse = counts.into_iter().map(|(k, c)| (k, c.ln_1p())).collect();
-    let position = (3 * config.buckets) as u32;
+    let position = config.text_width() as u32;
     if t == 0 {
         out.push((position, 1.0));
     }
@@ -217,23 +221,30 @@ fn trajectory_features(steps: &[StepText], config: &ProgressConfig) -> Vec<Spars
 }
 
 /// Several trajectories as one forward pass: their steps stacked, attention kept within each
-/// trajectory and causal, and a `[B, N]` matrix summing each trajectory's readouts.
+/// trajectory and causal, and a `[B, N]` matrix summing each trajectory's readouts. Features stay
+/// sparse: step n's embedding is Σ_k value_k · E[index_k], a gather and an `index_add`, so a pass
+/// costs the non-zero features, not N × the vocabulary of hash buckets.
 struct Packed {
-    x: Tensor,
+    /// Per non-zero feature: its bucket, its value (`[nnz, 1]`) and its packed step.
+    index: Tensor,
+    value: Tensor,
+    step: Tensor,
+    steps: usize,
     mask: Tensor,
     readout: Tensor,
 }
 
 impl Packed {
-    /// `dropout` = (share, stream): features zeroed at random and the rest scaled by 1/(1 − share).
+    /// `dropout` = (share, stream): word features dropped at random and the rest scaled by
+    /// 1/(1 − share); the position features are never dropped.
     fn new(
         trajs: &[(&[Sparse], &[StepText])],
-        width: usize,
         dropout: Option<(f64, &mut SplitMix64)>,
+        text_width: usize,
         device: &Device,
     ) -> Result<Self> {
         let n: usize = trajs.iter().map(|(f, _)| f.len()).sum();
-        let mut x = vec![0f32; n * width];
+        let (mut index, mut value, mut step) = (Vec::new(), Vec::new(), Vec::new());
         let mut mask = vec![f32::NEG_INFINITY; n * n];
         let mut readout = vec![0f32; trajs.len() * n];
         let (share, mut rng) = match dropout {
@@ -241,40 +252,39 @@ impl Packed {
             _ => (0.0, None),
         };
         let keep = (1.0 / (1.0 - share)) as f32;
-        let text_width = width - POSITION_FEATURES;
         let mut start = 0;
         for (b, (features, steps)) in trajs.iter().enumerate() {
-            for (t, (f, step)) in features.iter().zip(steps.iter()).enumerate() {
+            for (t, (f, s)) in features.iter().zip(steps.iter()).enumerate() {
                 let row = start + t;
                 for &(k, v) in f {
-                    // Words are dropped; the position features never are.
-                    let kept = match rng.as_mut() {
-                        Some(rng) if (k as usize) < text_width => {
-                            (rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64 >= share
+                    let is_word = (k as usize) < text_width;
+                    if let (true, Some(rng)) = (is_word, rng.as_mut()) {
+                        if ((rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64) < share {
+                            continue;
                         }
-                        _ => true,
-                    };
-                    if kept {
-                        let scale = if (k as usize) < text_width { keep } else { 1.0 };
-                        x[row * width + k as usize] = v * scale;
                     }
+                    index.push(k);
+                    value.push(if is_word { v * keep } else { v });
+                    step.push(row as u32);
                 }
                 for col in start..=row {
                     mask[row * n + col] = 0.0;
                 }
-                if step.readout {
+                if s.readout {
                     readout[b * n + row] = 1.0;
                 }
             }
             start += features.len();
         }
-        let tensor = |data: Vec<f32>, shape: (usize, usize)| {
-            Tensor::from_vec(data, shape, device).ctx("packing trajectories")
-        };
+        let nnz = index.len();
+        let ctx = "packing trajectories";
         Ok(Packed {
-            x: tensor(x, (n, width))?,
-            mask: tensor(mask, (n, n))?,
-            readout: tensor(readout, (trajs.len(), n))?,
+            index: Tensor::from_vec(index, nnz, device).ctx(ctx)?,
+            value: Tensor::from_vec(value, (nnz, 1), device).ctx(ctx)?,
+            step: Tensor::from_vec(step, nnz, device).ctx(ctx)?,
+            steps: n,
+            mask: Tensor::from_vec(mask, (n, n), device).ctx(ctx)?,
+            readout: Tensor::from_vec(readout, (trajs.len(), n), device).ctx(ctx)?,
         })
     }
 }
@@ -367,9 +377,15 @@ impl ProgressModel {
     }
 
     /// The readout value of every packed step, `[N]`, in units of R.
-    fn forward(&self, x: &Tensor, mask: &Tensor) -> candle_core::Result<Tensor> {
+    fn forward(&self, packed: &Packed) -> candle_core::Result<Tensor> {
         let eps = self.config.rms_norm_eps;
-        let h = x.matmul(self.p(0))?.broadcast_add(self.p(1))?;
+        let rows = self
+            .p(0)
+            .index_select(&packed.index, 0)?
+            .broadcast_mul(&packed.value)?;
+        let h = Tensor::zeros((packed.steps, self.config.hidden), DType::F32, &self.device)?
+            .index_add(&packed.step, &rows, 0)?
+            .broadcast_add(self.p(1))?;
         let n = RmsNorm::new(self.p(2).clone(), eps).forward_diff(&h)?;
         let (q, k, v) = (
             n.matmul(self.p(3))?,
@@ -377,7 +393,7 @@ impl ProgressModel {
             n.matmul(self.p(5))?,
         );
         let scale = 1.0 / (self.config.hidden as f64).sqrt();
-        let scores = ((q.matmul(&k.t()?)? * scale)? + mask)?;
+        let scores = ((q.matmul(&k.t()?)? * scale)? + &packed.mask)?;
         let attn = ops::softmax(&scores, D::Minus1)?.matmul(&v)?;
         let h = (h + attn.matmul(self.p(6))?)?;
         let n = RmsNorm::new(self.p(7).clone(), eps).forward_diff(&h)?;
@@ -387,7 +403,7 @@ impl ProgressModel {
 
     /// R̂ per packed trajectory, `[B]`.
     fn predicted_returns(&self, packed: &Packed) -> candle_core::Result<Tensor> {
-        let c = self.forward(&packed.x, &packed.mask)?;
+        let c = self.forward(packed)?;
         packed.readout.matmul(&c.unsqueeze(1)?)?.squeeze(1)
     }
 
@@ -400,12 +416,12 @@ impl ProgressModel {
         let features = trajectory_features(steps, &self.config);
         let packed = Packed::new(
             &[(&features, steps)],
-            self.config.width(),
             None,
+            self.config.text_width(),
             &self.device,
         )?;
         let c: Vec<f32> = self
-            .forward(&packed.x, &packed.mask)
+            .forward(&packed)
             .and_then(|c| c.to_vec1())
             .ctx("progress forward pass")?;
         Ok(c.into_iter().map(f64::from).collect())
@@ -546,8 +562,8 @@ fn fit(
                 .collect();
             let packed = Packed::new(
                 &items,
-                config.width(),
                 Some((opts.dropout, &mut rng)),
+                config.text_width(),
                 &model.device,
             )?;
             let target: Vec<f32> = chunk.iter().map(|&i| examples[i].traj.ret as f32).collect();
@@ -579,8 +595,8 @@ fn fit(
 fn predicted_return(model: &ProgressModel, example: &Example) -> Result<f64> {
     let packed = Packed::new(
         &[(&example.features, &example.traj.steps)],
-        model.config.width(),
         None,
+        model.config.text_width(),
         &model.device,
     )?;
     let r = model
