@@ -223,6 +223,22 @@ fn progress_model_fills_spa() {
     assert_eq!(rows.len(), 404);
     assert!(rows.iter().all(|r| f(&r["adv_spa"]).is_finite()));
 
+    // `analyze --progress-model` calibrates Σ ĉ_t against R: recomputed here from the ĉ_t that
+    // `advantages` wrote and the rewards in the raw logs.
+    let mut sums: std::collections::BTreeMap<String, (f64, f64)> = Default::default();
+    for r in &rows {
+        sums.entry(r["traj_id"].as_str().unwrap().into()).or_default().0 += f(&r["spa_progress"]);
+    }
+    for r in read_jsonl(&fixture("real/textworld.jsonl")) {
+        sums.get_mut(r["traj_uid"].as_str().unwrap()).unwrap().1 += f(&r["reward"]);
+    }
+    let mse = sums.values().map(|(c, r)| (c - r).powi(2)).sum::<f64>() / sums.len() as f64;
+    let o = run.credit(["analyze", &logs, "--progress-model", &model, "--format", "json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let calibration = &json(&o)["progress"]["calibration"];
+    assert!((f(&calibration["mse"]) - mse).abs() < 1e-9, "{calibration} vs {mse}");
+    assert!(stderr(&o).contains("`progress` filled from the model"), "{}", stderr(&o));
+
     // A step model is not a segment reward model.
     let o = spa(&["--sprm-model", &model]);
     assert_eq!(o.status.code(), Some(2));

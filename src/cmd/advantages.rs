@@ -5,9 +5,6 @@ use crate::config::ProjectFile;
 use crate::exit::ExitCode;
 use anyhow::{Context, Result};
 use credit_core::output::{advantages_frame, table_format, write_table};
-use credit_core::schema::columns::{PROGRESS, SEGMENT_REWARD};
-use credit_train::progress::Readout;
-
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
@@ -19,14 +16,8 @@ pub struct Args {
     /// Output file: .parquet, .jsonl or .csv (written atomically; JSONL and CSV get a .meta.json).
     #[arg(short = 'o', long = "output", value_name = "FILE")]
     pub output: PathBuf,
-    /// A `credit train progress` model: fills the `progress` column (ĉ_t, for `spa`) of logs
-    /// that lack it.
-    #[arg(long, value_name = "DIR")]
-    pub progress_model: Option<PathBuf>,
-    /// A `credit train sprm` model: fills the `segment_reward` column (r̂_i at each segment's
-    /// last step, for `hisr`) of logs that lack it.
-    #[arg(long, value_name = "DIR")]
-    pub sprm_model: Option<PathBuf>,
+    #[command(flatten)]
+    pub models: super::progress::SignalModels,
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
@@ -35,22 +26,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     table_format(&args.output)?;
     let mut ingested = load(&args.globals, &project)?;
     let hisr = args.methods.hisr_params(&project)?;
-    let mut notes = Vec::new();
-    for (dir, readout, column) in [
-        (&args.progress_model, Readout::Step, PROGRESS),
-        (&args.sprm_model, Readout::SegmentEnd, SEGMENT_REWARD),
-    ] {
-        if let Some(dir) = dir {
-            notes.push(if super::progress::fill(&mut ingested.batch, dir, readout, &hisr)? {
-                format!("`{column}` filled from the model in {}", dir.display())
-            } else {
-                format!(
-                    "the logs carry `{column}`; the model in {} was not used",
-                    dir.display()
-                )
-            });
-        }
-    }
+    let mut notes = args.models.fill(&mut ingested.batch, &hisr)?;
     let batch = &ingested.batch;
     let json = args.globals.format == Format::Json;
     let mut results = Vec::new();

@@ -15,13 +15,18 @@ pub struct Args {
     /// Also draw the analysis' figures (PNG and SVG) into this folder.
     #[arg(long, value_name = "DIR")]
     pub plots: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub models: super::progress::SignalModels,
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
     let project = ProjectFile::load(args.globals.config.as_deref())?;
     // No method flags here: HISR's segmenter comes from the preset and credit.toml.
     let hisr = MethodArgs::default().hisr_params(&project)?;
-    let ingested = load(&args.globals, &project)?;
+    let mut ingested = load(&args.globals, &project)?;
+    for note in args.models.fill(&mut ingested.batch, &hisr)? {
+        eprintln!("note: {note}");
+    }
     let summary = summarize(&ingested.batch, &ingested.report, &hisr);
     if let Some(dir) = &args.plots {
         let inputs = credit_report::Inputs {

@@ -16,21 +16,23 @@ pub struct Args {
     /// Also draw the comparison's figures (PNG and SVG) into this folder.
     #[arg(long, value_name = "DIR")]
     pub plots: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub models: super::progress::SignalModels,
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
     let project = ProjectFile::load(args.globals.config.as_deref())?;
     let plan = args.methods.plan(&project, "grpo,gigpo,proxmo")?;
-    let ingested = load(&args.globals, &project)?;
+    let hisr = args.methods.hisr_params(&project)?;
+    let mut ingested = load(&args.globals, &project)?;
+    let mut notes = args.models.fill(&mut ingested.batch, &hisr)?;
     let json = args.globals.format == Format::Json;
-    let (columns, notes) = compute(&plan, &ingested.batch, json)?;
+    let (columns, method_notes) = compute(&plan, &ingested.batch, json)?;
+    notes.extend(method_notes);
     let comparison = compare(&ingested.batch, &columns);
     if let Some(dir) = &args.plots {
-        let summary = credit_core::analyses::summary::summarize(
-            &ingested.batch,
-            &ingested.report,
-            &args.methods.hisr_params(&project)?,
-        );
+        let summary =
+            credit_core::analyses::summary::summarize(&ingested.batch, &ingested.report, &hisr);
         let inputs = credit_report::Inputs {
             batch: &ingested.batch,
             summary: &summary,

@@ -171,7 +171,7 @@ pub fn train(args: ProgressArgs, readout: Readout) -> Result<ExitCode> {
 
 /// Fills the column a model in `dir` predicts (`progress` for `expected = Step`, `segment_reward`
 /// at the ends of `hisr`'s segments for `SegmentEnd`) when the logs lack it; returns whether it did.
-pub fn fill(
+fn fill(
     batch: &mut StepBatch,
     dir: &Path,
     expected: Readout,
@@ -209,4 +209,40 @@ pub fn fill(
     }
     batch.with_column_opt_f64(column, values)?;
     Ok(true)
+}
+
+/// Trained signal models that fill missing columns before any method or analysis reads them.
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct SignalModels {
+    /// A `credit train progress` model: fills the `progress` column (ĉ_t, for `spa` and the
+    /// progress statistics) of logs that lack it.
+    #[arg(long, value_name = "DIR")]
+    pub progress_model: Option<PathBuf>,
+    /// A `credit train sprm` model: fills the `segment_reward` column (r̂_i at each segment's
+    /// last step, for `hisr` and the segment statistics) of logs that lack it.
+    #[arg(long, value_name = "DIR")]
+    pub sprm_model: Option<PathBuf>,
+}
+
+impl SignalModels {
+    /// Fills what the given models predict; one note per model says whether it was used.
+    pub fn fill(&self, batch: &mut StepBatch, hisr: &hisr::Params) -> Result<Vec<String>> {
+        let mut notes = Vec::new();
+        for (dir, readout, column) in [
+            (&self.progress_model, Readout::Step, PROGRESS),
+            (&self.sprm_model, Readout::SegmentEnd, SEGMENT_REWARD),
+        ] {
+            if let Some(dir) = dir {
+                notes.push(if fill(batch, dir, readout, hisr)? {
+                    format!("`{column}` filled from the model in {}", dir.display())
+                } else {
+                    format!(
+                        "the logs carry `{column}`; the model in {} was not used",
+                        dir.display()
+                    )
+                });
+            }
+        }
+        Ok(notes)
+    }
 }

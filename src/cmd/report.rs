@@ -26,6 +26,8 @@ pub struct Args {
     /// An earlier run's summary.json: adds a before/after column.
     #[arg(long, value_name = "OLD/summary.json")]
     pub baseline: Option<PathBuf>,
+    #[command(flatten)]
+    pub models: super::progress::SignalModels,
 }
 
 fn write_text(path: &Path, text: &str) -> Result<()> {
@@ -64,13 +66,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
         None => None,
     };
     let json = args.globals.format == Format::Json;
-    let ingested = load(&args.globals, &project)?;
-    let summary = summarize(
-        &ingested.batch,
-        &ingested.report,
-        &args.methods.hisr_params(&project)?,
-    );
-    let (columns, notes) = compute(&plan, &ingested.batch, json)?;
+    let hisr = args.methods.hisr_params(&project)?;
+    let mut ingested = load(&args.globals, &project)?;
+    let mut notes = args.models.fill(&mut ingested.batch, &hisr)?;
+    let summary = summarize(&ingested.batch, &ingested.report, &hisr);
+    let (columns, method_notes) = compute(&plan, &ingested.batch, json)?;
+    notes.extend(method_notes);
     let comparison = compare(&ingested.batch, &columns);
     let inputs = Inputs {
         batch: &ingested.batch,
