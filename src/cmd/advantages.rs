@@ -1,6 +1,6 @@
 //! `credit advantages [PATHS] --methods … -o FILE`: per-step advantages of any methods.
 
-use super::{load, metadata, Format, Globals, MethodArgs};
+use super::{load_filled, metadata, Format, Globals, MethodArgs};
 use crate::config::ProjectFile;
 use crate::exit::ExitCode;
 use anyhow::{Context, Result};
@@ -24,9 +24,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let project = ProjectFile::load(args.globals.config.as_deref())?;
     let plan = args.methods.plan(&project, "all")?;
     table_format(&args.output)?;
-    let mut ingested = load(&args.globals, &project)?;
     let hisr = args.methods.hisr_params(&project)?;
-    let mut notes = args.models.fill(&mut ingested.batch, &hisr)?;
+    let (ingested, mut notes) = load_filled(&args.globals, &project, &args.models, &hisr)?;
     let batch = &ingested.batch;
     let json = args.globals.format == Format::Json;
     let mut results = Vec::new();

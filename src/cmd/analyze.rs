@@ -1,6 +1,6 @@
 //! `credit analyze [PATHS]`: what is in the logs, in one screen (or `--format json`).
 
-use super::{load, write_plots, Format, Globals, MethodArgs};
+use super::{load_filled, write_plots, Format, Globals, MethodArgs};
 use crate::config::ProjectFile;
 use crate::exit::ExitCode;
 use anyhow::Result;
@@ -23,8 +23,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let project = ProjectFile::load(args.globals.config.as_deref())?;
     // No method flags here: HISR's segmenter comes from the preset and credit.toml.
     let hisr = MethodArgs::default().hisr_params(&project)?;
-    let mut ingested = load(&args.globals, &project)?;
-    for note in args.models.fill(&mut ingested.batch, &hisr)? {
+    let (ingested, notes) = load_filled(&args.globals, &project, &args.models, &hisr)?;
+    for note in notes {
         eprintln!("note: {note}");
     }
     let summary = summarize(&ingested.batch, &ingested.report, &hisr);

@@ -1,7 +1,7 @@
 //! `credit compare [PATHS] --methods grpo,gigpo,proxmo`: how differently estimators credit the
 //! same steps.
 
-use super::{compute, load, metadata, proxmo_params, write_plots, Format, Globals, MethodArgs};
+use super::{compute, load_filled, metadata, proxmo_params, write_plots, Format, Globals, MethodArgs};
 use crate::config::ProjectFile;
 use crate::exit::ExitCode;
 use anyhow::Result;
@@ -24,8 +24,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let project = ProjectFile::load(args.globals.config.as_deref())?;
     let plan = args.methods.plan(&project, "grpo,gigpo,proxmo")?;
     let hisr = args.methods.hisr_params(&project)?;
-    let mut ingested = load(&args.globals, &project)?;
-    let mut notes = args.models.fill(&mut ingested.batch, &hisr)?;
+    let (ingested, mut notes) = load_filled(&args.globals, &project, &args.models, &hisr)?;
     let json = args.globals.format == Format::Json;
     let (columns, method_notes) = compute(&plan, &ingested.batch, json)?;
     notes.extend(method_notes);

@@ -234,6 +234,19 @@ impl MethodArgs {
     }
 }
 
+/// [`load`], then the columns the `--progress-model` / `--sprm-model` models predict, so every
+/// method and analysis reads them; returns the notes that say which were filled.
+pub fn load_filled(
+    globals: &Globals,
+    project: &ProjectFile,
+    models: &progress::SignalModels,
+    hisr: &hisr::Params,
+) -> Result<(Ingested, Vec<String>)> {
+    let mut ingested = load(globals, project)?;
+    let notes = models.fill(&mut ingested.batch, hisr)?;
+    Ok((ingested, notes))
+}
+
 /// Runs every planned method, with a spinner each: (label, advantage per row) and their notes.
 pub fn compute(
     plan: &Plan,

@@ -55,45 +55,45 @@ pub struct ProgressArgs {
 }
 
 /// Each trajectory's steps as the model reads them, in `batch.trajs` order; `readout` marks every
-/// step, or the last step of each of HISR's segments under `hisr`.
+/// step, or the last step of each of HISR's segments under `hisr` (only then are the logs segmented).
 fn trajectories(
     batch: &StepBatch,
     readout: Readout,
     hisr: &hisr::Params,
 ) -> Result<Vec<Trajectory>> {
-    let text = |column: &str, r: usize| {
-        batch
-            .texts(column)
-            .and_then(|c| c.get(r))
+    let segments = match readout {
+        Readout::Step => None,
+        Readout::SegmentEnd => Some(hisr::segmentation(batch, hisr)?.ranges),
+    };
+    let columns = [TASK, OBS, ACTION].map(|c| batch.texts(c));
+    let text = |column: usize, r: u32| {
+        columns[column]
+            .and_then(|c| c.get(r as usize))
             .unwrap_or("")
             .to_string()
     };
-    let segments = hisr::segmentation(batch, hisr)?;
     Ok(batch
         .trajs
         .iter()
-        .zip(&segments.ranges)
-        .map(|(t, ranges)| {
+        .enumerate()
+        .map(|(i, t)| {
             let first = t.rows.first().map_or(0, |&r| r as usize);
-            let key = batch
-                .tasks()
+            let key = columns[0]
                 .and_then(|c| c.get(first))
                 .map_or_else(|| batch.groups[t.group as usize].id.clone(), str::to_string);
             let mut steps: Vec<StepText> = t
                 .rows
                 .iter()
                 .map(|&r| StepText {
-                    task: text(TASK, r as usize),
-                    obs: text(OBS, r as usize),
-                    action: text(ACTION, r as usize),
-                    readout: readout == Readout::Step,
+                    task: text(0, r),
+                    obs: text(1, r),
+                    action: text(2, r),
+                    readout: segments.is_none(),
                 })
                 .collect();
-            if readout == Readout::SegmentEnd {
-                for range in ranges {
-                    if let Some(step) = range.end.checked_sub(1).and_then(|k| steps.get_mut(k)) {
-                        step.readout = true;
-                    }
+            for range in segments.iter().flat_map(|s| &s[i]) {
+                if let Some(step) = range.end.checked_sub(1).and_then(|k| steps.get_mut(k)) {
+                    step.readout = true;
                 }
             }
             Trajectory {

@@ -2,7 +2,7 @@
 //! `report.html` (self-contained), `report.md` (PNGs in `figures/`), `summary.json`; exit 1 when a
 //! threshold rule fails.
 
-use super::{compute, load, metadata, proxmo_params, Format, Globals, MethodArgs};
+use super::{compute, load_filled, metadata, proxmo_params, Format, Globals, MethodArgs};
 use crate::config::ProjectFile;
 use crate::exit::ExitCode;
 use anyhow::{Context, Result};
@@ -67,8 +67,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     };
     let json = args.globals.format == Format::Json;
     let hisr = args.methods.hisr_params(&project)?;
-    let mut ingested = load(&args.globals, &project)?;
-    let mut notes = args.models.fill(&mut ingested.batch, &hisr)?;
+    let (ingested, mut notes) = load_filled(&args.globals, &project, &args.models, &hisr)?;
     let summary = summarize(&ingested.batch, &ingested.report, &hisr);
     let (columns, method_notes) = compute(&plan, &ingested.batch, json)?;
     notes.extend(method_notes);

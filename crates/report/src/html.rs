@@ -205,7 +205,7 @@ pub fn write(
     if !numbers.is_empty() {
         let _ = writeln!(
             o,
-            "<h2 id=\"progress\">Progress and segments</h2><p>SPA's logged per-step progress ĉ_t and HISR's segments.</p><table><tr><th>figure</th><th>value</th></tr>"
+            "<h2 id=\"progress\">Progress and segments</h2><p>SPA's per-step progress ĉ_t and HISR's segments (logged, or filled by <code>--progress-model</code> / <code>--sprm-model</code>).</p><table><tr><th>figure</th><th>value</th></tr>"
         );
         for (label, value) in &numbers {
             let _ = writeln!(o, "<tr><td>{}</td><td>{}</td></tr>", esc(label), esc(value));
