@@ -215,3 +215,33 @@ fn project_file_supplies_default_inputs() {
     let s = json(&run.credit(["analyze", "--format", "json"]));
     assert_eq!(s["rows"], 1078);
 }
+
+#[test]
+fn the_state_comes_from_anchor_obs_and_analyze_says_so() {
+    // `obs` (each step's feedback) beside `anchor_obs`: the state is `anchor_obs`, `obs` becomes the
+    // policy's text, and both the JSON and the text say which column fed what.
+    let run = Run::new();
+    let input = fixture("formats/sokoban.with-obs.jsonl");
+    let s = json(&run.credit(["analyze", input.to_str().unwrap(), "--format", "json"]));
+    let plain = json(&run.credit([
+        "analyze",
+        fixture("real/sokoban.jsonl").to_str().unwrap(),
+        "--format",
+        "json",
+    ]));
+    assert_eq!(s["step_groups"], plain["step_groups"]);
+    assert_eq!(s["graph"], plain["graph"]);
+    let uses = s["columns"].as_array().unwrap();
+    let of = |field: &str| uses.iter().find(|u| u["field"] == field).unwrap().clone();
+    assert_eq!(of("obs")["column"], "anchor_obs");
+    assert_eq!(of("obs")["also"][0]["column"], "obs");
+    assert_eq!(of("obs")["also"][0]["outcome"], "feeds policy_obs");
+    assert_eq!(of("policy_obs")["column"], "obs");
+    assert_eq!(of("group_id")["column"], "uid");
+    let text = stdout(&run.credit(["analyze", input.to_str().unwrap()]));
+    assert!(
+        text.contains("state (obs) ← anchor_obs; obs also present: feeds policy_obs"),
+        "{text}"
+    );
+    assert!(text.contains("policy text (policy_obs) ← obs"), "{text}");
+}

@@ -76,6 +76,22 @@ const CASES: &[(&str, &[&str])] = &[
         "nan-reward.parquet",
         &["nan-reward.parquet:row 1:reward", "NaN"],
     ),
+    (
+        "conflicting-rewards.jsonl",
+        &[
+            "conflicting-rewards.jsonl:3:rewards",
+            "`rewards` = 0.5 but `reward` = 1",
+            "--schema",
+        ],
+    ),
+    (
+        "conflicting-episode-rewards.parquet",
+        &[
+            "conflicting-episode-rewards.parquet:row 4:score",
+            "`score` = 1 but `episode_rewards` = 0",
+            "--schema",
+        ],
+    ),
 ];
 
 #[test]
@@ -122,6 +138,7 @@ fn lenient_skips_and_counts_per_reason() {
         ("nan-reward.jsonl", &[("NaN or infinite number", 1)]),
         ("step-gap.jsonl", &[("gap in step numbering", 3)]),
         ("duplicate-step.jsonl", &[("duplicate (traj_id, step)", 1)]),
+        ("conflicting-rewards.jsonl", &[("columns that disagree", 1)]),
         (
             "malformed-json.jsonl",
             &[("malformed JSON", 1), ("gap in step numbering", 2)],
@@ -194,4 +211,36 @@ fn unknown_method_and_parameter_are_errors() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains(".parquet, .jsonl or .csv"));
     assert!(std::fs::read_dir(run.dir.path()).unwrap().next().is_none());
+}
+
+#[test]
+fn a_column_mapping_settles_disagreeing_columns() {
+    // `rewards = "reward"` makes `rewards` the step reward: `reward` is then not read, so its
+    // different value on line 3 is no longer a conflict, and the report says so.
+    let run = Run::new();
+    std::fs::write(run.path("map.toml"), "rewards = \"reward\"\n").unwrap();
+    let input = fixture("bad/conflicting-rewards.jsonl");
+    let out = run.credit([
+        "analyze",
+        input.to_str().unwrap(),
+        "--schema",
+        "map.toml",
+        "--format",
+        "json",
+    ]);
+    let s = json(&out);
+    assert_eq!(s["rows"], 5);
+    let reward = s["columns"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|u| u["field"] == "reward")
+        .unwrap();
+    assert_eq!(reward["column"], "rewards");
+    assert_eq!(reward["also"][0]["column"], "reward");
+    assert_eq!(reward["also"][0]["outcome"], "not used");
+    assert!(reward["also"][0]["why"]
+        .as_str()
+        .unwrap()
+        .contains("column mapping"));
 }

@@ -204,7 +204,10 @@ fn progress_model_fills_spa() {
     assert_eq!(report["readout"], "step");
     // Three games: each held out once.
     let held = &report["heldout"];
-    assert_eq!((held["folds"].as_u64(), held["split_by"].as_str()), (Some(3), Some("task")));
+    assert_eq!(
+        (held["folds"].as_u64(), held["split_by"].as_str()),
+        (Some(3), Some("task"))
+    );
     assert_eq!(held["trajectories"].as_u64(), Some(24));
     assert!(f(&held["mse"]).is_finite() && f(&held["constant_mse"]) > 0.0);
     assert!(run.path("progress/model.safetensors").is_file());
@@ -227,22 +230,42 @@ fn progress_model_fills_spa() {
     // `advantages` wrote and the rewards in the raw logs.
     let mut sums: std::collections::BTreeMap<String, (f64, f64)> = Default::default();
     for r in &rows {
-        sums.entry(r["traj_id"].as_str().unwrap().into()).or_default().0 += f(&r["spa_progress"]);
+        sums.entry(r["traj_id"].as_str().unwrap().into())
+            .or_default()
+            .0 += f(&r["spa_progress"]);
     }
     for r in read_jsonl(&fixture("real/textworld.jsonl")) {
         sums.get_mut(r["traj_uid"].as_str().unwrap()).unwrap().1 += f(&r["reward"]);
     }
     let mse = sums.values().map(|(c, r)| (c - r).powi(2)).sum::<f64>() / sums.len() as f64;
-    let o = run.credit(["analyze", &logs, "--progress-model", &model, "--format", "json"]);
+    let o = run.credit([
+        "analyze",
+        &logs,
+        "--progress-model",
+        &model,
+        "--format",
+        "json",
+    ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let calibration = &json(&o)["progress"]["calibration"];
-    assert!((f(&calibration["mse"]) - mse).abs() < 1e-9, "{calibration} vs {mse}");
-    assert!(stderr(&o).contains("`progress` filled from the model"), "{}", stderr(&o));
+    assert!(
+        (f(&calibration["mse"]) - mse).abs() < 1e-9,
+        "{calibration} vs {mse}"
+    );
+    assert!(
+        stderr(&o).contains("`progress` filled from the model"),
+        "{}",
+        stderr(&o)
+    );
 
     // A step model is not a segment reward model.
     let o = spa(&["--sprm-model", &model]);
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("pass it with --progress-model"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("pass it with --progress-model"),
+        "{}",
+        stderr(&o)
+    );
 }
 
 #[test]
@@ -255,29 +278,52 @@ fn progress_estimator_on_sokoban_beats_the_constant_predictor() {
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     let report = &json(&o)["report"];
-    let loss: Vec<f64> = report["epoch_loss"].as_array().unwrap().iter().map(f).collect();
+    let loss: Vec<f64> = report["epoch_loss"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(f)
+        .collect();
     assert!(
         loss.last().unwrap() < &(0.7 * loss[0]),
         "training loss {loss:?}"
     );
     let held = &report["heldout"];
-    assert_eq!((held["folds"].as_u64(), held["trajectories"].as_u64()), (Some(5), Some(64)));
+    assert_eq!(
+        (held["folds"].as_u64(), held["trajectories"].as_u64()),
+        (Some(5), Some(64))
+    );
     let (mse, constant) = (f(&held["mse"]), f(&held["constant_mse"]));
-    assert!(mse < 0.8 * constant, "held-out MSE {mse} vs constant {constant}");
+    assert!(
+        mse < 0.8 * constant,
+        "held-out MSE {mse} vs constant {constant}"
+    );
     assert!(f(&held["pearson"]) > 0.5, "{held}");
 }
 
 /// Where `hisr.segments = rule` closes segments in the TextWorld fixture, recomputed here: after
 /// an executed action whose command starts with a state-changing verb, and at the last step.
 fn rule_segment_ends(rows: &[serde_json::Value]) -> Vec<bool> {
-    const VERBS: [&str; 8] = ["take", "put", "clean", "heat", "cool", "toggle", "use", "open"];
+    const VERBS: [&str; 8] = [
+        "take", "put", "clean", "heat", "cool", "toggle", "use", "open",
+    ];
     rows.iter()
         .enumerate()
         .map(|(k, r)| {
-            let last = rows.get(k + 1).is_none_or(|n| n["traj_uid"] != r["traj_uid"]);
-            let verb = r["action"].as_str().unwrap().split_whitespace().next().unwrap_or("");
+            let last = rows
+                .get(k + 1)
+                .is_none_or(|n| n["traj_uid"] != r["traj_uid"]);
+            let verb = r["action"]
+                .as_str()
+                .unwrap()
+                .split_whitespace()
+                .next()
+                .unwrap_or("");
             let executed = r["is_action_valid"].as_bool().unwrap()
-                && !r["next_obs"].as_str().unwrap_or("").contains("Nothing happens");
+                && !r["next_obs"]
+                    .as_str()
+                    .unwrap_or("")
+                    .contains("Nothing happens");
             last || (executed && VERBS.contains(&verb))
         })
         .collect()
@@ -289,8 +335,17 @@ fn segment_reward_model_fills_hisr() {
     let logs = fixture("real/textworld.jsonl").display().to_string();
     let model = run.path("sprm").display().to_string();
     let o = run.credit([
-        "train", "sprm", &logs, "--out", &model, "--epochs", "3", "--set",
-        "hisr.segments=rule", "--format", "json",
+        "train",
+        "sprm",
+        &logs,
+        "--out",
+        &model,
+        "--epochs",
+        "3",
+        "--set",
+        "hisr.segments=rule",
+        "--format",
+        "json",
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
     assert_eq!(json(&o)["report"]["readout"], "segment-end");
@@ -301,23 +356,45 @@ fn segment_reward_model_fills_hisr() {
 
     let hisr = |flag: &str| {
         run.credit([
-            "advantages", &logs, "--methods", "hisr", "--set", "hisr.segments=rule", flag,
-            &model, "-o", "out.jsonl",
+            "advantages",
+            &logs,
+            "--methods",
+            "hisr",
+            "--set",
+            "hisr.segments=rule",
+            flag,
+            &model,
+            "-o",
+            "out.jsonl",
         ])
     };
     let o = hisr("--progress-model");
     assert_eq!(o.status.code(), Some(2));
-    assert!(stderr(&o).contains("pass it with --sprm-model"), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("pass it with --sprm-model"),
+        "{}",
+        stderr(&o)
+    );
     let o = hisr("--sprm-model");
     assert!(o.status.success(), "{}", stderr(&o));
 
     // No log-probs: z ≡ 1, so r^him = r̂/Σ|r̂| per segment (T-HISR-4): per trajectory the
     // segments close where the rule says, and Σ|r^him| over them is 1.
     let mut logged: Vec<serde_json::Value> = read_jsonl(&fixture("real/textworld.jsonl"));
-    logged.sort_by_key(|r| (r["traj_uid"].as_str().unwrap().to_string(), r["step"].as_u64()));
+    logged.sort_by_key(|r| {
+        (
+            r["traj_uid"].as_str().unwrap().to_string(),
+            r["step"].as_u64(),
+        )
+    });
     let ends = rule_segment_ends(&logged);
     let mut out = read_jsonl(&run.path("out.jsonl"));
-    out.sort_by_key(|r| (r["traj_id"].as_str().unwrap().to_string(), r["step"].as_u64()));
+    out.sort_by_key(|r| {
+        (
+            r["traj_id"].as_str().unwrap().to_string(),
+            r["step"].as_u64(),
+        )
+    });
     assert_eq!(out.len(), logged.len());
     let mut mass: std::collections::BTreeMap<String, f64> = Default::default();
     for (k, (r, l)) in out.iter().zip(&logged).enumerate() {
@@ -327,8 +404,9 @@ fn segment_reward_model_fills_hisr() {
             .is_none_or(|n| n["traj_id"] != r["traj_id"] || n["hisr_segment"] != r["hisr_segment"]);
         assert_eq!(closes, ends[k], "{r}");
         if closes {
-            *mass.entry(r["traj_id"].as_str().unwrap().into()).or_default() +=
-                f(&r["hisr_modulated"]).abs();
+            *mass
+                .entry(r["traj_id"].as_str().unwrap().into())
+                .or_default() += f(&r["hisr_modulated"]).abs();
         }
     }
     assert_eq!(mass.len(), 24);

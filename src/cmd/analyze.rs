@@ -67,6 +67,21 @@ fn buckets(d: &SizeDistribution, of_steps: bool) -> String {
     )
 }
 
+/// `columns: group_id ← uid, …` (the renamed ones), then one line per field whose log carries
+/// several names for it.
+fn render_columns(uses: &[credit_core::schema::ColumnUse]) -> String {
+    let renamed: Vec<String> = uses
+        .iter()
+        .filter(|u| u.column != u.field || u.field == credit_core::schema::columns::OBS)
+        .map(|u| u.short())
+        .collect();
+    let mut out = format!("columns: {}", renamed.join(", "));
+    for u in uses.iter().filter(|u| !u.also.is_empty()) {
+        out.push_str(&format!("\n  {}", u.describe()));
+    }
+    out
+}
+
 pub fn render(s: &Summary) -> String {
     use std::fmt::Write;
     let mut o = String::new();
@@ -78,6 +93,7 @@ pub fn render(s: &Summary) -> String {
         "{} files, {} rows{iterations}, {} groups, {} trajectories",
         s.files, s.rows, s.groups, s.trajectories
     );
+    let _ = writeln!(o, "{}", render_columns(&s.columns));
     let r = &s.rollouts_per_group;
     let _ = writeln!(
         o,

@@ -1,7 +1,9 @@
 //! `credit compare [PATHS] --methods grpo,gigpo,proxmo`: how differently estimators credit the
 //! same steps.
 
-use super::{compute, load_filled, metadata, proxmo_params, write_plots, Format, Globals, MethodArgs};
+use super::{
+    compute, load_filled, metadata, proxmo_params, write_plots, Format, Globals, MethodArgs,
+};
 use crate::config::ProjectFile;
 use crate::exit::ExitCode;
 use anyhow::Result;

@@ -11,7 +11,7 @@ use crate::config::ProjectFile;
 use crate::exit::ExitCode;
 use anyhow::{bail, Context, Result};
 use credit_core::methods::hisr;
-use credit_core::schema::columns::{ACTION, OBS, PROGRESS, SEGMENT_REWARD, TASK};
+use credit_core::schema::columns::{ACTION, PROGRESS, SEGMENT_REWARD, TASK};
 use credit_core::StepBatch;
 use credit_train::progress::{
     train_progress, ProgressModel, ProgressTrain, Readout, StepText, Trajectory,
@@ -65,7 +65,8 @@ fn trajectories(
         Readout::Step => None,
         Readout::SegmentEnd => Some(hisr::segmentation(batch, hisr)?.ranges),
     };
-    let columns = [TASK, OBS, ACTION].map(|c| batch.texts(c));
+    // The model reads what the policy read: `policy_obs` beside a logged state, else the state.
+    let columns = [batch.texts(TASK), batch.policy_texts(), batch.texts(ACTION)];
     let text = |column: usize, r: u32| {
         columns[column]
             .and_then(|c| c.get(r as usize))
@@ -171,12 +172,7 @@ pub fn train(args: ProgressArgs, readout: Readout) -> Result<ExitCode> {
 
 /// Fills the column a model in `dir` predicts (`progress` for `expected = Step`, `segment_reward`
 /// at the ends of `hisr`'s segments for `SegmentEnd`) when the logs lack it; returns whether it did.
-fn fill(
-    batch: &mut StepBatch,
-    dir: &Path,
-    expected: Readout,
-    hisr: &hisr::Params,
-) -> Result<bool> {
+fn fill(batch: &mut StepBatch, dir: &Path, expected: Readout, hisr: &hisr::Params) -> Result<bool> {
     let model = ProgressModel::load(dir)
         .with_context(|| format!("loading the model in {}", dir.display()))?;
     let readout = model.config().readout;

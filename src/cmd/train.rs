@@ -11,7 +11,7 @@ use super::{load, Format, Globals, MethodArgs};
 use crate::config::ProjectFile;
 use crate::exit::ExitCode;
 use anyhow::{bail, Context, Result};
-use credit_core::schema::columns::{ACTION, LOGPROB, OBS, PROMPT, TASK};
+use credit_core::schema::columns::{ACTION, LOGPROB, PROMPT, TASK};
 use credit_core::StepBatch;
 use credit_train::load::{ChatFormat, Tokenizer};
 use credit_train::progress::Readout;
@@ -310,7 +310,7 @@ fn samples(
     };
     let (prompts, obs, tasks, logprobs) = (
         batch.texts(PROMPT),
-        batch.texts(OBS),
+        batch.policy_texts(),
         batch.texts(TASK),
         batch.opt_f64s(LOGPROB),
     );

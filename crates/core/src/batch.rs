@@ -241,6 +241,12 @@ impl StepBatch {
         self.frame.column(column).ok().and_then(|c| c.str().ok())
     }
 
+    /// The observation text the policy saw: `policy_obs` when the log carries it beside the state
+    /// (verl-agent's `obs` next to `anchor_obs`), else the state `obs`.
+    pub fn policy_texts(&self) -> Option<&StringChunked> {
+        self.texts(POLICY_OBS).or_else(|| self.texts(OBS))
+    }
+
     /// `valid` per row; rows without a logged value are valid (schema default).
     pub fn valid(&self) -> Vec<bool> {
         match self.frame.column(VALID).ok().and_then(|c| c.bool().ok()) {

@@ -72,6 +72,7 @@ pub enum Reason {
     DuplicateStep,
     StepGap,
     TrajectoryInTwoGroups,
+    ConflictingColumns,
     EmptyInput,
     UnreadableFile,
 }
@@ -88,6 +89,7 @@ impl Reason {
             Reason::DuplicateStep => "duplicate (traj_id, step)",
             Reason::StepGap => "gap in step numbering",
             Reason::TrajectoryInTwoGroups => "trajectory in two groups",
+            Reason::ConflictingColumns => "columns that disagree",
             Reason::EmptyInput => "empty input",
             Reason::UnreadableFile => "unreadable file",
         }

@@ -1,7 +1,10 @@
-//! The input schema: canonical column names, their types, and the aliases other producers use.
+//! The input schema: canonical column names, their types, the names other producers use for them,
+//! and what happens when one log carries several of those names at once.
 //!
-//! One table, [`FIELDS`], drives alias resolution, type checks and the "accepted aliases" part of the
-//! missing-column message, so `docs/formats.md` and the code cannot drift apart.
+//! One table, [`FIELDS`], drives name resolution, type checks, the "accepted names" part of the
+//! missing-column message and the collision rules, so `docs/formats.md` and the code cannot drift
+//! apart. [`ColumnMap::resolve`] turns the column names of one file (Parquet) or one row (JSONL)
+//! into a [`Resolution`]: which column feeds each field, and what became of the others.
 
 /// Canonical column names, as polars does with its output field names.
 pub mod columns {
@@ -26,6 +29,8 @@ pub mod columns {
     pub const SEGMENT_REWARD: &str = "segment_reward";
     pub const PROGRESS: &str = "progress";
     pub const VALUE: &str = "value";
+    /// The observation text shown to the policy, when it differs from the state (`obs`).
+    pub const POLICY_OBS: &str = "policy_obs";
     pub const PROMPT: &str = "prompt";
     pub const FEEDBACK: &str = "feedback";
     /// Derived: R(τ) of the row's trajectory.
@@ -61,198 +66,344 @@ impl Kind {
     }
 }
 
-/// One input column: canonical name, kind, whether required, accepted aliases.
+/// What happens when one log carries several of a field's accepted names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Collision {
+    /// The first name present (in [`Field::sources`] order) feeds the field; the others are not
+    /// used, for the reason listed beside a column's name (the reference code's meaning), else
+    /// because the first name comes first.
+    First(&'static [(&'static str, &'static str)]),
+    /// The names mean the same thing: the first non-null value is used and every other non-null
+    /// value on the row must equal it; a row where they differ is an error naming both columns.
+    Agree,
+}
+
+/// One input field: canonical name, kind, whether required, accepted column names and the rule
+/// for several of them at once.
 #[derive(Debug)]
 pub struct Field {
     pub name: &'static str,
     pub kind: Kind,
     pub required: bool,
-    pub aliases: &'static [&'static str],
+    /// Every accepted column name, in precedence order; the canonical name is among them.
+    pub sources: &'static [&'static str],
+    pub collision: Collision,
+}
+
+impl Field {
+    /// The accepted names other than the canonical one.
+    pub fn aliases(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.sources
+            .iter()
+            .copied()
+            .filter(move |s| *s != self.name)
+    }
 }
 
 use columns::*;
 
-/// Every column `credit` understands (`../shared/spec/schema.md`), in a fixed order.
+const MODEL_TEXT: &str = "`action` is the action the environment executed; verl-agent's `text_actions` and a `response` or `output` are the model's whole text";
+
+/// Every column `credit` understands (`docs/formats.md`), in a fixed order. The precedence of each
+/// field's names follows what verl-agent (and verl, ProxMO-RL, the GraphGPO recipe) mean by them.
 pub const FIELDS: &[Field] = &[
     Field {
         name: GROUP_ID,
         kind: Kind::Key,
         required: true,
-        aliases: &["uid", "index", "group", "task_uid"],
+        sources: &[GROUP_ID, "uid", "group", "task_uid", "index"],
+        collision: Collision::First(&[(
+            "index",
+            "verl and verl-agent group rollouts by `uid` (compute_grpo_outcome_advantage's `index` argument receives `uid`); `index` is the dataset row index, which repeats across iterations",
+        )]),
     },
     Field {
         name: TRAJ_ID,
         kind: Kind::Key,
         required: true,
-        aliases: &["traj_uid", "traj_index", "episode_id", "trajectory_id"],
+        sources: &[TRAJ_ID, "traj_uid", "traj_index", "episode_id", "trajectory_id"],
+        collision: Collision::First(&[(
+            "traj_index",
+            "verl-agent's GiGPO receives `traj_uid` as its `traj_index`",
+        )]),
     },
     Field {
         name: STEP,
         kind: Kind::Int,
         required: true,
-        aliases: &["t", "turn", "step_idx", "step_id"],
+        sources: &[STEP, "step_idx", "step_id", "turn", "t"],
+        collision: Collision::First(&[]),
     },
     Field {
         name: REWARD,
         kind: Kind::Float,
         required: true,
-        aliases: &["rewards", "r", "step_reward"],
+        sources: &[REWARD, "rewards", "step_reward", "r"],
+        collision: Collision::Agree,
     },
     Field {
         name: OBS,
         kind: Kind::Text,
         required: false,
-        aliases: &["anchor_obs", "observation", "state"],
+        sources: &["anchor_obs", OBS, "observation", "state"],
+        collision: Collision::First(&[(
+            OBS,
+            "verl-agent's GiGPO groups steps on `anchor_obs`, and the GraphGPO recipe and ProxMO-RL read it; `obs` is then the text shown to the policy",
+        )]),
+    },
+    Field {
+        name: POLICY_OBS,
+        kind: Kind::Text,
+        required: false,
+        sources: &[POLICY_OBS],
+        collision: Collision::Agree,
     },
     Field {
         name: NEXT_OBS,
         kind: Kind::Text,
         required: false,
-        aliases: &[],
+        sources: &[NEXT_OBS],
+        collision: Collision::Agree,
     },
     Field {
         name: ACTION,
         kind: Kind::Text,
         required: false,
-        aliases: &["text_actions", "response", "output"],
+        sources: &[ACTION, "text_actions", "response", "output"],
+        collision: Collision::First(&[
+            ("text_actions", MODEL_TEXT),
+            ("response", MODEL_TEXT),
+            ("output", MODEL_TEXT),
+        ]),
     },
     Field {
         name: VALID,
         kind: Kind::Bool,
         required: false,
-        aliases: &["is_action_valid", "action_valid"],
+        sources: &[VALID, "is_action_valid", "action_valid"],
+        collision: Collision::Agree,
     },
     Field {
         name: SUCCESS,
         kind: Kind::Bool,
         required: false,
-        aliases: &["won", "is_success"],
+        sources: &[SUCCESS, "is_success", "won"],
+        collision: Collision::First(&[(
+            "won",
+            "`success` marks the trajectory on every row, while verl-agent's `won` is set on the winning step only; either way a trajectory succeeds when any of its rows says so",
+        )]),
     },
     Field {
         name: EPISODE_REWARD,
         kind: Kind::Float,
         required: false,
-        aliases: &["episode_rewards", "score"],
+        sources: &[EPISODE_REWARD, "episode_rewards", "score"],
+        collision: Collision::Agree,
     },
     Field {
         name: DONE,
         kind: Kind::Bool,
         required: false,
-        aliases: &["dones"],
+        sources: &[DONE, "dones"],
+        collision: Collision::Agree,
     },
     Field {
         name: ITERATION,
         kind: Kind::Int,
         required: false,
-        aliases: &["global_step", "training_step", "epoch"],
+        sources: &[ITERATION, "global_step", "training_step", "epoch"],
+        collision: Collision::First(&[(
+            "epoch",
+            "a training step is finer than an `epoch` (a pass over the data), and groups never span training steps",
+        )]),
     },
     Field {
         name: TASK,
         kind: Kind::Text,
         required: false,
-        aliases: &["data_source", "task_type", "category", "game"],
+        sources: &[TASK, "task_type", "category", "game", "data_source"],
+        collision: Collision::First(&[(
+            "data_source",
+            "the finer label is the task: verl's `data_source` names the environment (one value for a whole ALFWorld run)",
+        )]),
     },
     Field {
         name: COST,
         kind: Kind::Float,
         required: false,
-        aliases: &["edge_cost"],
+        sources: &[COST, "edge_cost"],
+        collision: Collision::Agree,
     },
     Field {
         name: LOGPROB,
         kind: Kind::Float,
         required: false,
-        aliases: &["old_log_prob", "policy_logprob"],
+        sources: &[LOGPROB, "old_log_prob", "policy_logprob"],
+        collision: Collision::Agree,
     },
     Field {
         name: HINDSIGHT_LOGPROB,
         kind: Kind::Float,
         required: false,
-        aliases: &[],
+        sources: &[HINDSIGHT_LOGPROB],
+        collision: Collision::Agree,
     },
     Field {
         name: N_TOKENS,
         kind: Kind::Int,
         required: false,
-        aliases: &["response_length", "action_tokens"],
+        sources: &[N_TOKENS, "action_tokens", "response_length"],
+        collision: Collision::First(&[(
+            "response_length",
+            "HISR normalises by the action's own tokens; verl's `response_length` counts the whole response",
+        )]),
     },
     Field {
         name: SEGMENT,
         kind: Kind::Int,
         required: false,
-        aliases: &["segment_id", "subgoal"],
+        sources: &[SEGMENT, "segment_id", "subgoal"],
+        collision: Collision::Agree,
     },
     Field {
         name: SEGMENT_REWARD,
         kind: Kind::Float,
         required: false,
-        aliases: &[],
+        sources: &[SEGMENT_REWARD],
+        collision: Collision::Agree,
     },
     Field {
         name: PROGRESS,
         kind: Kind::Float,
         required: false,
-        aliases: &["contribution", "turn_value"],
+        sources: &[PROGRESS, "contribution", "turn_value"],
+        collision: Collision::Agree,
     },
     Field {
         name: VALUE,
         kind: Kind::Float,
         required: false,
-        aliases: &["values", "critic_value"],
+        sources: &[VALUE, "values", "critic_value"],
+        collision: Collision::Agree,
     },
     Field {
         name: PROMPT,
         kind: Kind::Text,
         required: false,
-        aliases: &["input"],
+        sources: &[PROMPT, "input"],
+        collision: Collision::Agree,
     },
     Field {
         name: FEEDBACK,
         kind: Kind::Text,
         required: false,
-        aliases: &["env_feedback"],
+        sources: &[FEEDBACK, "env_feedback"],
+        collision: Collision::Agree,
     },
 ];
+
+/// A column that loses its own field to a higher-precedence name feeds another field instead:
+/// beside `anchor_obs`, verl-agent's `obs` is the text shown to the policy.
+pub const DEMOTIONS: &[(&str, &str)] = &[(OBS, POLICY_OBS)];
 
 pub fn field(name: &str) -> Option<&'static Field> {
     FIELDS.iter().find(|f| f.name == name)
 }
 
-/// "`group_id` (or uid, index, group, task_uid)": for messages about a missing column.
+pub fn field_index(name: &str) -> Option<usize> {
+    FIELDS.iter().position(|f| f.name == name)
+}
+
+/// "`group_id` (or uid, group, task_uid, index)": for messages about a missing column.
 pub fn describe_accepted(field: &Field) -> String {
-    if field.aliases.is_empty() {
+    let aliases: Vec<&str> = field.aliases().collect();
+    if aliases.is_empty() {
         format!("`{}`", field.name)
     } else {
-        format!("`{}` (or {})", field.name, field.aliases.join(", "))
+        format!("`{}` (or {})", field.name, aliases.join(", "))
     }
 }
 
-/// Maps source column names onto canonical fields: the user's mapping first, then canonical
-/// names, then aliases. When a row carries several names for one field (`won` and `success`),
-/// the canonical name wins, then the alias listed first.
+/// The user's column mapping, from `--schema map.toml` or `[columns]` in `credit.toml`: a mapped
+/// column feeds its field ahead of every accepted name, which is how a collision is settled by hand.
 #[derive(Clone, Debug, Default)]
 pub struct ColumnMap {
-    /// source name → canonical name, from `--schema map.toml` or `[columns]` in `credit.toml`.
+    /// source name → canonical name.
     pub user: std::collections::BTreeMap<String, String>,
 }
 
-impl ColumnMap {
-    /// The field index in [`FIELDS`] and the precedence rank (lower wins) of a source name.
-    pub fn resolve(&self, source: &str) -> Option<(usize, u8)> {
-        if let Some(target) = self.user.get(source) {
-            return FIELDS.iter().position(|f| f.name == target).map(|i| (i, 0));
+/// Which column feeds one field.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Feed {
+    pub column: String,
+    /// Further columns that must hold the same value on every row ([`Collision::Agree`]).
+    pub agree: Vec<String>,
+}
+
+/// How the columns of one file (or one JSONL row shape) map onto the fields.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Resolution {
+    /// One entry per field of [`FIELDS`].
+    pub feeds: Vec<Option<Feed>>,
+    /// What was decided, for the report: one entry per field fed.
+    pub uses: Vec<ColumnUse>,
+}
+
+/// Which log column feeds a field, and what became of the other columns named for it.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+pub struct ColumnUse {
+    pub field: &'static str,
+    pub column: String,
+    /// Other columns of the log named for the same field.
+    pub also: Vec<Also>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
+pub struct Also {
+    pub column: String,
+    /// `agrees` (checked equal on every row), `feeds <field>`, or `not used`.
+    pub outcome: String,
+    /// Why, when not used.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub why: String,
+}
+
+impl ColumnUse {
+    /// What the field is, for people: `state (obs)`, `policy text (policy_obs)`, `reward`.
+    pub fn label(&self) -> String {
+        match self.field {
+            OBS => "state (obs)".into(),
+            POLICY_OBS => "policy text (policy_obs)".into(),
+            other => other.into(),
         }
-        for (i, f) in FIELDS.iter().enumerate() {
-            if f.name == source {
-                return Some((i, 1));
-            }
-            if let Some(k) = f.aliases.iter().position(|a| *a == source) {
-                return Some((i, 2 + k as u8));
-            }
-        }
-        None
     }
 
+    /// `state (obs) ← anchor_obs`.
+    pub fn short(&self) -> String {
+        format!("{} ← {}", self.label(), self.column)
+    }
+
+    /// [`ColumnUse::short`] and what became of the other columns named for the field:
+    /// `state (obs) ← anchor_obs (obs also present: feeds policy_obs, …)`.
+    pub fn describe(&self) -> String {
+        let mut out = self.short();
+        for a in &self.also {
+            let why = if a.why.is_empty() {
+                String::new()
+            } else {
+                format!(": {}", a.why)
+            };
+            let outcome = match a.outcome.as_str() {
+                "agrees" => "checked equal on every row".to_string(),
+                o => o.to_string(),
+            };
+            out.push_str(&format!("; {} also present: {outcome}{why}", a.column));
+        }
+        out
+    }
+}
+
+impl ColumnMap {
     /// Checks that every mapping target is a canonical column.
     pub fn check(&self) -> Result<(), String> {
         for (source, target) in &self.user {
@@ -265,5 +416,265 @@ impl ColumnMap {
             }
         }
         Ok(())
+    }
+
+    /// The field a column name feeds on its own (the user's mapping first) and its rank among the
+    /// field's names (0: mapped by the user).
+    fn candidate(&self, name: &str) -> Option<(usize, usize)> {
+        if let Some(target) = self.user.get(name) {
+            return field_index(target).map(|i| (i, 0));
+        }
+        FIELDS.iter().enumerate().find_map(|(i, f)| {
+            f.sources
+                .iter()
+                .position(|s| *s == name)
+                .map(|k| (i, k + 1))
+        })
+    }
+
+    /// Resolves the column names of one file or row shape. `Err` when two columns are mapped onto
+    /// one field by the user.
+    pub fn resolve<'a>(
+        &self,
+        names: impl IntoIterator<Item = &'a str>,
+    ) -> Result<Resolution, String> {
+        let mut candidates: Vec<Vec<(usize, &str)>> = vec![Vec::new(); FIELDS.len()];
+        for name in names {
+            if let Some((f, rank)) = self.candidate(name) {
+                if !candidates[f].iter().any(|(_, n)| *n == name) {
+                    candidates[f].push((rank, name));
+                }
+            }
+        }
+        let mut feeds: Vec<Option<Feed>> = vec![None; FIELDS.len()];
+        let mut uses = Vec::new();
+        let mut demoted: Vec<(usize, &str, &str)> = Vec::new();
+        for (f, field) in FIELDS.iter().enumerate() {
+            let list = &mut candidates[f];
+            if list.is_empty() {
+                continue;
+            }
+            list.sort();
+            if list.len() > 1 && list[1].0 == 0 {
+                return Err(format!(
+                    "column mapping: `{}` and `{}` are both mapped to `{}`; map one of them",
+                    list[0].1, list[1].1, field.name
+                ));
+            }
+            let (rank, chosen) = list[0];
+            let mut feed = Feed {
+                column: chosen.to_string(),
+                agree: Vec::new(),
+            };
+            let mut also = Vec::new();
+            for &(_, other) in &list[1..] {
+                if let Some(&(_, into)) = DEMOTIONS.iter().find(|(s, _)| *s == other) {
+                    if rank > 0 || self.user.get(other).is_none() {
+                        demoted.push((f, other, into));
+                        continue;
+                    }
+                }
+                let (outcome, why) = match (rank, field.collision) {
+                    (0, _) => ("not used", format!("the column mapping chooses `{chosen}`")),
+                    (_, Collision::Agree) => {
+                        feed.agree.push(other.to_string());
+                        ("agrees", String::new())
+                    }
+                    (_, Collision::First(reasons)) => (
+                        "not used",
+                        reasons.iter().find(|(c, _)| *c == other).map_or_else(
+                            || {
+                                format!(
+                                    "`{chosen}` comes first among the names of `{}`",
+                                    field.name
+                                )
+                            },
+                            |(_, why)| why.to_string(),
+                        ),
+                    ),
+                };
+                also.push(Also {
+                    column: other.to_string(),
+                    outcome: outcome.to_string(),
+                    why,
+                });
+            }
+            uses.push(ColumnUse {
+                field: field.name,
+                column: chosen.to_string(),
+                also,
+            });
+            feeds[f] = Some(feed);
+        }
+        for (from, column, into) in demoted {
+            let target = field_index(into).expect("demotion targets a field");
+            let outcome = if feeds[target].is_none() {
+                feeds[target] = Some(Feed {
+                    column: column.to_string(),
+                    agree: Vec::new(),
+                });
+                uses.push(ColumnUse {
+                    field: FIELDS[target].name,
+                    column: column.to_string(),
+                    also: Vec::new(),
+                });
+                (format!("feeds {into}"), String::new())
+            } else {
+                (
+                    "not used".to_string(),
+                    format!("`{into}` is logged as well"),
+                )
+            };
+            let why = match FIELDS[from].collision {
+                Collision::First(reasons) if outcome.1.is_empty() => reasons
+                    .iter()
+                    .find(|(c, _)| *c == column)
+                    .map_or(String::new(), |(_, why)| why.to_string()),
+                _ => outcome.1,
+            };
+            let entry = uses
+                .iter_mut()
+                .find(|u| u.field == FIELDS[from].name)
+                .expect("the demoting field is fed");
+            entry.also.push(Also {
+                column: column.to_string(),
+                outcome: outcome.0,
+                why,
+            });
+        }
+        uses.sort_by_key(|u| field_index(u.field));
+        Ok(Resolution { feeds, uses })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn resolve(names: &[&str]) -> Resolution {
+        ColumnMap::default().resolve(names.iter().copied()).unwrap()
+    }
+
+    fn fed(r: &Resolution, field: &str) -> Option<String> {
+        r.feeds[field_index(field).unwrap()]
+            .as_ref()
+            .map(|f| f.column.clone())
+    }
+
+    #[test]
+    fn anchor_obs_is_the_state_and_obs_the_policy_text() {
+        let r = resolve(&["uid", "traj_uid", "step", "reward", "obs", "anchor_obs"]);
+        assert_eq!(fed(&r, OBS).as_deref(), Some("anchor_obs"));
+        assert_eq!(fed(&r, POLICY_OBS).as_deref(), Some("obs"));
+        let state = r.uses.iter().find(|u| u.field == OBS).unwrap();
+        assert_eq!(state.also[0].column, "obs");
+        assert_eq!(state.also[0].outcome, "feeds policy_obs");
+        // Alone, `obs` is the state.
+        let r = resolve(&["uid", "traj_uid", "step", "reward", "obs"]);
+        assert_eq!(fed(&r, OBS).as_deref(), Some("obs"));
+        assert_eq!(fed(&r, POLICY_OBS), None);
+    }
+
+    #[test]
+    fn precedence_follows_the_reference_meaning() {
+        let r = resolve(&[
+            "index",
+            "uid",
+            "traj_index",
+            "traj_uid",
+            "step",
+            "won",
+            "success",
+            "text_actions",
+            "action",
+            "epoch",
+            "global_step",
+            "data_source",
+            "task_type",
+            "response_length",
+            "action_tokens",
+            "reward",
+        ]);
+        for (field, column) in [
+            (GROUP_ID, "uid"),
+            (TRAJ_ID, "traj_uid"),
+            (SUCCESS, "success"),
+            (ACTION, "action"),
+            (ITERATION, "global_step"),
+            (TASK, "task_type"),
+            (N_TOKENS, "action_tokens"),
+        ] {
+            assert_eq!(fed(&r, field).as_deref(), Some(column), "{field}");
+            let u = r.uses.iter().find(|u| u.field == field).unwrap();
+            assert_eq!(u.also.len(), 1, "{field}");
+            assert_eq!(u.also[0].outcome, "not used");
+            assert!(!u.also[0].why.is_empty());
+        }
+    }
+
+    #[test]
+    fn same_meaning_names_must_agree() {
+        let r = resolve(&[
+            "uid",
+            "traj_uid",
+            "step",
+            "reward",
+            "rewards",
+            "episode_rewards",
+            "score",
+        ]);
+        let reward = r.feeds[field_index(REWARD).unwrap()].as_ref().unwrap();
+        assert_eq!(
+            (reward.column.as_str(), reward.agree.clone()),
+            ("reward", vec!["rewards".to_string()])
+        );
+        let episode = r.feeds[field_index(EPISODE_REWARD).unwrap()]
+            .as_ref()
+            .unwrap();
+        assert_eq!(episode.column, "episode_rewards");
+        assert_eq!(episode.agree, vec!["score".to_string()]);
+    }
+
+    #[test]
+    fn the_user_mapping_settles_a_collision() {
+        let map = ColumnMap {
+            user: [
+                ("obs".to_string(), "obs".to_string()),
+                ("rewards".to_string(), "reward".to_string()),
+            ]
+            .into_iter()
+            .collect(),
+        };
+        let r = map
+            .resolve([
+                "uid",
+                "traj_uid",
+                "step",
+                "reward",
+                "rewards",
+                "obs",
+                "anchor_obs",
+            ])
+            .unwrap();
+        assert_eq!(fed(&r, OBS).as_deref(), Some("obs"));
+        assert_eq!(fed(&r, POLICY_OBS), None);
+        assert_eq!(fed(&r, REWARD).as_deref(), Some("rewards"));
+        let reward = r.feeds[field_index(REWARD).unwrap()].as_ref().unwrap();
+        assert!(reward.agree.is_empty());
+        let state = r.uses.iter().find(|u| u.field == OBS).unwrap();
+        assert_eq!(state.also[0].column, "anchor_obs");
+        assert!(state.also[0].why.contains("column mapping"));
+        let two = ColumnMap {
+            user: [
+                ("a".to_string(), "reward".to_string()),
+                ("b".to_string(), "reward".to_string()),
+            ]
+            .into_iter()
+            .collect(),
+        };
+        assert!(two
+            .resolve(["a", "b"])
+            .unwrap_err()
+            .contains("both mapped to `reward`"));
     }
 }

@@ -242,3 +242,75 @@ fn proxmo_paper_step_part_is_profile_independent() {
         );
     }
 }
+
+/// Every method's columns on `name`'s fixture with `progress` and `segment_reward` filled in (ĉ_t =
+/// r_t, one segment per turn with r̂ = r_t), so that SPA and HISR run as well.
+fn every_method(batch: &mut StepBatch, profile: Profile) -> Vec<(String, Vec<Values>)> {
+    let rewards = batch.f64s("reward").unwrap().to_vec();
+    batch.with_column_f64("progress", rewards.clone()).unwrap();
+    batch
+        .with_column_opt_f64("segment_reward", rewards.into_iter().map(Some).collect())
+        .unwrap();
+    credit_core::methods::ALL
+        .iter()
+        .map(|name| {
+            let settings: &[(&str, &str)] = if *name == "hisr" {
+                &[("segments", "per_turn")]
+            } else {
+                &[]
+            };
+            let a = run(batch, name, profile, settings);
+            (
+                name.to_string(),
+                a.columns.into_iter().map(|c| c.values).collect(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn obs_beside_anchor_obs_changes_no_advantage() {
+    // `formats/X.with-obs.*` are the real fixtures with an `obs` column holding each step's
+    // feedback (sokoban's `feedback`, textworld's `next_obs`), which differs from `anchor_obs` on
+    // 1078 of 1078 and 401 of 404 rows. verl-agent keys states on `anchor_obs`: every method, in
+    // both profiles, must give exactly what the plain fixture gives.
+    for (name, variant) in [
+        ("textworld", "formats/textworld.with-obs.jsonl"),
+        ("sokoban", "formats/sokoban.with-obs.jsonl"),
+        ("sokoban", "formats/sokoban.with-obs.parquet"),
+    ] {
+        let read = |path: PathBuf| read_paths(&[path], &IngestOptions::default()).unwrap();
+        let with_obs = read(fixture(variant));
+        let state = with_obs
+            .report
+            .columns
+            .iter()
+            .find(|u| u.field == "obs")
+            .unwrap();
+        assert_eq!(state.column, "anchor_obs", "{variant}");
+        assert_eq!(state.also[0].outcome, "feeds policy_obs", "{variant}");
+        for profile in [Profile::Paper, Profile::Verl] {
+            let mut plain = load(name);
+            let mut other = with_obs.batch.clone();
+            let expected = every_method(&mut plain, profile);
+            let got = every_method(&mut other, profile);
+            assert_eq!(expected.len(), 9);
+            for ((method, a), (_, b)) in expected.iter().zip(&got) {
+                for (x, y) in a.iter().zip(b) {
+                    match (x, y) {
+                        (Values::F64(x), Values::F64(y)) => {
+                            assert!(
+                                x.iter().zip(y).all(|(p, q)| p.to_bits() == q.to_bits()),
+                                "{variant} {profile:?} {method}"
+                            )
+                        }
+                        (Values::I64(x), Values::I64(y)) => {
+                            assert_eq!(x, y, "{variant} {profile:?} {method}")
+                        }
+                        _ => panic!("{variant} {method}: column types differ"),
+                    }
+                }
+            }
+        }
+    }
+}

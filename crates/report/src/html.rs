@@ -47,6 +47,25 @@ pub fn write(
         esc(preset),
         esc(&inputs.advantages.iter().map(|(m, _)| m.as_str()).collect::<Vec<_>>().join(", "))
     );
+    let _ = writeln!(
+        o,
+        "<p class=\"columns\">Columns: {}.</p>",
+        esc(&s
+            .columns
+            .iter()
+            .map(|u| u.short())
+            .collect::<Vec<_>>()
+            .join(", "))
+    );
+    let collisions: Vec<String> = s
+        .columns
+        .iter()
+        .filter(|u| !u.also.is_empty())
+        .map(|u| format!("<li>{}</li>", esc(&u.describe())))
+        .collect();
+    if !collisions.is_empty() {
+        let _ = writeln!(o, "<ul class=\"columns\">{}</ul>", collisions.concat());
+    }
 
     if let Some(c) = checks {
         let verdict = if c.passed {

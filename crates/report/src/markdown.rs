@@ -32,6 +32,21 @@ pub fn write(
             .collect::<Vec<_>>()
             .join(", ")
     );
+    let _ = writeln!(
+        o,
+        "Columns: {}.\n",
+        s.columns
+            .iter()
+            .map(|u| u.short())
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    for u in s.columns.iter().filter(|u| !u.also.is_empty()) {
+        let _ = writeln!(o, "- {}", u.describe());
+    }
+    if s.columns.iter().any(|u| !u.also.is_empty()) {
+        let _ = writeln!(o);
+    }
     if let Some(c) = checks {
         let _ = writeln!(
             o,

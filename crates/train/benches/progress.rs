@@ -12,9 +12,30 @@ use credit_train::random::SplitMix64;
 use std::time::Instant;
 
 const WORDS: [&str; 24] = [
-    "you", "see", "a", "drawer", "cabinet", "on", "the", "countertop", "is", "open", "closed",
-    "apple", "mug", "in", "sink", "basin", "fridge", "nothing", "happens", "arrive", "at", "loc",
-    "shelf", "desk",
+    "you",
+    "see",
+    "a",
+    "drawer",
+    "cabinet",
+    "on",
+    "the",
+    "countertop",
+    "is",
+    "open",
+    "closed",
+    "apple",
+    "mug",
+    "in",
+    "sink",
+    "basin",
+    "fridge",
+    "nothing",
+    "happens",
+    "arrive",
+    "at",
+    "loc",
+    "shelf",
+    "desk",
 ];
 
 fn text(rng: &mut SplitMix64, words: usize) -> String {

@@ -186,7 +186,10 @@ type Sparse = Vec<(u32, f32)>;
 /// Hashed uni- and bigram counts of each field, log(1 + count), then the position features.
 fn step_features(step: &StepText, t: usize, config: &ProgressConfig) -> Sparse {
     let mut counts: BTreeMap<u32, f32> = BTreeMap::new();
-    for (i, text) in [&step.task, &step.obs, &step.action].into_iter().enumerate() {
+    for (i, text) in [&step.task, &step.obs, &step.action]
+        .into_iter()
+        .enumerate()
+    {
         let lower = text.to_lowercase();
         let words: Vec<&str> = lower
             .split(|c: char| !c.is_alphanumeric())
@@ -194,7 +197,9 @@ fn step_features(step: &StepText, t: usize, config: &ProgressConfig) -> Sparse {
             .collect();
         let mut bump = |key: &str| {
             let bucket = (fnv(SALTS[i], key) % config.buckets as u64) as usize;
-            *counts.entry((i * config.buckets + bucket) as u32).or_default() += 1.0;
+            *counts
+                .entry((i * config.buckets + bucket) as u32)
+                .or_default() += 1.0;
         };
         for w in &words {
             bump(w);
@@ -447,7 +452,9 @@ impl ProgressModel {
         let text = serde_json::to_vec_pretty(&config)
             .map_err(|e| Error::Params(format!("serializing config.json: {e}")))?;
         let path = dir.join(CONFIG);
-        write_atomic(&path, |f| f.write_all(&text).map_err(|e| Error::io(&path, e)))
+        write_atomic(&path, |f| {
+            f.write_all(&text).map_err(|e| Error::io(&path, e))
+        })
     }
 
     /// Reads a directory written by [`ProgressModel::save`].
@@ -516,7 +523,8 @@ fn folds(keys: &[&str], wanted: usize) -> (Vec<usize>, usize, &'static str) {
     order.dedup();
     order.sort_by_key(|u| fnv(0x0073_706c_6974, u));
     let k = wanted.min(order.len()).max(1);
-    let fold_of: HashMap<&str, usize> = order.iter().enumerate().map(|(i, u)| (*u, i % k)).collect();
+    let fold_of: HashMap<&str, usize> =
+        order.iter().enumerate().map(|(i, u)| (*u, i % k)).collect();
     let assignment = units.iter().map(|u| fold_of[u.as_str()]).collect();
     (assignment, k, if by_task { "task" } else { "trajectory" })
 }

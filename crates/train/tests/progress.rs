@@ -143,7 +143,10 @@ fn degenerate_inputs_are_errors_not_panics() {
     }
     // No readout anywhere (a segment-end model on trajectories without segment ends).
     let mut silent = synthetic(2, 2, 1);
-    silent.iter_mut().flat_map(|t| &mut t.steps).for_each(|s| s.readout = false);
+    silent
+        .iter_mut()
+        .flat_map(|t| &mut t.steps)
+        .for_each(|s| s.readout = false);
     assert!(train_progress(&silent, &ProgressTrain::default()).is_err());
     assert!(ProgressModel::load(std::path::Path::new("/nonexistent/dir")).is_err());
 }

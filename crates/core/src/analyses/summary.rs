@@ -15,6 +15,8 @@ use std::collections::BTreeMap;
 #[derive(Clone, Debug, Serialize)]
 pub struct Summary {
     pub files: usize,
+    /// Which log column feeds each field, and what became of the other columns named for it.
+    pub columns: Vec<crate::schema::ColumnUse>,
     pub rows: usize,
     /// Distinct iterations, when an `iteration` column exists.
     pub iterations: Option<usize>,
@@ -327,6 +329,7 @@ pub fn summarize(batch: &StepBatch, report: &IngestReport, hisr: &hisr::Params) 
 
     Summary {
         files: report.files.len(),
+        columns: report.columns.clone(),
         rows: batch.len(),
         iterations: batch.has_iteration().then(|| {
             let mut its: Vec<Option<i64>> = batch.groups.iter().map(|g| g.iteration).collect();

@@ -4,11 +4,15 @@
 //! problem must name its line and column (polars reports neither) and `--lenient` must skip single
 //! lines. The typed columns then go into polars like every other input.
 
-use super::{convert, domain_error, is_non_finite_word, Cell, Compression, RowBuilder};
+use super::{
+    conflict_message, convert, domain_error, is_non_finite_word, Cell, Compression, RowBuilder,
+};
 use crate::error::{Error, Location, Reason, Result, Unit};
-use crate::schema::{columns::*, describe_accepted, ColumnMap, FIELDS};
+use crate::schema::{
+    columns::*, describe_accepted, ColumnMap, ColumnUse, Field, Resolution, FIELDS,
+};
 use serde_json::{Map, Value};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 
@@ -35,9 +39,11 @@ pub(super) fn read(
             zstd::stream::read::Decoder::new(file_handle).map_err(io)?,
         )),
     };
+    let mut uses = BTreeSet::new();
     let mut resolver = Resolver {
         columns,
         cache: HashMap::new(),
+        uses: &mut uses,
     };
     let mut buffer = Vec::new();
     let mut index = 0usize;
@@ -114,6 +120,8 @@ pub(super) fn read(
             },
         }
     }
+    drop(resolver);
+    rows.column_uses.extend(uses);
     Ok(())
 }
 
@@ -155,7 +163,10 @@ fn malformed(text: &str, e: &serde_json::Error, at: impl Fn(Option<String>) -> L
 
 struct Resolver<'a> {
     columns: &'a ColumnMap,
-    cache: HashMap<String, Option<(usize, u8)>>,
+    /// Resolutions by row shape (the sorted key list): logs repeat a handful of shapes.
+    cache: HashMap<Vec<String>, Resolution>,
+    /// Every column use seen, for the report.
+    uses: &'a mut BTreeSet<ColumnUse>,
 }
 
 impl Resolver<'_> {
@@ -165,68 +176,92 @@ impl Resolver<'_> {
         &mut self,
         sources: &[(&Map<String, Value>, &str)],
     ) -> std::result::Result<Vec<Option<Cell>>, (String, Reason, String)> {
-        let mut chosen: Vec<Option<(u8, usize, &str, &Value)>> = vec![None; FIELDS.len()];
+        let episode_level = sources.len() > 1;
+        let mut shape: Vec<String> = Vec::new();
         for (level, (object, _)) in sources.iter().enumerate() {
-            for (key, value) in object.iter() {
-                if key == "steps" && level == sources.len() - 1 && sources.len() > 1 {
-                    continue;
-                }
-                let resolved = match self.cache.get(key) {
-                    Some(r) => *r,
-                    None => {
-                        let r = self.columns.resolve(key);
-                        self.cache.insert(key.clone(), r);
-                        r
-                    }
-                };
-                let Some((field, rank)) = resolved else {
-                    continue;
-                };
-                let better = match chosen[field] {
-                    None => true,
-                    Some((r, l, _, _)) => (level, rank) < (l, r),
-                };
-                if better {
-                    chosen[field] = Some((rank, level, key.as_str(), value));
+            for key in object.keys() {
+                if !(episode_level && level == sources.len() - 1 && key == "steps") {
+                    shape.push(key.clone());
                 }
             }
         }
+        shape.sort_unstable();
+        shape.dedup();
+        if !self.cache.contains_key(&shape) {
+            let resolution = self
+                .columns
+                .resolve(shape.iter().map(String::as_str))
+                .map_err(|message| ("".to_string(), Reason::MissingColumn, message))?;
+            self.uses.extend(resolution.uses.iter().cloned());
+            self.cache.insert(shape.clone(), resolution);
+        }
+        let resolution = &self.cache[&shape];
+        // A column's value and the prefix that locates it (`steps[3].`), the step's own keys first.
+        let lookup = |key: &str| -> Option<(&Value, &str)> {
+            sources
+                .iter()
+                .find_map(|(object, prefix)| object.get(key).map(|v| (v, *prefix)))
+        };
+        let typed = |field: &Field,
+                     key: &str|
+         -> std::result::Result<Option<Cell>, (String, Reason, String)> {
+            let Some((value, prefix)) = lookup(key) else {
+                return Ok(None);
+            };
+            if value.is_null() {
+                return Ok(None);
+            }
+            let located = |reason, message| (format!("{prefix}{key}"), reason, message);
+            let cell = convert(field.kind, value).map_err(|(r, m)| located(r, m))?;
+            if let Some(message) = domain_error(field, &cell) {
+                return Err(located(Reason::WrongType, message));
+            }
+            Ok(Some(cell))
+        };
         let mut cells = Vec::with_capacity(FIELDS.len());
         for (i, field) in FIELDS.iter().enumerate() {
-            match chosen[i] {
-                None | Some((_, _, _, Value::Null)) if field.required => {
-                    let key = chosen[i].map(|(_, _, k, _)| k.to_string());
-                    return Err(match key {
-                        Some(k) => (
-                            k,
-                            Reason::MissingValue,
-                            format!("`{}` is null; a value is required", field.name),
-                        ),
-                        None => (
-                            field.name.to_string(),
-                            Reason::MissingColumn,
-                            missing_message(field, sources[sources.len() - 1].0),
-                        ),
-                    });
+            let Some(feed) = &resolution.feeds[i] else {
+                if field.required {
+                    return Err((
+                        field.name.to_string(),
+                        Reason::MissingColumn,
+                        missing_message(field, sources[sources.len() - 1].0),
+                    ));
                 }
-                None | Some((_, _, _, Value::Null)) => cells.push(None),
-                Some((_, level, key, value)) => match convert(field.kind, value) {
-                    Ok(cell) => {
-                        if let Some(message) = domain_error(field, &cell) {
-                            return Err((
-                                format!("{}{key}", sources[level].1),
-                                Reason::WrongType,
-                                message,
-                            ));
-                        }
-                        cells.push(Some(cell))
+                cells.push(None);
+                continue;
+            };
+            let mut cell = typed(field, &feed.column)?;
+            let mut from = feed.column.as_str();
+            for other in &feed.agree {
+                let Some(value) = typed(field, other)? else {
+                    continue;
+                };
+                match &cell {
+                    None => {
+                        cell = Some(value);
+                        from = other;
                     }
-                    Err((reason, message)) => {
-                        let prefix = sources[level].1;
-                        return Err((format!("{prefix}{key}"), reason, message));
+                    Some(first) if *first == value => {}
+                    Some(first) => {
+                        let prefix = lookup(other).map_or("", |(_, p)| p);
+                        return Err((
+                            format!("{prefix}{other}"),
+                            Reason::ConflictingColumns,
+                            conflict_message(field, from, first, other, &value),
+                        ));
                     }
-                },
+                }
             }
+            if cell.is_none() && field.required {
+                let prefix = lookup(&feed.column).map_or("", |(_, p)| p);
+                return Err((
+                    format!("{prefix}{}", feed.column),
+                    Reason::MissingValue,
+                    format!("`{}` is null; a value is required", field.name),
+                ));
+            }
+            cells.push(cell);
         }
         Ok(cells)
     }

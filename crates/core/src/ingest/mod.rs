@@ -15,7 +15,7 @@ mod parquet;
 
 use crate::batch::StepBatch;
 use crate::error::{Error, Location, Reason, Result, Unit};
-use crate::schema::{columns::*, ColumnMap, Kind, FIELDS};
+use crate::schema::{columns::*, ColumnMap, ColumnUse, Field, Kind, FIELDS};
 use polars::prelude::*;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -63,6 +63,8 @@ pub struct IngestReport {
     pub padding_duplicates: u64,
     /// Files skipped for their extension, and similar notes.
     pub notes: Vec<String>,
+    /// Which log column fed each field, and what became of the other columns named for it.
+    pub columns: Vec<ColumnUse>,
 }
 
 impl IngestReport {
@@ -95,6 +97,10 @@ pub fn read_paths(paths: &[PathBuf], options: &IngestOptions) -> Result<Ingested
         });
     }
     rows.paths = files;
+    report.columns = std::mem::take(&mut rows.column_uses).into_iter().collect();
+    report
+        .columns
+        .sort_by_key(|u| (crate::schema::field_index(u.field), u.column.clone()));
     let batch = rows.finish(options, &mut report, paths)?;
     Ok(Ingested { batch, report })
 }
@@ -201,6 +207,21 @@ pub(crate) enum Cell {
     Bool(bool),
 }
 
+impl Cell {
+    /// The value as a message shows it.
+    fn show(&self) -> String {
+        match self {
+            Cell::Str(s) if s.chars().count() > 40 => {
+                format!("{:?}…", s.chars().take(40).collect::<String>())
+            }
+            Cell::Str(s) => format!("{s:?}"),
+            Cell::Int(v) => v.to_string(),
+            Cell::Float(v) => v.to_string(),
+            Cell::Bool(v) => v.to_string(),
+        }
+    }
+}
+
 /// Typed column builders for every canonical field, plus each row's origin.
 pub(crate) struct RowBuilder {
     lenient: bool,
@@ -212,6 +233,7 @@ pub(crate) struct RowBuilder {
     paths: Vec<PathBuf>,
     skipped: BTreeMap<Reason, u64>,
     skipped_examples: Vec<String>,
+    pub(crate) column_uses: std::collections::BTreeSet<ColumnUse>,
 }
 
 impl RowBuilder {
@@ -225,6 +247,7 @@ impl RowBuilder {
             paths: Vec::new(),
             skipped: BTreeMap::new(),
             skipped_examples: Vec::new(),
+            column_uses: Default::default(),
         }
     }
 
@@ -543,6 +566,23 @@ pub(crate) fn convert(
         }
         _ => Err((Reason::WrongType, got())),
     }
+}
+
+/// Two columns that must agree ([`crate::schema::Collision::Agree`]) hold different values.
+pub(crate) fn conflict_message(
+    field: &Field,
+    first: &str,
+    a: &Cell,
+    second: &str,
+    b: &Cell,
+) -> String {
+    format!(
+        "`{second}` = {} but `{first}` = {} on this row; both give `{}`, and which one credit reads changes the results: choose one with `--schema map.toml` (e.g. `{second} = \"{}\"`)",
+        b.show(),
+        a.show(),
+        field.name,
+        field.name
+    )
 }
 
 /// Checks beyond the kind: a value the field cannot take.

@@ -2,7 +2,7 @@
 //! alias table as JSONL and cast to each field's kind; a value that does not cast is reported with
 //! its row (0-based) and column.
 
-use super::{domain_error, Cell, RowBuilder};
+use super::{conflict_message, domain_error, Cell, RowBuilder};
 use crate::error::{Error, Location, Reason, Result, Unit};
 use crate::schema::{describe_accepted, ColumnMap, Kind, FIELDS};
 use polars::prelude::*;
@@ -34,17 +34,12 @@ pub(super) fn read(
     })?;
     let n = frame.height();
 
-    // Best source column per field: user mapping, canonical name, then aliases in order.
-    let mut chosen: Vec<Option<(u8, &Column)>> = vec![None; FIELDS.len()];
-    for column in frame.columns() {
-        if let Some((field, rank)) = columns.resolve(column.name()) {
-            if chosen[field].is_none_or(|(r, _)| rank < r) {
-                chosen[field] = Some((rank, column));
-            }
-        }
-    }
+    let resolution = columns
+        .resolve(frame.get_column_names().iter().map(|c| c.as_str()))
+        .map_err(Error::Config)?;
+    rows.column_uses.extend(resolution.uses.iter().cloned());
     for (i, field) in FIELDS.iter().enumerate() {
-        if field.required && chosen[i].is_none() {
+        if field.required && resolution.feeds[i].is_none() {
             let message = format!(
                 "missing required column {}; map another name onto it with `--schema map.toml`",
                 describe_accepted(field)
@@ -58,34 +53,56 @@ pub(super) fn read(
         }
     }
 
-    // Typed values per field, with per-row problems collected as (row, reason, message).
+    // Typed values per field, with per-row problems collected as (row, column, reason, message).
     let mut typed: Vec<Option<Vec<Option<Cell>>>> = Vec::with_capacity(FIELDS.len());
-    let mut problems: Vec<(usize, usize, Reason, String)> = Vec::new();
+    let mut problems: Vec<(usize, String, Reason, String)> = Vec::new();
     for (i, field) in FIELDS.iter().enumerate() {
-        let Some((_, column)) = chosen[i] else {
+        let Some(feed) = &resolution.feeds[i] else {
             typed.push(None);
             continue;
         };
-        let (values, bad) = cast_column(field.kind, column)?;
-        for (row, reason, message) in bad {
-            problems.push((row, i, reason, message));
-        }
-        for (row, v) in values.iter().enumerate() {
-            if let Some(message) = v.as_ref().and_then(|c| domain_error(field, c)) {
-                problems.push((row, i, Reason::WrongType, message));
+        let cast = |name: &str,
+                    problems: &mut Vec<(usize, String, Reason, String)>|
+         -> Result<Vec<Option<Cell>>> {
+            let column = frame.column(name)?;
+            let (values, bad) = cast_column(field.kind, column)?;
+            for (row, reason, message) in bad {
+                problems.push((row, name.to_string(), reason, message));
+            }
+            for (row, v) in values.iter().enumerate() {
+                if let Some(message) = v.as_ref().and_then(|c| domain_error(field, c)) {
+                    problems.push((row, name.to_string(), Reason::WrongType, message));
+                }
+            }
+            Ok(values)
+        };
+        let mut values = cast(&feed.column, &mut problems)?;
+        let mut from: Vec<&str> = vec![feed.column.as_str(); n];
+        for other in &feed.agree {
+            let others = cast(other, &mut problems)?;
+            for (row, value) in others.into_iter().enumerate() {
+                let Some(value) = value else { continue };
+                match &values[row] {
+                    None => {
+                        values[row] = Some(value);
+                        from[row] = other;
+                    }
+                    Some(first) if *first == value => {}
+                    Some(first) => problems.push((
+                        row,
+                        other.clone(),
+                        Reason::ConflictingColumns,
+                        conflict_message(field, from[row], first, other, &value),
+                    )),
+                }
             }
         }
         if field.required {
             for (row, v) in values.iter().enumerate() {
-                if v.is_none()
-                    && !column
-                        .get(row)
-                        .map(|a| !matches!(a, AnyValue::Null))
-                        .unwrap_or(false)
-                {
+                if v.is_none() {
                     problems.push((
                         row,
-                        i,
+                        feed.column.clone(),
                         Reason::MissingValue,
                         format!("`{}` is null; a value is required", field.name),
                     ));
@@ -94,13 +111,13 @@ pub(super) fn read(
         }
         typed.push(Some(values));
     }
-    problems.sort_by_key(|p| (p.0, p.1));
+    // The first problem of each row, in row order (a value that does not cast before a null).
+    problems.sort_by_key(|p| p.0);
     problems.dedup_by_key(|p| p.0);
     let mut bad_rows = vec![false; n];
-    for (row, field, reason, message) in problems {
-        let name = chosen[field].map(|(_, c)| c.name().to_string());
+    for (row, column, reason, message) in problems {
         rows.reject(Error::input(
-            at(Some(row as u64), name.as_deref()),
+            at(Some(row as u64), Some(&column)),
             reason,
             message,
         ))?;
