@@ -1,128 +1,459 @@
 //! JSONL reading: one step row per line, or one episode per line with a `steps` array.
 //!
-//! Lines are parsed one by one with serde_json rather than polars' NDJSON reader, because every
-//! problem must name its line and column (polars reports neither) and `--lenient` must skip single
-//! lines. The typed columns then go into polars like every other input.
+//! A file is cut into chunks of whole lines ([`read_chunks`]) that are parsed in parallel
+//! ([`parse`]). Each line goes through simd-json's tape first: a flat step row whose values are
+//! what the schema expects is typed straight from the tape. Anything else (an episode with
+//! `steps`, a value that needs converting or is wrong, malformed JSON, a lone surrogate escape,
+//! duplicate keys) takes the serde_json path, which decides every such case and words every
+//! message: both paths give the same rows, the fast one only takes the lines it is sure of.
+//! polars' own NDJSON reader is not used because every problem must name its line and column and
+//! `--lenient` must skip single lines.
 
-use super::{
-    conflict_message, convert, domain_error, is_non_finite_word, Cell, Compression, RowBuilder,
-};
+use super::files::Compression;
+use super::rows::{Origin, Rows, Value as Typed};
+use super::{conflict_message, convert, domain_error, is_non_finite_word, Cell};
 use crate::error::{Error, Location, Reason, Result, Unit};
 use crate::schema::{
-    columns::*, describe_accepted, ColumnMap, ColumnUse, Field, Resolution, FIELDS,
+    columns::*, describe_accepted, ColumnMap, ColumnUse, Field, Kind, Resolution, FIELDS,
 };
 use serde_json::{Map, Value};
+use simd_json::{Node, StaticNode};
 use std::collections::{BTreeSet, HashMap};
-use std::io::{BufRead, BufReader};
+use std::io::Read;
 use std::path::Path;
 
-pub(super) fn read(
+/// Whole lines of one file.
+pub(crate) struct Chunk {
+    pub file: u32,
+    /// 1-based number of the chunk's first line.
+    pub first_line: u64,
+    pub bytes: Vec<u8>,
+    /// Bytes of the file on disk that this chunk accounts for (compressed size for .gz/.zst).
+    pub disk_bytes: u64,
+}
+
+/// Counts the bytes a reader hands out (the compressed bytes behind a decoder).
+struct Counting<R> {
+    inner: R,
+    count: std::sync::Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl<R: Read> Read for Counting<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.count
+            .fetch_add(n as u64, std::sync::atomic::Ordering::Relaxed);
+        Ok(n)
+    }
+}
+
+/// Reads `path` as chunks of about `chunk_bytes` that end at a line break, handing each to `emit`
+/// (which returns false to stop early). A UTF-8 byte-order mark at the start is dropped.
+pub(crate) fn read_chunks(
     path: &Path,
     compression: Compression,
-    columns: &ColumnMap,
     file: u32,
-    rows: &mut RowBuilder,
+    chunk_bytes: usize,
+    mut emit: impl FnMut(Chunk) -> bool,
 ) -> Result<()> {
-    rows.set_unit(Unit::Line);
     let io = |source| Error::Io {
         path: path.to_path_buf(),
         source,
     };
-    let file_handle = std::fs::File::open(path).map_err(io)?;
-    // Streamed line by line: logs run to gigabytes, and only the typed columns are kept.
-    let mut reader: Box<dyn BufRead> = match compression {
-        Compression::None => Box::new(BufReader::with_capacity(1 << 20, file_handle)),
-        Compression::Gzip => Box::new(BufReader::new(flate2::read::MultiGzDecoder::new(
-            BufReader::new(file_handle),
-        ))),
-        Compression::Zstd => Box::new(BufReader::new(
-            zstd::stream::read::Decoder::new(file_handle).map_err(io)?,
-        )),
+    let count = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let raw = Counting {
+        inner: std::fs::File::open(path).map_err(io)?,
+        count: count.clone(),
     };
+    let mut reader: Box<dyn Read> = match compression {
+        Compression::None => Box::new(raw),
+        Compression::Gzip => Box::new(flate2::read::MultiGzDecoder::new(
+            std::io::BufReader::with_capacity(1 << 20, raw),
+        )),
+        Compression::Zstd => Box::new(zstd::stream::read::Decoder::new(raw).map_err(io)?),
+    };
+    let mut buffer: Vec<u8> = Vec::with_capacity(chunk_bytes + (1 << 16));
+    let (mut first_line, mut reported, mut at_start, mut eof) = (1u64, 0u64, true, false);
+    while !eof {
+        // Fill to the chunk size (or the end of the file).
+        while buffer.len() < chunk_bytes {
+            let start = buffer.len();
+            buffer.resize(start + (chunk_bytes - start).max(1 << 16), 0);
+            let n = loop {
+                match reader.read(&mut buffer[start..]) {
+                    Ok(n) => break n,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
+                    Err(e) => return Err(io(e)),
+                }
+            };
+            buffer.truncate(start + n);
+            if n == 0 {
+                eof = true;
+                break;
+            }
+        }
+        if at_start && buffer.len() >= 3 {
+            if buffer.starts_with(b"\xEF\xBB\xBF") {
+                buffer.drain(..3);
+            }
+            at_start = false;
+        }
+        // Cut after the last line break; a line longer than the chunk keeps the chunk growing.
+        let cut = if eof {
+            buffer.len()
+        } else {
+            match memchr::memrchr(b'\n', &buffer) {
+                Some(p) => p + 1,
+                None => continue,
+            }
+        };
+        if cut == 0 {
+            continue;
+        }
+        let rest = buffer.split_off(cut);
+        let bytes = std::mem::replace(&mut buffer, rest);
+        let lines = memchr::memchr_iter(b'\n', &bytes).count() as u64;
+        let disk = count.load(std::sync::atomic::Ordering::Relaxed);
+        let chunk = Chunk {
+            file,
+            first_line,
+            bytes,
+            disk_bytes: disk - reported,
+        };
+        reported = disk;
+        first_line += lines;
+        if !emit(chunk) {
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
+/// What parsing a chunk (or reading a Parquet slice) gave: typed rows (their `seq` counts from 0
+/// within the block), the rejected rows' errors in order, and which column fed each field.
+pub(crate) struct Block {
+    pub file: u32,
+    pub rows: Rows,
+    pub problems: Vec<Error>,
+    pub uses: BTreeSet<ColumnUse>,
+    pub disk_bytes: u64,
+}
+
+/// The fields' resolution for one key order of a row, with each key's role.
+struct Shape {
+    keys: Vec<String>,
+    /// Per key: (field, rank) — rank 0 feeds the field, rank k ≥ 1 is its k-th agreeing column.
+    roles: Vec<Option<(usize, usize)>>,
+    resolution: Resolution,
+    /// Duplicate keys or an episode's `steps`: the serde path decides.
+    slow: bool,
+}
+
+const MAX_RANK: usize = 8;
+const N_FIELDS: usize = FIELDS.len();
+
+/// Per-worker state: the shapes seen, and scratch space.
+struct FastPath<'a> {
+    columns: &'a ColumnMap,
+    shapes: Vec<Shape>,
+    last: usize,
+    /// (key node, value node) of the current row's entries.
+    entries: Vec<(usize, usize)>,
+    /// Value node per (field, rank), for the current row.
+    slots: Vec<Option<usize>>,
+}
+
+impl<'a> FastPath<'a> {
+    fn new(columns: &'a ColumnMap) -> Self {
+        FastPath {
+            columns,
+            shapes: Vec::new(),
+            last: 0,
+            entries: Vec::new(),
+            slots: vec![None; N_FIELDS * MAX_RANK],
+        }
+    }
+
+    /// The index of the shape of the object whose keys are `keys` (built on first sight).
+    fn shape<'k>(
+        &mut self,
+        keys: impl Iterator<Item = &'k str> + Clone,
+    ) -> std::result::Result<usize, String> {
+        let same = |shape: &Shape| {
+            let mut n = 0;
+            for (k, key) in keys.clone().enumerate() {
+                if shape.keys.get(k).map(String::as_str) != Some(key) {
+                    return false;
+                }
+                n += 1;
+            }
+            n == shape.keys.len()
+        };
+        if self.shapes.get(self.last).is_some_and(same) {
+            return Ok(self.last);
+        }
+        if let Some(i) = self.shapes.iter().position(same) {
+            self.last = i;
+            return Ok(i);
+        }
+        let names: Vec<String> = keys.map(str::to_string).collect();
+        let mut unique = names.clone();
+        unique.sort_unstable();
+        unique.dedup();
+        let resolution = self.columns.resolve(names.iter().map(String::as_str))?;
+        let roles = names
+            .iter()
+            .map(|key| {
+                resolution.feeds.iter().enumerate().find_map(|(f, feed)| {
+                    let feed = feed.as_ref()?;
+                    if feed.column == *key {
+                        Some((f, 0))
+                    } else {
+                        feed.agree.iter().position(|a| a == key).map(|k| (f, k + 1))
+                    }
+                })
+            })
+            .collect();
+        let slow = unique.len() != names.len()
+            || names.iter().any(|k| k == "steps")
+            || resolution
+                .feeds
+                .iter()
+                .flatten()
+                .any(|f| f.agree.len() >= MAX_RANK);
+        self.shapes.push(Shape {
+            keys: names,
+            roles,
+            resolution,
+            slow,
+        });
+        self.last = self.shapes.len() - 1;
+        Ok(self.last)
+    }
+
+    /// Types one flat step row from its tape into `rows`; false when the serde path must decide.
+    fn row(
+        &mut self,
+        nodes: &[Node<'_>],
+        seq: u64,
+        origin: Origin,
+        rows: &mut Rows,
+        uses: &mut BTreeSet<ColumnUse>,
+    ) -> bool {
+        let Some(&Node::Object { len, .. }) = nodes.first() else {
+            return false;
+        };
+        let mut entries = std::mem::take(&mut self.entries);
+        entries.clear();
+        let mut idx = 1;
+        for _ in 0..len {
+            let value = idx + 1;
+            let width = match nodes[value] {
+                Node::Object { count, .. } | Node::Array { count, .. } => count + 1,
+                _ => 1,
+            };
+            entries.push((idx, value));
+            idx = value + width;
+        }
+        let key = |i: usize| match nodes[i] {
+            Node::String(s) => s,
+            _ => "",
+        };
+        let pushed = match self.shape(entries.iter().map(|&(k, _)| key(k))) {
+            Ok(shape) => self.typed_row(shape, &entries, nodes, seq, origin, rows, uses),
+            Err(_) => false,
+        };
+        self.entries = entries;
+        pushed
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn typed_row(
+        &mut self,
+        shape: usize,
+        entries: &[(usize, usize)],
+        nodes: &[Node<'_>],
+        seq: u64,
+        origin: Origin,
+        rows: &mut Rows,
+        uses: &mut BTreeSet<ColumnUse>,
+    ) -> bool {
+        let shape = &self.shapes[shape];
+        if shape.slow {
+            return false;
+        }
+        self.slots.iter_mut().for_each(|s| *s = None);
+        for (&(_, value), role) in entries.iter().zip(&shape.roles) {
+            if let Some((field, rank)) = *role {
+                self.slots[field * MAX_RANK + rank] = Some(value);
+            }
+        }
+        let mut values: [Option<Typed>; N_FIELDS] = [None; N_FIELDS];
+        for (f, field) in FIELDS.iter().enumerate() {
+            let Some(feed) = &shape.resolution.feeds[f] else {
+                if field.required {
+                    return false;
+                }
+                continue;
+            };
+            let mut chosen: Option<Typed> = None;
+            for rank in 0..=feed.agree.len() {
+                let Some(node) = self.slots[f * MAX_RANK + rank] else {
+                    continue;
+                };
+                let Some(value) = typed(field.kind, &nodes[node]) else {
+                    return false;
+                };
+                match (chosen, value) {
+                    (_, None) => {}
+                    (None, Some(v)) => chosen = Some(v),
+                    (Some(c), Some(v)) if c == v => {}
+                    _ => return false,
+                }
+            }
+            match chosen {
+                None if field.required => return false,
+                Some(v) if out_of_domain(field, v) => return false,
+                _ => values[f] = chosen,
+            }
+        }
+        rows.push(seq, origin, &values);
+        if !shape.resolution.uses.is_empty() {
+            for u in &shape.resolution.uses {
+                if !uses.contains(u) {
+                    uses.insert(u.clone());
+                }
+            }
+        }
+        true
+    }
+}
+
+/// A tape value as the field's kind, when that needs no conversion worth a message:
+/// `Some(None)` is null, `None` sends the row to the serde path.
+fn typed<'i>(kind: Kind, node: &Node<'i>) -> Option<Option<Typed<'i>>> {
+    use StaticNode as S;
+    let Node::Static(s) = node else {
+        return match (kind, node) {
+            (Kind::Key | Kind::Text, Node::String(s)) => Some(Some(Typed::Str(s))),
+            (Kind::Bool, Node::String(s)) => match *s {
+                "true" | "True" => Some(Some(Typed::Bool(true))),
+                "false" | "False" => Some(Some(Typed::Bool(false))),
+                _ => None,
+            },
+            _ => None,
+        };
+    };
+    let value = match (kind, *s) {
+        (_, S::Null) => return Some(None),
+        (Kind::Key, S::I64(v)) => Typed::Int(v),
+        (Kind::Key, S::U64(v)) => Typed::Int(i64::try_from(v).ok()?),
+        (Kind::Int, S::I64(v)) => Typed::Int(v),
+        (Kind::Int, S::U64(v)) => Typed::Int(i64::try_from(v).ok()?),
+        (Kind::Int, S::F64(f)) if f.fract() == 0.0 && f.abs() < 9.0e15 => Typed::Int(f as i64),
+        (Kind::Float, S::I64(v)) => Typed::Float(v as f64),
+        (Kind::Float, S::U64(v)) => Typed::Float(v as f64),
+        (Kind::Float, S::F64(f)) if f.is_finite() => Typed::Float(f),
+        (Kind::Bool, S::Bool(b)) => Typed::Bool(b),
+        (Kind::Bool, S::I64(v)) if v == 0 || v == 1 => Typed::Bool(v == 1),
+        (Kind::Bool, S::U64(v)) if v == 0 || v == 1 => Typed::Bool(v == 1),
+        (Kind::Bool, S::F64(f)) if f == 0.0 || f == 1.0 => Typed::Bool(f == 1.0),
+        _ => return None,
+    };
+    Some(Some(value))
+}
+
+/// A value the field cannot take (the serde path words the message).
+fn out_of_domain(field: &Field, value: Typed) -> bool {
+    match value {
+        Typed::Float(c) => domain_error(field, &Cell::Float(c)).is_some(),
+        Typed::Int(n) if field.kind == Kind::Int => domain_error(field, &Cell::Int(n)).is_some(),
+        _ => false,
+    }
+}
+
+/// Whether a line has a `\\u` escape of a UTF-16 surrogate, which simd-json decodes leniently.
+fn has_surrogate_escape(line: &[u8]) -> bool {
+    memchr::memmem::find_iter(line, b"\\u").any(|p| {
+        matches!(line.get(p + 2), Some(b'd' | b'D'))
+            && matches!(
+                line.get(p + 3),
+                Some(b'8'..=b'9' | b'a'..=b'f' | b'A'..=b'F')
+            )
+    })
+}
+
+/// Parses one chunk: every line into typed rows or a located problem.
+pub(crate) fn parse(chunk: Chunk, path: &Path, columns: &ColumnMap) -> Block {
+    let Chunk {
+        file,
+        first_line,
+        bytes,
+        disk_bytes,
+    } = chunk;
+    let mut rows = Rows::default();
+    let mut problems = Vec::new();
     let mut uses = BTreeSet::new();
-    let mut resolver = Resolver {
+    let mut fast = FastPath::new(columns);
+    let mut slow = Resolver {
         columns,
         cache: HashMap::new(),
-        uses: &mut uses,
     };
-    let mut buffer = Vec::new();
-    let mut index = 0usize;
-    loop {
-        buffer.clear();
-        if reader.read_until(b'\n', &mut buffer).map_err(io)? == 0 {
-            break;
+    let mut buffers = simd_json::Buffers::default();
+    let mut copy: Vec<u8> = Vec::new();
+    let mut start = 0;
+    let mut line_no = first_line;
+    while start < bytes.len() {
+        let end = memchr::memchr(b'\n', &bytes[start..]).map_or(bytes.len(), |p| start + p);
+        let mut line_end = end;
+        if line_end > start && bytes[line_end - 1] == b'\r' {
+            line_end -= 1;
         }
-        index += 1;
-        let line = buffer.strip_suffix(b"\n").unwrap_or(&buffer);
-        let line_no = index as u64;
-        let line = line.strip_suffix(b"\r").unwrap_or(line);
-        if line.iter().all(u8::is_ascii_whitespace) {
+        let this_line = line_no;
+        line_no += 1;
+        let range = start..line_end;
+        start = end + 1;
+        if bytes[range.clone()].iter().all(u8::is_ascii_whitespace) {
             continue;
+        }
+        let origin = Origin {
+            file,
+            line: this_line,
+        };
+        let seq = rows.len() as u64;
+        if !has_surrogate_escape(&bytes[range.clone()]) {
+            // The tape is parsed from a copy: simd-json rewrites its input in place, and a line
+            // that the serde path must read again needs its original bytes.
+            copy.clear();
+            copy.extend_from_slice(&bytes[range.clone()]);
+            if let Ok(tape) = simd_json::to_tape_with_buffers(&mut copy, &mut buffers) {
+                if fast.row(&tape.0, seq, origin, &mut rows, &mut uses) {
+                    continue;
+                }
+            }
         }
         let at = |column: Option<String>| Location {
             path: path.to_path_buf(),
-            line: Some(line_no),
+            line: Some(this_line),
             unit: Unit::Line,
             column,
         };
-        let text = match std::str::from_utf8(line) {
-            Ok(t) => t,
-            Err(e) => {
-                let col = e.valid_up_to() + 1;
-                rows.reject(Error::input(
-                    at(Some(format!("byte {col}"))),
-                    Reason::InvalidUtf8,
-                    "invalid UTF-8; logs must be UTF-8 text",
-                ))?;
-                continue;
-            }
-        };
-        let value: Value = match serde_json::from_str(text) {
-            Ok(v) => v,
-            Err(e) => {
-                rows.reject(malformed(text, &e, at))?;
-                continue;
-            }
-        };
-        let Value::Object(object) = value else {
-            rows.reject(Error::input(
-                at(None),
-                Reason::WrongType,
-                "expected a JSON object (one step or one episode per line)",
-            ))?;
-            continue;
-        };
-        match object.get("steps") {
-            Some(Value::Array(steps)) => {
-                for (k, step) in steps.iter().enumerate() {
-                    let Value::Object(step) = step else {
-                        rows.reject(Error::input(
-                            at(Some(format!("steps[{k}]"))),
-                            Reason::WrongType,
-                            "expected each element of `steps` to be an object",
-                        ))?;
-                        continue;
-                    };
-                    let prefix = format!("steps[{k}].");
-                    match resolver.cells(&[(step, prefix.as_str()), (&object, "")]) {
-                        Ok(cells) => rows.push(file, line_no, cells),
-                        Err((column, reason, message)) => {
-                            rows.reject(Error::input(at(Some(column)), reason, message))?
-                        }
-                    }
-                }
-            }
-            _ => match resolver.cells(&[(&object, "")]) {
-                Ok(cells) => rows.push(file, line_no, cells),
-                Err((column, reason, message)) => {
-                    rows.reject(Error::input(at(Some(column)), reason, message))?
-                }
-            },
-        }
+        slow.line(
+            &bytes[range],
+            origin,
+            at,
+            &mut rows,
+            &mut problems,
+            &mut uses,
+        );
     }
-    drop(resolver);
-    rows.column_uses.extend(uses);
-    Ok(())
+    Block {
+        file,
+        rows,
+        problems,
+        uses,
+        disk_bytes,
+    }
 }
 
 /// Malformed JSON: name the column (character position), and the field when a Python-style
@@ -161,20 +492,87 @@ fn malformed(text: &str, e: &serde_json::Error, at: impl Fn(Option<String>) -> L
     )
 }
 
+/// The serde path: every line the tape path does not take.
 struct Resolver<'a> {
     columns: &'a ColumnMap,
     /// Resolutions by row shape (the sorted key list): logs repeat a handful of shapes.
     cache: HashMap<Vec<String>, Resolution>,
-    /// Every column use seen, for the report.
-    uses: &'a mut BTreeSet<ColumnUse>,
 }
 
 impl Resolver<'_> {
+    /// One line: its rows into `rows`, or its problems into `problems`.
+    fn line(
+        &mut self,
+        line: &[u8],
+        origin: Origin,
+        at: impl Fn(Option<String>) -> Location,
+        rows: &mut Rows,
+        problems: &mut Vec<Error>,
+        uses: &mut BTreeSet<ColumnUse>,
+    ) {
+        let text = match std::str::from_utf8(line) {
+            Ok(t) => t,
+            Err(e) => {
+                let col = e.valid_up_to() + 1;
+                problems.push(Error::input(
+                    at(Some(format!("byte {col}"))),
+                    Reason::InvalidUtf8,
+                    "invalid UTF-8; logs must be UTF-8 text",
+                ));
+                return;
+            }
+        };
+        let value: Value = match serde_json::from_str(text) {
+            Ok(v) => v,
+            Err(e) => {
+                problems.push(malformed(text, &e, at));
+                return;
+            }
+        };
+        let Value::Object(object) = value else {
+            problems.push(Error::input(
+                at(None),
+                Reason::WrongType,
+                "expected a JSON object (one step or one episode per line)",
+            ));
+            return;
+        };
+        let mut push =
+            |cells: std::result::Result<Vec<Option<Cell>>, (String, Reason, String)>| match cells {
+                Ok(cells) => {
+                    let values: Vec<Option<Typed>> =
+                        cells.iter().map(|c| c.as_ref().map(Typed::of)).collect();
+                    rows.push(rows.len() as u64, origin, &values);
+                }
+                Err((column, reason, message)) => {
+                    problems.push(Error::input(at(Some(column)), reason, message))
+                }
+            };
+        match object.get("steps") {
+            Some(Value::Array(steps)) => {
+                for (k, step) in steps.iter().enumerate() {
+                    let Value::Object(step) = step else {
+                        push(Err((
+                            format!("steps[{k}]"),
+                            Reason::WrongType,
+                            "expected each element of `steps` to be an object".into(),
+                        )));
+                        continue;
+                    };
+                    let prefix = format!("steps[{k}].");
+                    push(self.cells(&[(step, prefix.as_str()), (&object, "")], uses));
+                }
+            }
+            _ => push(self.cells(&[(&object, "")], uses)),
+        }
+    }
+
     /// Typed cells of one row from one or more objects (a step, then its episode), the first
     /// object's keys taking precedence. `Err` is (column, reason, message).
     fn cells(
         &mut self,
         sources: &[(&Map<String, Value>, &str)],
+        uses: &mut BTreeSet<ColumnUse>,
     ) -> std::result::Result<Vec<Option<Cell>>, (String, Reason, String)> {
         let episode_level = sources.len() > 1;
         let mut shape: Vec<String> = Vec::new();
@@ -192,7 +590,7 @@ impl Resolver<'_> {
                 .columns
                 .resolve(shape.iter().map(String::as_str))
                 .map_err(|message| ("".to_string(), Reason::MissingColumn, message))?;
-            self.uses.extend(resolution.uses.iter().cloned());
+            uses.extend(resolution.uses.iter().cloned());
             self.cache.insert(shape.clone(), resolution);
         }
         let resolution = &self.cache[&shape];

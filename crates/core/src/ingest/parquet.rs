@@ -1,228 +1,348 @@
-//! Parquet reading through polars: one step row per row. Columns are resolved through the same
-//! alias table as JSONL and cast to each field's kind; a value that does not cast is reported with
-//! its row (0-based) and column.
+//! Parquet reading through polars' own reader, slice by slice, reading only the columns that feed
+//! a field: one step row per row. Columns are resolved through the same schema table as JSONL and
+//! cast to each field's kind; a value that does not cast is reported with its row (0-based) and
+//! column.
 
-use super::{conflict_message, domain_error, Cell, RowBuilder};
+use super::jsonl::Block;
+use super::rows::{Origin, Rows, Value as Typed};
+use super::{conflict_message, domain_error, Cell};
 use crate::error::{Error, Location, Reason, Result, Unit};
-use crate::schema::{describe_accepted, ColumnMap, Kind, FIELDS};
+use crate::schema::{describe_accepted, ColumnMap, Kind, Resolution, FIELDS};
 use polars::prelude::*;
 use std::path::Path;
 
-pub(super) fn read(
-    path: &Path,
-    columns: &ColumnMap,
-    file: u32,
-    rows: &mut RowBuilder,
-) -> Result<()> {
-    rows.set_unit(Unit::Row);
-    let at = |line: Option<u64>, column: Option<&str>| Location {
+/// Rows per slice aim at this many decoded bytes.
+const SLICE_BYTES: usize = 16 << 20;
+
+/// One Parquet file, planned: what to read and in which slices.
+pub(crate) struct Plan {
+    pub file: u32,
+    pub resolution: Resolution,
+    /// The columns that feed a field (feeding and agreeing ones).
+    projection: Vec<String>,
+    metadata: Arc<polars_parquet_metadata::FileMetadata>,
+    /// (first row, rows) of each slice.
+    pub slices: Vec<(usize, usize)>,
+    /// Bytes of the file per row, for progress.
+    pub disk_bytes_per_row: f64,
+}
+
+mod polars_parquet_metadata {
+    pub use polars::io::parquet::read::FileMetadata;
+}
+
+fn at(path: &Path, row: Option<u64>, column: Option<&str>) -> Location {
+    Location {
         path: path.to_path_buf(),
-        line,
+        line: row,
         unit: Unit::Row,
         column: column.map(str::to_string),
-    };
+    }
+}
+
+fn unreadable(path: &Path, e: impl std::fmt::Display) -> Error {
+    Error::input(
+        at(path, None, None),
+        Reason::UnreadableFile,
+        format!("not a readable Parquet file: {e}"),
+    )
+}
+
+/// Reads the file's footer and resolves its columns. `Err` is a whole-file problem: unreadable, or
+/// a required field missing (a located input error either way).
+pub(crate) fn plan(path: &Path, file: u32, size: u64, columns: &ColumnMap) -> Result<Plan> {
     let handle = std::fs::File::open(path).map_err(|source| Error::Io {
         path: path.to_path_buf(),
         source,
     })?;
-    let frame = ParquetReader::new(handle).finish().map_err(|e| {
-        Error::input(
-            at(None, None),
-            Reason::UnreadableFile,
-            format!("not a readable Parquet file: {e}"),
-        )
-    })?;
-    let n = frame.height();
-
+    let mut reader = ParquetReader::new(handle);
+    let metadata = reader
+        .get_metadata()
+        .map_err(|e| unreadable(path, e))?
+        .clone();
+    let schema = reader.schema().map_err(|e| unreadable(path, e))?;
     let resolution = columns
-        .resolve(frame.get_column_names().iter().map(|c| c.as_str()))
+        .resolve(schema.iter_names().map(|n| n.as_str()))
         .map_err(Error::Config)?;
-    rows.column_uses.extend(resolution.uses.iter().cloned());
     for (i, field) in FIELDS.iter().enumerate() {
         if field.required && resolution.feeds[i].is_none() {
-            let message = format!(
-                "missing required column {}; map another name onto it with `--schema map.toml`",
-                describe_accepted(field)
-            );
-            rows.reject(Error::input(
-                at(None, Some(field.name)),
+            return Err(Error::input(
+                at(path, None, Some(field.name)),
                 Reason::MissingColumn,
-                message,
-            ))?;
-            return Ok(());
+                format!(
+                    "missing required column {}; map another name onto it with `--schema map.toml`",
+                    describe_accepted(field)
+                ),
+            ));
         }
     }
+    let projection: Vec<String> = resolution
+        .feeds
+        .iter()
+        .flatten()
+        .flat_map(|f| std::iter::once(f.column.clone()).chain(f.agree.iter().cloned()))
+        .collect();
+    let rows = metadata.num_rows;
+    let decoded: usize = metadata
+        .row_groups
+        .iter()
+        .map(|rg| rg.total_byte_size())
+        .sum();
+    let per_row = (decoded / rows.max(1)).max(1);
+    let step = (SLICE_BYTES / per_row).clamp(1024, 1 << 20);
+    let slices = (0..rows)
+        .step_by(step)
+        .map(|start| (start, step.min(rows - start)))
+        .collect();
+    Ok(Plan {
+        file,
+        resolution,
+        projection,
+        metadata,
+        slices,
+        disk_bytes_per_row: size as f64 / rows.max(1) as f64,
+    })
+}
 
-    // Typed values per field, with per-row problems collected as (row, column, reason, message).
-    let mut typed: Vec<Option<Vec<Option<Cell>>>> = Vec::with_capacity(FIELDS.len());
-    let mut problems: Vec<(usize, String, Reason, String)> = Vec::new();
+/// A column cast to its field's kind.
+enum Cast {
+    Text(StringChunked),
+    Int(Vec<Option<i64>>),
+    Float(Vec<Option<f64>>),
+    Bool(Vec<Option<bool>>),
+}
+
+impl Cast {
+    fn get(&self, row: usize) -> Option<Typed<'_>> {
+        match self {
+            Cast::Text(c) => c.get(row).map(Typed::Str),
+            Cast::Int(v) => v[row].map(Typed::Int),
+            Cast::Float(v) => v[row].map(Typed::Float),
+            Cast::Bool(v) => v[row].map(Typed::Bool),
+        }
+    }
+}
+
+/// (row, field, column, reason, message): sorted by row, then field, each row's first is kept.
+type Problems = Vec<(usize, usize, String, Reason, String)>;
+
+/// Reads rows `[start, start + len)` of a planned file into a block.
+pub(crate) fn read_slice(path: &Path, plan: &Plan, (start, len): (usize, usize)) -> Result<Block> {
+    let handle = std::fs::File::open(path).map_err(|source| Error::Io {
+        path: path.to_path_buf(),
+        source,
+    })?;
+    let mut reader = ParquetReader::new(handle)
+        .with_columns(Some(plan.projection.clone()))
+        .with_slice(Some((start, len)));
+    reader.set_metadata(plan.metadata.clone());
+    let frame = reader.finish().map_err(|e| unreadable(path, e))?;
+    let n = frame.height();
+
+    let mut problems: Problems = Vec::new();
+    let mut casts: Vec<Option<(Cast, Vec<(String, Cast)>)>> = Vec::with_capacity(FIELDS.len());
     for (i, field) in FIELDS.iter().enumerate() {
-        let Some(feed) = &resolution.feeds[i] else {
-            typed.push(None);
+        let Some(feed) = &plan.resolution.feeds[i] else {
+            casts.push(None);
             continue;
         };
-        let cast = |name: &str,
-                    problems: &mut Vec<(usize, String, Reason, String)>|
-         -> Result<Vec<Option<Cell>>> {
-            let column = frame.column(name)?;
-            let (values, bad) = cast_column(field.kind, column)?;
+        let mut cast = |name: &str| -> Result<Cast> {
+            let (values, bad) = cast_column(field.kind, frame.column(name)?)?;
             for (row, reason, message) in bad {
-                problems.push((row, name.to_string(), reason, message));
+                problems.push((row, i, name.to_string(), reason, message));
             }
-            for (row, v) in values.iter().enumerate() {
-                if let Some(message) = v.as_ref().and_then(|c| domain_error(field, c)) {
-                    problems.push((row, name.to_string(), Reason::WrongType, message));
+            for row in 0..n {
+                let cell = match values.get(row) {
+                    Some(Typed::Float(c)) => Cell::Float(c),
+                    Some(Typed::Int(c)) => Cell::Int(c),
+                    _ => continue,
+                };
+                if let Some(message) = domain_error(field, &cell) {
+                    problems.push((row, i, name.to_string(), Reason::WrongType, message));
                 }
             }
             Ok(values)
         };
-        let mut values = cast(&feed.column, &mut problems)?;
-        let mut from: Vec<&str> = vec![feed.column.as_str(); n];
+        let first = cast(&feed.column)?;
+        let mut agree = Vec::new();
         for other in &feed.agree {
-            let others = cast(other, &mut problems)?;
-            for (row, value) in others.into_iter().enumerate() {
-                let Some(value) = value else { continue };
-                match &values[row] {
-                    None => {
-                        values[row] = Some(value);
-                        from[row] = other;
+            agree.push((other.clone(), cast(other)?));
+        }
+        casts.push(Some((first, agree)));
+    }
+
+    let mut cast_bad = vec![false; n];
+    for p in &problems {
+        cast_bad[p.0] = true;
+    }
+    let mut rows = Rows::default();
+    let mut values: Vec<Option<Typed>> = vec![None; FIELDS.len()];
+    for row in 0..n {
+        let mut bad = cast_bad[row];
+        for (i, field) in FIELDS.iter().enumerate() {
+            values[i] = None;
+            let Some((first, agree)) = &casts[i] else {
+                continue;
+            };
+            let feed = plan.resolution.feeds[i]
+                .as_ref()
+                .expect("cast fields are fed");
+            let (mut chosen, mut from) = (first.get(row), feed.column.as_str());
+            for (name, other) in agree {
+                let Some(value) = other.get(row) else {
+                    continue;
+                };
+                match chosen {
+                    None => (chosen, from) = (Some(value), name.as_str()),
+                    Some(c) if c == value => {}
+                    Some(c) => {
+                        problems.push((
+                            row,
+                            i,
+                            name.clone(),
+                            Reason::ConflictingColumns,
+                            conflict_message(field, from, &owned(c), name, &owned(value)),
+                        ));
+                        bad = true;
                     }
-                    Some(first) if *first == value => {}
-                    Some(first) => problems.push((
-                        row,
-                        other.clone(),
-                        Reason::ConflictingColumns,
-                        conflict_message(field, from[row], first, other, &value),
-                    )),
                 }
             }
-        }
-        if field.required {
-            for (row, v) in values.iter().enumerate() {
-                if v.is_none() {
-                    problems.push((
-                        row,
-                        feed.column.clone(),
-                        Reason::MissingValue,
-                        format!("`{}` is null; a value is required", field.name),
-                    ));
-                }
+            if chosen.is_none() && field.required {
+                problems.push((
+                    row,
+                    i,
+                    feed.column.clone(),
+                    Reason::MissingValue,
+                    format!("`{}` is null; a value is required", field.name),
+                ));
+                bad = true;
             }
+            values[i] = chosen;
         }
-        typed.push(Some(values));
+        if !bad {
+            rows.push(
+                rows.len() as u64,
+                Origin {
+                    file: plan.file,
+                    line: (start + row) as u64,
+                },
+                &values,
+            );
+        }
     }
+
     // The first problem of each row, in row order (a value that does not cast before a null).
-    problems.sort_by_key(|p| p.0);
+    problems.sort_by_key(|p| (p.0, p.1));
     problems.dedup_by_key(|p| p.0);
-    let mut bad_rows = vec![false; n];
-    for (row, column, reason, message) in problems {
-        rows.reject(Error::input(
-            at(Some(row as u64), Some(&column)),
-            reason,
-            message,
-        ))?;
-        bad_rows[row] = true;
-    }
-    for row in (0..n).filter(|&r| !bad_rows[r]) {
-        let cells = typed
-            .iter_mut()
-            .map(|t| t.as_mut().and_then(|v| v[row].take()))
-            .collect();
-        rows.push(file, row as u64, cells);
-    }
-    Ok(())
+    let problems = problems
+        .into_iter()
+        .map(|(row, _, column, reason, message)| {
+            Error::input(
+                at(path, Some((start + row) as u64), Some(&column)),
+                reason,
+                message,
+            )
+        })
+        .collect();
+    Ok(Block {
+        file: plan.file,
+        rows,
+        problems,
+        uses: plan.resolution.uses.iter().cloned().collect(),
+        disk_bytes: (plan.disk_bytes_per_row * len as f64) as u64,
+    })
 }
 
-type Problems = Vec<(usize, Reason, String)>;
+fn owned(value: Typed) -> Cell {
+    match value {
+        Typed::Str(s) => Cell::Str(s.to_string()),
+        Typed::Int(v) => Cell::Int(v),
+        Typed::Float(v) => Cell::Float(v),
+        Typed::Bool(v) => Cell::Bool(v),
+    }
+}
 
 /// Casts a column to a field's kind. Values that fail to cast are problems; nulls stay `None`.
-fn cast_column(kind: Kind, column: &Column) -> Result<(Vec<Option<Cell>>, Problems)> {
+fn cast_column(kind: Kind, column: &Column) -> Result<(Cast, Vec<(usize, Reason, String)>)> {
     let dtype = column.dtype();
-    let mut problems = Problems::new();
-    let wrong = |problems: &mut Problems, row: usize, got: String| {
+    let mut problems = Vec::new();
+    let wrong = |problems: &mut Vec<(usize, Reason, String)>, row: usize, got: String| {
         problems.push((
             row,
             Reason::WrongType,
             format!("expected {}, got {got}", kind.expected()),
         ));
     };
-    let values: Vec<Option<Cell>> = match kind {
+    let values = match kind {
         Kind::Key if dtype.is_integer() || dtype == &DataType::String => {
-            let c = column.cast(&DataType::String)?;
-            c.str()?
-                .iter()
-                .map(|v| v.map(|s| Cell::Str(s.to_string())))
-                .collect()
+            Cast::Text(column.cast(&DataType::String)?.str()?.clone())
         }
-        Kind::Text => {
-            let c = column.cast(&DataType::String)?;
-            c.str()?
-                .iter()
-                .map(|v| v.map(|s| Cell::Str(s.to_string())))
-                .collect()
-        }
+        Kind::Text => Cast::Text(column.cast(&DataType::String)?.str()?.clone()),
         Kind::Int if dtype.is_integer() => {
-            let c = column.cast(&DataType::Int64)?;
-            c.i64()?.iter().map(|v| v.map(Cell::Int)).collect()
+            Cast::Int(column.cast(&DataType::Int64)?.i64()?.iter().collect())
         }
         Kind::Int if dtype.is_float() => {
             let c = column.cast(&DataType::Float64)?;
-            c.f64()?
-                .iter()
-                .enumerate()
-                .map(|(row, v)| match v {
-                    Some(f) if f.fract() == 0.0 => Some(Cell::Int(f as i64)),
-                    Some(f) => {
-                        wrong(&mut problems, row, f.to_string());
-                        None
-                    }
-                    None => None,
-                })
-                .collect()
+            Cast::Int(
+                c.f64()?
+                    .iter()
+                    .enumerate()
+                    .map(|(row, v)| match v {
+                        Some(f) if f.fract() == 0.0 => Some(f as i64),
+                        Some(f) => {
+                            wrong(&mut problems, row, f.to_string());
+                            None
+                        }
+                        None => None,
+                    })
+                    .collect(),
+            )
         }
         Kind::Float if dtype.is_primitive_numeric() => {
             let c = column.cast(&DataType::Float64)?;
-            c.f64()?
-                .iter()
-                .enumerate()
-                .map(|(row, v)| match v {
-                    Some(f) if !f.is_finite() => {
-                        problems.push((
-                            row,
-                            Reason::NonFinite,
-                            format!("expected a finite number, got {f}"),
-                        ));
-                        None
-                    }
-                    other => other.map(Cell::Float),
-                })
-                .collect()
+            Cast::Float(
+                c.f64()?
+                    .iter()
+                    .enumerate()
+                    .map(|(row, v)| match v {
+                        Some(f) if !f.is_finite() => {
+                            problems.push((
+                                row,
+                                Reason::NonFinite,
+                                format!("expected a finite number, got {f}"),
+                            ));
+                            None
+                        }
+                        other => other,
+                    })
+                    .collect(),
+            )
         }
-        Kind::Bool if dtype == &DataType::Boolean => {
-            column.bool()?.iter().map(|v| v.map(Cell::Bool)).collect()
-        }
+        Kind::Bool if dtype == &DataType::Boolean => Cast::Bool(column.bool()?.iter().collect()),
         Kind::Bool if dtype.is_integer() => {
             let c = column.cast(&DataType::Int64)?;
-            c.i64()?
-                .iter()
-                .enumerate()
-                .map(|(row, v)| match v {
-                    Some(0) => Some(Cell::Bool(false)),
-                    Some(1) => Some(Cell::Bool(true)),
-                    Some(x) => {
-                        wrong(&mut problems, row, x.to_string());
-                        None
-                    }
-                    None => None,
-                })
-                .collect()
+            Cast::Bool(
+                c.i64()?
+                    .iter()
+                    .enumerate()
+                    .map(|(row, v)| match v {
+                        Some(0) => Some(false),
+                        Some(1) => Some(true),
+                        Some(x) => {
+                            wrong(&mut problems, row, x.to_string());
+                            None
+                        }
+                        None => None,
+                    })
+                    .collect(),
+            )
         }
         _ => {
             let first = (0..column.len())
                 .find(|&r| !matches!(column.get(r), Ok(AnyValue::Null)))
                 .unwrap_or(0);
             wrong(&mut problems, first, format!("a column of type {dtype}"));
-            vec![None; column.len()]
+            Cast::Int(vec![None; column.len()])
         }
     };
     Ok((values, problems))

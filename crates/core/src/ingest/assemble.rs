@@ -1,0 +1,569 @@
+//! From rows to complete units: every row joins its unit (a group, an iteration's groups, or the
+//! whole input), a unit is checked when it closes (duplicate and padding rows, step gaps), and
+//! closed units leave as windows: a [`StepBatch`] of whole units that any method can run on.
+//!
+//! When a unit closes is the question. Logs are written batch by batch, so a group's rows sit
+//! close together: in a single pass ([`Closing::Optimistic`]) a unit closes once a set amount of
+//! other rows has gone by since its last row, or when too much is held. If a row of a closed unit
+//! turns up later (or a field first appears after windows went out without it), the pass reports
+//! [`Flow::Restart`]; the driver then indexes the input and reads it again with
+//! [`Closing::Exact`], where each unit closes right after its last row. Either way every window
+//! holds exactly the rows the whole-input batch would give that unit.
+
+use super::rows::{Origin, Rows};
+use super::IngestReport;
+use crate::batch::StepBatch;
+use crate::error::{Error, Location, Reason, Result, Unit as LineUnit};
+use crate::schema::{columns::*, field_index, FIELDS};
+use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasher, Hash};
+use std::path::PathBuf;
+
+/// What a window holds whole.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum UnitKind {
+    /// Each group: for group-local methods and analyses.
+    Group,
+    /// Each iteration's groups (the training batch): for methods with per-batch statistics
+    /// (ProxMO's TF-IDF fit, MGR's batch rates, SPA/HISR whitening). Without an `iteration`
+    /// column, the whole input is one batch.
+    Iteration,
+    /// The whole input as one window.
+    All,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum UnitKey {
+    Group(Option<i64>, String),
+    Iteration(Option<i64>),
+    All,
+}
+
+impl UnitKey {
+    fn describe(&self) -> String {
+        match self {
+            UnitKey::Group(Some(it), g) => format!("group `{g}` of iteration {it}"),
+            UnitKey::Group(None, g) => format!("group `{g}`"),
+            UnitKey::Iteration(Some(it)) => format!("iteration {it}"),
+            UnitKey::Iteration(None) => "the rows without an iteration".into(),
+            UnitKey::All => "the input".into(),
+        }
+    }
+}
+
+/// When units close.
+pub(crate) enum Closing {
+    /// After `quiet` bytes of other rows since a unit's last row, or oldest first while more than
+    /// `budget` bytes are held.
+    Optimistic { quiet: u64, budget: u64 },
+    /// Right after each unit's last row, as an index pass found it; `present` are the fields that
+    /// the whole input has.
+    Exact {
+        last_seq: HashMap<UnitKey, u64>,
+        present: Vec<bool>,
+    },
+}
+
+/// Whether the pass can go on.
+#[derive(Debug)]
+pub(crate) enum Flow {
+    Continue,
+    /// The single pass cannot stay exact: the reason, for the note.
+    Restart(String),
+}
+
+struct OpenUnit {
+    key: UnitKey,
+    rows: Rows,
+    first_seq: u64,
+    /// `position` when its last row arrived.
+    last_position: u64,
+    /// Whether a row arrived in the block being assembled.
+    touched: bool,
+}
+
+/// A closed, checked unit: its rows and which of them are kept.
+struct Closed {
+    rows: Rows,
+    keep: Vec<usize>,
+    first_seq: u64,
+}
+
+/// Complete units as one batch.
+pub struct Window {
+    pub batch: StepBatch,
+    /// Each batch row's place in the input (increasing within a unit, not across units).
+    pub seq: Vec<u64>,
+    /// Every input row before this place has been in this or an earlier window, or was dropped.
+    pub watermark: u64,
+}
+
+fn hash128<T: Hash>(value: &T) -> u128 {
+    // One fast fixed hasher, twice (the second salted): a 128-bit identity for closed units and
+    // trajectories.
+    let state = polars::prelude::PlSeedableRandomStateQuality::fixed();
+    let a = state.hash_one(value);
+    let b = state.hash_one((0x9e37_79b9_7f4a_7c15_u64, value));
+    ((a as u128) << 64) | b as u128
+}
+
+pub(crate) struct Assembler {
+    kind: UnitKind,
+    closing: Closing,
+    lenient: bool,
+    success_threshold: f64,
+    gamma: f64,
+    paths: Vec<PathBuf>,
+    open: Vec<OpenUnit>,
+    index: HashMap<UnitKey, usize>,
+    /// (iteration, traj_id) → (group_id, where the trajectory was first seen), for open units.
+    open_trajs: HashMap<(Option<i64>, String), (String, Origin)>,
+    /// hash(iteration, traj_id) → (hash(iteration, group_id), first seen), for closed units.
+    closed_trajs: HashMap<u128, (u128, Origin)>,
+    closed_units: HashSet<u128>,
+    next_seq: u64,
+    position: u64,
+    present: Vec<bool>,
+    /// The fields of the windows that went out, once one has.
+    emitted_present: Option<Vec<bool>>,
+    ready: Vec<Closed>,
+    ready_bytes: usize,
+    pub report: IngestReport,
+    field: Fields,
+}
+
+/// Field indices of the keys.
+struct Fields {
+    group: usize,
+    traj: usize,
+    step: usize,
+    iteration: usize,
+}
+
+/// A window goes out once this many bytes of closed units are ready.
+const WINDOW_BYTES: usize = 8 << 20;
+
+impl Assembler {
+    pub fn new(
+        kind: UnitKind,
+        closing: Closing,
+        lenient: bool,
+        success_threshold: f64,
+        gamma: f64,
+        paths: Vec<PathBuf>,
+    ) -> Self {
+        let fi = |name| field_index(name).expect("canonical field");
+        let present = match &closing {
+            Closing::Exact { present, .. } => present.clone(),
+            Closing::Optimistic { .. } => vec![false; FIELDS.len()],
+        };
+        let emitted_present = match &closing {
+            Closing::Exact { present, .. } => Some(present.clone()),
+            Closing::Optimistic { .. } => None,
+        };
+        Assembler {
+            kind,
+            closing,
+            lenient,
+            success_threshold,
+            gamma,
+            report: IngestReport {
+                files: Vec::new(),
+                ..Default::default()
+            },
+            paths,
+            open: Vec::new(),
+            index: HashMap::new(),
+            open_trajs: HashMap::new(),
+            closed_trajs: HashMap::new(),
+            closed_units: HashSet::new(),
+            next_seq: 0,
+            position: 0,
+            present,
+            emitted_present,
+            ready: Vec::new(),
+            ready_bytes: 0,
+            field: Fields {
+                group: fi(GROUP_ID),
+                traj: fi(TRAJ_ID),
+                step: fi(STEP),
+                iteration: fi(ITERATION),
+            },
+        }
+    }
+
+    fn location(&self, origin: Origin, column: Option<&str>) -> Location {
+        let unit = match super::files::format_of(&self.paths[origin.file as usize]) {
+            Some(super::files::Format::Parquet) => LineUnit::Row,
+            _ => LineUnit::Line,
+        };
+        Location {
+            path: self.paths[origin.file as usize].clone(),
+            line: Some(origin.line),
+            unit,
+            column: column.map(str::to_string),
+        }
+    }
+
+    /// Reports a bad row: an error in strict mode, a counted skip under `--lenient`.
+    fn reject(&mut self, error: Error, rows: u64) -> Result<()> {
+        match (&error, self.lenient) {
+            (Error::Input { reason, .. }, true) => {
+                *self.report.skipped.entry(*reason).or_default() += rows;
+                if self.report.skipped_examples.len() < 5 {
+                    self.report.skipped_examples.push(error.to_string());
+                }
+                Ok(())
+            }
+            _ => Err(error),
+        }
+    }
+
+    /// Takes one parsed block, in input order.
+    pub fn push(&mut self, block: super::jsonl::Block) -> Result<Flow> {
+        for problem in block.problems {
+            self.reject(problem, 1)?;
+        }
+        self.report.columns_seen.extend(block.uses);
+        let rows = block.rows;
+        if let Some(summary) = self.report.files.get_mut(block.file as usize) {
+            summary.rows += rows.len() as u64;
+        }
+        if rows.is_empty() {
+            return Ok(Flow::Continue);
+        }
+        for (i, &p) in rows.present.iter().enumerate() {
+            if p && !self.present[i] {
+                if self.emitted_present.is_some() {
+                    return Ok(Flow::Restart(format!(
+                        "the column feeding `{}` first appears at {}, after windows without it went out",
+                        FIELDS[i].name,
+                        self.location(rows.origin[0], None)
+                    )));
+                }
+                self.present[i] = true;
+            }
+        }
+        let per_row = (rows.bytes() / rows.len()).max(1) as u64;
+        for unit in &mut self.open {
+            unit.touched = false;
+        }
+        let f = &self.field;
+        let (gf, tf, itf) = (f.group, f.traj, f.iteration);
+        for r in 0..rows.len() {
+            let seq = self.next_seq;
+            self.next_seq += 1;
+            self.position += per_row;
+            let it = rows.int(itf, r);
+            let gid = rows.text(gf, r);
+            let tid = rows.text(tf, r);
+            let origin = rows.origin[r];
+
+            // A trajectory belongs to one group.
+            let traj_key = (it, tid.to_string());
+            match self.open_trajs.get(&traj_key) {
+                Some((g, first)) if g != gid => {
+                    let (g, first) = (g.clone(), *first);
+                    let e = self.two_groups(origin, tid, gid, &g, first);
+                    self.reject(e, 1)?;
+                    continue;
+                }
+                Some(_) => {}
+                None => {
+                    if let Some(&(group_hash, first)) = self.closed_trajs.get(&hash128(&traj_key)) {
+                        if group_hash != hash128(&(it, gid)) {
+                            let e = self.two_groups(origin, tid, gid, "(another group)", first);
+                            self.reject(e, 1)?;
+                            continue;
+                        }
+                        return Ok(self.reappears(UnitKey::Group(it, gid.to_string()), origin));
+                    }
+                    self.open_trajs.insert(traj_key, (gid.to_string(), origin));
+                }
+            }
+
+            let key = match self.kind {
+                UnitKind::Group => UnitKey::Group(it, gid.to_string()),
+                UnitKind::Iteration => UnitKey::Iteration(it),
+                UnitKind::All => UnitKey::All,
+            };
+            let u = match self.index.get(&key) {
+                Some(&u) => u,
+                None => {
+                    if self.closed_units.contains(&hash128(&key)) {
+                        return Ok(self.reappears(key, origin));
+                    }
+                    self.open.push(OpenUnit {
+                        key: key.clone(),
+                        rows: Rows::default(),
+                        first_seq: seq,
+                        last_position: 0,
+                        touched: false,
+                    });
+                    self.index.insert(key.clone(), self.open.len() - 1);
+                    self.open.len() - 1
+                }
+            };
+            let unit = &mut self.open[u];
+            unit.rows.push_from_at(&rows, r, seq);
+            unit.last_position = self.position;
+            unit.touched = true;
+            if let Closing::Exact { last_seq, .. } = &self.closing {
+                if last_seq.get(&key) == Some(&seq) {
+                    self.close(u)?;
+                }
+            }
+        }
+        if let Closing::Optimistic { quiet, budget } = self.closing {
+            // Quiet units first, then the oldest untouched ones while over budget.
+            let position = self.position;
+            while let Some(u) =
+                (0..self.open.len()).find(|&u| self.open[u].last_position + quiet < position)
+            {
+                self.close(u)?;
+            }
+            let mut held: u64 = self.open.iter().map(|u| u.rows.bytes() as u64).sum();
+            while held > budget {
+                let Some(u) = (0..self.open.len())
+                    .filter(|&u| !self.open[u].touched)
+                    .min_by_key(|&u| self.open[u].last_position)
+                else {
+                    break;
+                };
+                held -= self.open[u].rows.bytes() as u64;
+                self.close(u)?;
+            }
+        }
+        Ok(Flow::Continue)
+    }
+
+    fn two_groups(
+        &self,
+        at: Origin,
+        tid: &str,
+        gid: &str,
+        first_gid: &str,
+        first: Origin,
+    ) -> Error {
+        Error::input(
+            self.location(at, Some(GROUP_ID)),
+            Reason::TrajectoryInTwoGroups,
+            format!(
+                "trajectory `{tid}` is in group `{gid}` here but in group `{first_gid}` at {}; a trajectory belongs to one group",
+                self.location(first, None)
+            ),
+        )
+    }
+
+    fn reappears(&self, key: UnitKey, at: Origin) -> Flow {
+        Flow::Restart(format!(
+            "{} has rows again at {} after it was complete in one pass",
+            key.describe(),
+            self.location(at, None)
+        ))
+    }
+
+    /// Closes open unit `u`: its checks, then it waits in `ready`.
+    fn close(&mut self, u: usize) -> Result<()> {
+        let unit = self.open.swap_remove(u);
+        self.index.remove(&unit.key);
+        if u < self.open.len() {
+            let moved = self.open[u].key.clone();
+            self.index.insert(moved, u);
+        }
+        self.closed_units.insert(hash128(&unit.key));
+        let keep = self.check(&unit.rows)?;
+        let (gf, tf, itf) = (self.field.group, self.field.traj, self.field.iteration);
+        for r in 0..unit.rows.len() {
+            let it = unit.rows.int(itf, r);
+            let key = (it, unit.rows.text(tf, r).to_string());
+            if let Some((gid, first)) = self.open_trajs.remove(&key) {
+                self.closed_trajs
+                    .insert(hash128(&key), (hash128(&(it, gid.as_str())), first));
+            }
+        }
+        let _ = gf;
+        self.ready_bytes += unit.rows.bytes();
+        self.ready.push(Closed {
+            rows: unit.rows,
+            keep,
+            first_seq: unit.first_seq,
+        });
+        Ok(())
+    }
+
+    /// The checks of a closed unit, as the whole-input batch would make them: padding duplicates
+    /// dropped, duplicate steps and step gaps rejected. Returns the rows kept.
+    fn check(&mut self, rows: &Rows) -> Result<Vec<usize>> {
+        let n = rows.len();
+        let (tf, sf, itf) = (self.field.traj, self.field.step, self.field.iteration);
+        let mut keep = vec![true; n];
+        let mut first_of_step: HashMap<(Option<i64>, &str, i64), usize> = HashMap::new();
+        let mut rejects = Vec::new();
+        for row in 0..n {
+            let key = (
+                rows.int(itf, row),
+                rows.text(tf, row),
+                rows.int(sf, row).unwrap_or_default(),
+            );
+            match first_of_step.get(&key) {
+                None => {
+                    first_of_step.insert(key, row);
+                }
+                Some(&first) if rows.rows_equal(first, row) => {
+                    self.report.padding_duplicates += 1;
+                    keep[row] = false;
+                }
+                Some(&first) => {
+                    rejects.push(Error::input(
+                        self.location(rows.origin[row], Some(STEP)),
+                        Reason::DuplicateStep,
+                        format!(
+                            "duplicate step {} of trajectory `{}` (first at {}), with different content; each (traj_id, step) must appear once",
+                            key.2,
+                            key.1,
+                            self.location(rows.origin[first], None)
+                        ),
+                    ));
+                    keep[row] = false;
+                }
+            }
+        }
+        drop(first_of_step);
+        for e in rejects {
+            self.reject(e, 1)?;
+        }
+
+        // Steps must be contiguous from 0 or 1 within each trajectory.
+        let mut steps_of: HashMap<(Option<i64>, &str), Vec<(i64, usize)>> = HashMap::new();
+        let mut order: Vec<(Option<i64>, &str)> = Vec::new();
+        for row in (0..n).filter(|&r| keep[r]) {
+            let key = (rows.int(itf, row), rows.text(tf, row));
+            steps_of
+                .entry(key)
+                .or_insert_with(|| {
+                    order.push(key);
+                    Vec::new()
+                })
+                .push((rows.int(sf, row).unwrap_or_default(), row));
+        }
+        let mut gaps: Vec<(Error, Vec<usize>)> = Vec::new();
+        for key in order {
+            let mut steps = steps_of.remove(&key).expect("listed trajectory");
+            steps.sort_unstable();
+            let tid = key.1;
+            let start = steps[0].0;
+            let bad = if start > 1 {
+                Some((0, format!("trajectory `{tid}` starts at step {start}; steps must start at 0 or 1 and be contiguous")))
+            } else {
+                steps.windows(2).position(|w| w[1].0 != w[0].0 + 1).map(|k| {
+                    let (prev, found) = (steps[k].0, steps[k + 1].0);
+                    (k + 1, format!("trajectory `{tid}` jumps from step {prev} to step {found}: step {} is missing", prev + 1))
+                })
+            };
+            if let Some((k, message)) = bad {
+                gaps.push((
+                    Error::input(
+                        self.location(rows.origin[steps[k].1], Some(STEP)),
+                        Reason::StepGap,
+                        message,
+                    ),
+                    steps.iter().map(|&(_, r)| r).collect(),
+                ));
+            }
+        }
+        gaps.sort_by_key(|(_, rows)| rows.iter().min().copied());
+        for (e, gap_rows) in gaps {
+            self.reject(e, gap_rows.len() as u64)?;
+            for r in gap_rows {
+                keep[r] = false;
+            }
+        }
+        Ok((0..n).filter(|&r| keep[r]).collect())
+    }
+
+    /// Closes every open unit (the input has ended), oldest first.
+    pub fn finish(&mut self) -> Result<()> {
+        let mut order: Vec<usize> = (0..self.open.len()).collect();
+        order.sort_by_key(|&u| self.open[u].first_seq);
+        let mut keys: Vec<UnitKey> = order.iter().map(|&u| self.open[u].key.clone()).collect();
+        for key in keys.drain(..) {
+            let u = self.index[&key];
+            self.close(u)?;
+        }
+        Ok(())
+    }
+
+    /// The ready units as a window, when enough are ready (or `all`, at the end).
+    pub fn window(&mut self, all: bool) -> Result<Option<Window>> {
+        if self.ready.is_empty() || (!all && self.ready_bytes < WINDOW_BYTES) {
+            return Ok(None);
+        }
+        let mut units = std::mem::take(&mut self.ready);
+        self.ready_bytes = 0;
+        units.retain(|u| !u.keep.is_empty());
+        if units.is_empty() {
+            return Ok(None);
+        }
+        units.sort_by_key(|u| u.first_seq);
+        let present = self
+            .emitted_present
+            .get_or_insert_with(|| self.present.clone())
+            .clone();
+        let parts: Vec<(&Rows, &[usize])> =
+            units.iter().map(|u| (&u.rows, u.keep.as_slice())).collect();
+        let frame = Rows::frame(&parts, &present)?;
+        let seq: Vec<u64> = units
+            .iter()
+            .flat_map(|u| u.keep.iter().map(|&r| u.rows.seq[r]))
+            .collect();
+        self.report.rows += seq.len() as u64;
+        let batch = StepBatch::new(frame, self.success_threshold, self.gamma)?;
+        let watermark = self
+            .open
+            .iter()
+            .map(|u| u.first_seq)
+            .min()
+            .unwrap_or(self.next_seq);
+        Ok(Some(Window {
+            batch,
+            seq,
+            watermark,
+        }))
+    }
+}
+
+/// What the index pass records: each unit's last row, and the fields the input has.
+#[derive(Default)]
+pub(crate) struct Indexer {
+    pub last_seq: HashMap<UnitKey, u64>,
+    pub present: Vec<bool>,
+    next_seq: u64,
+}
+
+impl Indexer {
+    pub fn new() -> Self {
+        Indexer {
+            present: vec![false; FIELDS.len()],
+            ..Default::default()
+        }
+    }
+
+    pub fn push(&mut self, kind: UnitKind, rows: &Rows) {
+        let gf = field_index(GROUP_ID).expect("field");
+        let itf = field_index(ITERATION).expect("field");
+        for (p, &q) in self.present.iter_mut().zip(&rows.present) {
+            *p |= q;
+        }
+        for r in 0..rows.len() {
+            let it = rows.int(itf, r);
+            let key = match kind {
+                UnitKind::Group => UnitKey::Group(it, rows.text(gf, r).to_string()),
+                UnitKind::Iteration => UnitKey::Iteration(it),
+                UnitKind::All => UnitKey::All,
+            };
+            self.last_seq.insert(key, self.next_seq);
+            self.next_seq += 1;
+        }
+    }
+}

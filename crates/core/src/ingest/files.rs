@@ -1,0 +1,191 @@
+//! Which files to read: paths as given, directories walked recursively in sorted order (walkdir).
+//!
+//! Only regular files are read: credit reads its input more than once when a log's groups are not
+//! where a single pass expects them (see `stream`), which a FIFO or device cannot give. Inside a
+//! directory, symbolic links to files are followed and links to directories are not (no loops,
+//! no walk of `/`), and a file reached twice (by links, or given twice) is read once.
+
+use crate::error::{Error, Location, Reason, Result, Unit};
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Compression {
+    None,
+    Gzip,
+    Zstd,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Format {
+    Jsonl(Compression),
+    Parquet,
+}
+
+impl Format {
+    pub fn name(self) -> &'static str {
+        match self {
+            Format::Jsonl(Compression::None) => "jsonl",
+            Format::Jsonl(Compression::Gzip) => "jsonl.gz",
+            Format::Jsonl(Compression::Zstd) => "jsonl.zst",
+            Format::Parquet => "parquet",
+        }
+    }
+}
+
+pub(crate) fn format_of(path: &Path) -> Option<Format> {
+    let name = path.file_name()?.to_str()?.to_ascii_lowercase();
+    let (stem, compression) = if let Some(s) = name.strip_suffix(".gz") {
+        (s, Compression::Gzip)
+    } else if let Some(s) = name.strip_suffix(".zst") {
+        (s, Compression::Zstd)
+    } else {
+        (name.as_str(), Compression::None)
+    };
+    if [".jsonl", ".ndjson", ".json"]
+        .iter()
+        .any(|e| stem.ends_with(e))
+    {
+        Some(Format::Jsonl(compression))
+    } else if stem.ends_with(".parquet") && compression == Compression::None {
+        Some(Format::Parquet)
+    } else {
+        None
+    }
+}
+
+/// A file to read.
+#[derive(Clone, Debug)]
+pub(crate) struct Input {
+    pub path: PathBuf,
+    pub format: Format,
+    pub size: u64,
+}
+
+fn whole_file(path: &Path, message: impl Into<String>) -> Error {
+    Error::input(
+        Location {
+            path: path.to_path_buf(),
+            line: None,
+            unit: Unit::Line,
+            column: None,
+        },
+        Reason::UnreadableFile,
+        message,
+    )
+}
+
+/// The files under `paths`, in order; `notes` says what was skipped and why.
+pub(crate) fn collect(paths: &[PathBuf], notes: &mut Vec<String>) -> Result<Vec<Input>> {
+    let mut out = Vec::new();
+    let mut seen: HashSet<(u64, u64)> = HashSet::new();
+    for path in paths {
+        let meta = std::fs::metadata(path).map_err(|source| Error::Io {
+            path: path.to_path_buf(),
+            source,
+        })?;
+        if meta.is_dir() {
+            walk(path, &mut out, &mut seen, notes)?;
+        } else if !meta.is_file() {
+            return Err(whole_file(
+                path,
+                "not a regular file (a FIFO, socket or device): credit reads logs from files",
+            ));
+        } else {
+            let Some(format) = format_of(path) else {
+                return Err(whole_file(
+                    path,
+                    "unknown file type: expected .jsonl, .ndjson, .json or .parquet (JSONL optionally .gz or .zst)",
+                ));
+            };
+            add(path, format, &meta, &mut out, &mut seen, notes);
+        }
+    }
+    Ok(out)
+}
+
+fn walk(
+    dir: &Path,
+    out: &mut Vec<Input>,
+    seen: &mut HashSet<(u64, u64)>,
+    notes: &mut Vec<String>,
+) -> Result<()> {
+    for entry in walkdir::WalkDir::new(dir).sort_by_file_name() {
+        let entry = entry.map_err(|e| {
+            let path = e.path().unwrap_or(dir).to_path_buf();
+            Error::Io {
+                path,
+                source: e
+                    .into_io_error()
+                    .unwrap_or_else(|| std::io::Error::other("cannot walk the directory")),
+            }
+        })?;
+        let path = entry.path();
+        if entry.file_type().is_dir() {
+            continue;
+        }
+        // A link is followed to a file, never into a directory.
+        let meta = match std::fs::metadata(path) {
+            Ok(m) => m,
+            Err(e) => {
+                notes.push(format!("{}: skipped ({e})", path.display()));
+                continue;
+            }
+        };
+        if meta.is_dir() {
+            notes.push(format!(
+                "{}: skipped (a link to a directory; give that directory itself to read it)",
+                path.display()
+            ));
+        } else if !meta.is_file() {
+            notes.push(format!(
+                "{}: skipped (not a regular file: a FIFO, socket or device)",
+                path.display()
+            ));
+        } else if let Some(format) = format_of(path) {
+            add(path, format, &meta, out, seen, notes);
+        } else {
+            notes.push(format!(
+                "{}: skipped (not .jsonl, .ndjson, .json, .parquet, optionally .gz/.zst)",
+                path.display()
+            ));
+        }
+    }
+    Ok(())
+}
+
+fn add(
+    path: &Path,
+    format: Format,
+    meta: &std::fs::Metadata,
+    out: &mut Vec<Input>,
+    seen: &mut HashSet<(u64, u64)>,
+    notes: &mut Vec<String>,
+) {
+    if !seen.insert(file_id(meta)) {
+        notes.push(format!(
+            "{}: skipped (the same file as one already read, reached by another path)",
+            path.display()
+        ));
+        return;
+    }
+    out.push(Input {
+        path: path.to_path_buf(),
+        format,
+        size: meta.len(),
+    });
+}
+
+#[cfg(unix)]
+fn file_id(meta: &std::fs::Metadata) -> (u64, u64) {
+    use std::os::unix::fs::MetadataExt;
+    (meta.dev(), meta.ino())
+}
+
+#[cfg(not(unix))]
+fn file_id(meta: &std::fs::Metadata) -> (u64, u64) {
+    // No inode outside unix: every path counts as its own file.
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let _ = meta;
+    (0, NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+}

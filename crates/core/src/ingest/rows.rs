@@ -1,0 +1,311 @@
+//! Typed rows in columns: the values of every canonical field for a run of rows, each row with its
+//! sequence number (its place in the input) and its origin (file, line or row).
+//!
+//! Readers fill one [`Rows`] per block of input; the assembler copies each row into the [`Rows`] of
+//! the unit (group or iteration) it belongs to, and a window of complete units becomes a polars
+//! frame ([`Rows::frame`]). Text is stored as one byte buffer with offsets, so a row costs no
+//! allocation of its own.
+
+use super::Cell;
+use crate::schema::{Kind, FIELDS};
+use polars::prelude::*;
+
+/// Where a row came from: file index and 1-based line (JSONL) or 0-based row (Parquet).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Origin {
+    pub file: u32,
+    pub line: u64,
+}
+
+/// A borrowed value of one field, as a reader hands it over.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) enum Value<'a> {
+    Str(&'a str),
+    Int(i64),
+    Float(f64),
+    Bool(bool),
+}
+
+impl<'a> Value<'a> {
+    pub fn of(cell: &'a Cell) -> Value<'a> {
+        match cell {
+            Cell::Str(s) => Value::Str(s),
+            Cell::Int(v) => Value::Int(*v),
+            Cell::Float(v) => Value::Float(*v),
+            Cell::Bool(v) => Value::Bool(*v),
+        }
+    }
+}
+
+/// One field's values.
+#[derive(Clone, Debug)]
+pub(crate) enum Buffer {
+    /// Keys and text: bytes with `ends[i]` the end of row i's text; `None` rows are null.
+    Text {
+        bytes: Vec<u8>,
+        ends: Vec<usize>,
+        valid: Vec<bool>,
+    },
+    Int(Vec<Option<i64>>),
+    Float(Vec<Option<f64>>),
+    Bool(Vec<Option<bool>>),
+}
+
+impl Buffer {
+    fn new(kind: Kind) -> Self {
+        match kind {
+            Kind::Key | Kind::Text => Buffer::Text {
+                bytes: Vec::new(),
+                ends: Vec::new(),
+                valid: Vec::new(),
+            },
+            Kind::Int => Buffer::Int(Vec::new()),
+            Kind::Float => Buffer::Float(Vec::new()),
+            Kind::Bool => Buffer::Bool(Vec::new()),
+        }
+    }
+
+    /// Appends a value (of the column's kind: readers convert first) or a null.
+    fn push(&mut self, value: Option<Value>) {
+        match self {
+            Buffer::Text { bytes, ends, valid } => {
+                if let Some(Value::Str(s)) = value {
+                    bytes.extend_from_slice(s.as_bytes());
+                    valid.push(true);
+                } else {
+                    valid.push(false);
+                }
+                ends.push(bytes.len());
+            }
+            Buffer::Int(v) => v.push(match value {
+                Some(Value::Int(x)) => Some(x),
+                _ => None,
+            }),
+            Buffer::Float(v) => v.push(match value {
+                Some(Value::Float(x)) => Some(x),
+                _ => None,
+            }),
+            Buffer::Bool(v) => v.push(match value {
+                Some(Value::Bool(x)) => Some(x),
+                _ => None,
+            }),
+        }
+    }
+
+    fn get(&self, row: usize) -> Option<Value<'_>> {
+        match self {
+            Buffer::Text { bytes, ends, valid } => valid[row].then(|| {
+                let start = if row == 0 { 0 } else { ends[row - 1] };
+                // SAFETY: only whole `&str`s are pushed, so every [start, end) holds valid UTF-8.
+                Value::Str(unsafe { std::str::from_utf8_unchecked(&bytes[start..ends[row]]) })
+            }),
+            Buffer::Int(v) => v[row].map(Value::Int),
+            Buffer::Float(v) => v[row].map(Value::Float),
+            Buffer::Bool(v) => v[row].map(Value::Bool),
+        }
+    }
+}
+
+/// Rows of typed values, one [`Buffer`] per field of [`FIELDS`].
+#[derive(Clone, Debug)]
+pub(crate) struct Rows {
+    pub seq: Vec<u64>,
+    pub origin: Vec<Origin>,
+    columns: Vec<Buffer>,
+    /// Whether any row has a value of each field.
+    pub present: Vec<bool>,
+}
+
+impl Default for Rows {
+    fn default() -> Self {
+        Rows {
+            seq: Vec::new(),
+            origin: Vec::new(),
+            columns: FIELDS.iter().map(|f| Buffer::new(f.kind)).collect(),
+            present: vec![false; FIELDS.len()],
+        }
+    }
+}
+
+impl Rows {
+    pub fn len(&self) -> usize {
+        self.seq.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.seq.is_empty()
+    }
+
+    /// Heap bytes held (text and fixed-size values), for the memory budget.
+    pub fn bytes(&self) -> usize {
+        let text: usize = self
+            .columns
+            .iter()
+            .map(|c| match c {
+                Buffer::Text { bytes, .. } => bytes.len(),
+                _ => 0,
+            })
+            .sum();
+        text + self.len() * (16 + FIELDS.len() * 10)
+    }
+
+    /// Appends one row: `values[i]` belongs to `FIELDS[i]` and is already of its kind.
+    pub fn push(&mut self, seq: u64, origin: Origin, values: &[Option<Value>]) {
+        for (i, (column, value)) in self.columns.iter_mut().zip(values).enumerate() {
+            if value.is_some() {
+                self.present[i] = true;
+            }
+            column.push(*value);
+        }
+        self.seq.push(seq);
+        self.origin.push(origin);
+    }
+
+    /// Appends row `row` of `other` as input row `seq`.
+    pub fn push_from_at(&mut self, other: &Rows, row: usize, seq: u64) {
+        self.push_from(other, row);
+        *self.seq.last_mut().expect("a row was pushed") = seq;
+    }
+
+    /// Appends row `row` of `other`.
+    pub fn push_from(&mut self, other: &Rows, row: usize) {
+        for (i, (column, source)) in self.columns.iter_mut().zip(&other.columns).enumerate() {
+            let value = source.get(row);
+            if value.is_some() {
+                self.present[i] = true;
+            }
+            column.push(value);
+        }
+        self.seq.push(other.seq[row]);
+        self.origin.push(other.origin[row]);
+    }
+
+    pub fn get(&self, field: usize, row: usize) -> Option<Value<'_>> {
+        self.columns[field].get(row)
+    }
+
+    /// A key or text value ("" when null).
+    pub fn text(&self, field: usize, row: usize) -> &str {
+        match self.get(field, row) {
+            Some(Value::Str(s)) => s,
+            _ => "",
+        }
+    }
+
+    pub fn int(&self, field: usize, row: usize) -> Option<i64> {
+        match self.get(field, row) {
+            Some(Value::Int(v)) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// Whether two rows hold the same value in every field.
+    pub fn rows_equal(&self, a: usize, b: usize) -> bool {
+        self.columns.iter().all(|c| c.get(a) == c.get(b))
+    }
+
+    /// A polars frame of the rows `selection` of each part, in order: one column per field in
+    /// `present` (nulls where a row has no value), required floats without nulls.
+    pub fn frame(parts: &[(&Rows, &[usize])], present: &[bool]) -> PolarsResult<DataFrame> {
+        let height: usize = parts.iter().map(|(_, s)| s.len()).sum();
+        let mut columns = Vec::new();
+        for (i, field) in FIELDS.iter().enumerate() {
+            if !present[i] {
+                continue;
+            }
+            let values = || {
+                parts.iter().flat_map(move |(rows, selection)| {
+                    selection.iter().map(move |&r| rows.get(i, r))
+                })
+            };
+            let name: PlSmallStr = field.name.into();
+            let column = match field.kind {
+                Kind::Key | Kind::Text => {
+                    let mut builder = StringChunkedBuilder::new(name.clone(), height);
+                    for v in values() {
+                        match v {
+                            Some(Value::Str(s)) => builder.append_value(s),
+                            _ => builder.append_null(),
+                        }
+                    }
+                    builder.finish().into_column()
+                }
+                Kind::Int => Column::new(
+                    name,
+                    values()
+                        .map(|v| match v {
+                            Some(Value::Int(x)) => Some(x),
+                            _ => None,
+                        })
+                        .collect::<Vec<_>>(),
+                ),
+                Kind::Float if field.required => Column::new(
+                    name,
+                    values()
+                        .map(|v| match v {
+                            Some(Value::Float(x)) => x,
+                            _ => 0.0,
+                        })
+                        .collect::<Vec<_>>(),
+                ),
+                Kind::Float => Column::new(
+                    name,
+                    values()
+                        .map(|v| match v {
+                            Some(Value::Float(x)) => Some(x),
+                            _ => None,
+                        })
+                        .collect::<Vec<_>>(),
+                ),
+                Kind::Bool => Column::new(
+                    name,
+                    values()
+                        .map(|v| match v {
+                            Some(Value::Bool(x)) => Some(x),
+                            _ => None,
+                        })
+                        .collect::<Vec<_>>(),
+                ),
+            };
+            columns.push(column);
+        }
+        DataFrame::new(height, columns)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_keep_values_nulls_and_text_boundaries() {
+        let n = FIELDS.len();
+        let mut rows = Rows::default();
+        let mut a: Vec<Option<Value>> = vec![None; n];
+        a[0] = Some(Value::Str("g1"));
+        a[2] = Some(Value::Int(3));
+        a[3] = Some(Value::Float(0.5));
+        rows.push(7, Origin { file: 0, line: 1 }, &a);
+        let mut b = a.clone();
+        b[0] = Some(Value::Str("é-ü"));
+        b[2] = None;
+        rows.push(8, Origin { file: 0, line: 2 }, &b);
+        assert_eq!(rows.text(0, 0), "g1");
+        assert_eq!(rows.text(0, 1), "é-ü");
+        assert_eq!(rows.int(2, 0), Some(3));
+        assert_eq!(rows.int(2, 1), None);
+        assert!(!rows.rows_equal(0, 1));
+        let mut copy = Rows::default();
+        copy.push_from(&rows, 1);
+        copy.push_from(&rows, 0);
+        assert_eq!(copy.seq, vec![8, 7]);
+        assert_eq!(copy.text(0, 0), "é-ü");
+        assert!(copy.present[0] && copy.present[2] && !copy.present[1]);
+        let frame = Rows::frame(&[(&copy, &[1, 0])], &copy.present).unwrap();
+        assert_eq!(frame.height(), 2);
+        assert_eq!(
+            frame.column("group_id").unwrap().str().unwrap().get(1),
+            Some("é-ü")
+        );
+    }
+}

@@ -1,0 +1,408 @@
+//! The driver: reads the inputs in bounded memory and hands out windows of complete units.
+//!
+//! A reader thread cuts files into tasks (JSONL chunks of whole lines, Parquet slices); tasks are
+//! parsed in parallel; the [`Assembler`] takes the blocks in input order; windows of complete
+//! units are processed in parallel (`process`) while the next tasks are parsed, and their results
+//! go to `sink` in order. Memory holds the tasks in flight, the open units and the windows being
+//! processed, never the whole log.
+//!
+//! If one pass cannot stay exact (a unit's rows come back after it closed: see `assemble`), the
+//! consumer is told to start over (`restart`), an index pass finds each unit's last row, and a
+//! second pass closes every unit exactly there.
+
+use super::assemble::{Assembler, Closing, Flow, Indexer, UnitKind, Window};
+use super::files::{self, Format, Input};
+use super::jsonl::{self, Block, Chunk};
+use super::parquet;
+use super::{FileSummary, IngestOptions, IngestReport};
+use crate::error::{Error, Result};
+use rayon::prelude::*;
+use std::path::PathBuf;
+use std::sync::mpsc::{sync_channel, Receiver};
+use std::sync::Arc;
+
+/// How far a read has got, for a progress bar.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Progress {
+    /// Bytes of the input files read so far (compressed bytes for .gz/.zst).
+    pub bytes: u64,
+    pub total_bytes: u64,
+    pub rows: u64,
+    /// 1 for the single pass; 2 and 3 for the index pass and the second pass of a re-read.
+    pub pass: u8,
+}
+
+/// Sizes that decide memory: chunks, quiet distance and budget (bytes).
+#[derive(Clone, Copy, Debug)]
+pub struct Limits {
+    pub chunk_bytes: usize,
+    pub quiet_bytes: u64,
+    pub budget_bytes: u64,
+}
+
+impl Default for Limits {
+    /// 4 MiB chunks; a unit closes after 32 MiB of other rows; at most 256 MiB of rows held.
+    /// `CREDIT_CHUNK_BYTES`, `CREDIT_QUIET_BYTES` and `CREDIT_BUDGET_BYTES` override them (tests
+    /// use tiny values to make every unit close early and exercise the re-read).
+    fn default() -> Self {
+        let env = |name: &str, default: u64| {
+            std::env::var(name)
+                .ok()
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(default)
+        };
+        Limits {
+            chunk_bytes: env("CREDIT_CHUNK_BYTES", 4 << 20).max(1) as usize,
+            quiet_bytes: env("CREDIT_QUIET_BYTES", 32 << 20),
+            budget_bytes: env("CREDIT_BUDGET_BYTES", 256 << 20),
+        }
+    }
+}
+
+enum Task {
+    Chunk(Chunk),
+    Slice(Arc<parquet::Plan>, (usize, usize)),
+    /// A whole-file problem (unreadable Parquet, a required column missing).
+    Problem(u32, Error),
+}
+
+/// Reads `paths` and calls `process` on every window (in parallel) and `sink` on its result (in
+/// input order). `restart` is called before a second pass, when one is needed. Returns what
+/// ingest saw.
+pub fn stream<R: Send>(
+    paths: &[PathBuf],
+    options: &IngestOptions,
+    unit: UnitKind,
+    progress: &(dyn Fn(Progress) + Sync),
+    process: impl Fn(&Window) -> Result<R> + Sync,
+    mut sink: impl FnMut(Window, R) -> Result<()>,
+    mut restart: impl FnMut(),
+) -> Result<IngestReport> {
+    options.columns.check().map_err(Error::Config)?;
+    let mut notes = Vec::new();
+    let inputs = files::collect(paths, &mut notes)?;
+    let limits = options.limits;
+    let closing = Closing::Optimistic {
+        quiet: limits.quiet_bytes,
+        budget: limits.budget_bytes,
+    };
+    let first = pass(
+        &inputs, options, unit, closing, 1, progress, &process, &mut sink,
+    )?;
+    let mut report = match first {
+        Outcome::Done(report) => report,
+        Outcome::Restart(reason) => {
+            restart();
+            let mut indexer = Indexer::new();
+            read_blocks(&inputs, options, 2, progress, &mut |block| {
+                indexer.push(unit, &block.rows);
+                Ok(Flow::Continue)
+            })?;
+            let closing = Closing::Exact {
+                last_seq: indexer.last_seq,
+                present: indexer.present,
+            };
+            match pass(
+                &inputs, options, unit, closing, 3, progress, &process, &mut sink,
+            )? {
+                Outcome::Done(mut report) => {
+                    report.notes.push(format!(
+                        "read the logs twice: {reason}; an index pass found where each unit ends (memory then holds the rows between a unit's first and last row)"
+                    ));
+                    report
+                }
+                Outcome::Restart(reason) => {
+                    return Err(Error::Config(format!(
+                        "internal: the second pass could not place a row ({reason})"
+                    )))
+                }
+            }
+        }
+    };
+    notes.append(&mut report.notes);
+    report.notes = notes;
+    if report.rows == 0 {
+        return Err(empty_input(paths, &report));
+    }
+    Ok(report)
+}
+
+fn empty_input(paths: &[PathBuf], report: &IngestReport) -> Error {
+    let what: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+    let detail = if report.skipped_total() > 0 {
+        format!("; all {} rows were skipped as bad", report.skipped_total())
+    } else {
+        String::new()
+    };
+    Error::input(
+        crate::error::Location {
+            path: PathBuf::from(what.join(", ")),
+            line: None,
+            unit: crate::error::Unit::Line,
+            column: None,
+        },
+        crate::error::Reason::EmptyInput,
+        format!("no step rows found{detail}"),
+    )
+}
+
+enum Outcome {
+    Done(IngestReport),
+    Restart(String),
+}
+
+#[allow(clippy::too_many_arguments)]
+fn pass<R: Send>(
+    inputs: &[Input],
+    options: &IngestOptions,
+    unit: UnitKind,
+    closing: Closing,
+    pass_number: u8,
+    progress: &(dyn Fn(Progress) + Sync),
+    process: &(impl Fn(&Window) -> Result<R> + Sync),
+    sink: &mut impl FnMut(Window, R) -> Result<()>,
+) -> Result<Outcome> {
+    let paths: Vec<PathBuf> = inputs.iter().map(|i| i.path.clone()).collect();
+    let mut assembler = Assembler::new(
+        unit,
+        closing,
+        options.lenient,
+        options.success_threshold,
+        options.gamma,
+        paths,
+    );
+    assembler.report.files = inputs
+        .iter()
+        .map(|i| FileSummary {
+            path: i.path.clone(),
+            format: i.format.name(),
+            rows: 0,
+        })
+        .collect();
+    let mut pending: Vec<Window> = Vec::new();
+    let mut restart: Option<String> = None;
+    let flush = |pending: &mut Vec<Window>,
+                 results: Vec<Result<R>>,
+                 sink: &mut dyn FnMut(Window, R) -> Result<()>|
+     -> Result<()> {
+        for (window, result) in pending.drain(..).zip(results) {
+            sink(window, result?)?;
+        }
+        Ok(())
+    };
+    read_blocks_with(
+        inputs,
+        options,
+        pass_number,
+        progress,
+        &mut |blocks: Vec<Result<Block>>| {
+            // Windows from the previous round are processed while these blocks were parsed
+            // (see `read_blocks_with`); here the blocks are assembled in order.
+            for block in blocks {
+                match assembler.push(block?)? {
+                    Flow::Continue => {}
+                    Flow::Restart(reason) => {
+                        restart = Some(reason);
+                        return Ok(None);
+                    }
+                }
+            }
+            while let Some(window) = assembler.window(false)? {
+                pending.push(window);
+            }
+            Ok(Some(std::mem::take(&mut pending)))
+        },
+        &|windows: &[Window]| windows.par_iter().map(|w| process(w)).collect::<Vec<_>>(),
+        &mut |windows: Vec<Window>, results: Vec<Result<R>>| {
+            let mut windows = windows;
+            flush(&mut windows, results, sink)
+        },
+    )?;
+    if let Some(reason) = restart {
+        return Ok(Outcome::Restart(reason));
+    }
+    assembler.finish()?;
+    while let Some(window) = assembler.window(true)? {
+        pending.push(window);
+    }
+    let results: Vec<Result<R>> = pending.par_iter().map(|w| process(w)).collect();
+    flush(&mut pending, results, sink)?;
+    let mut report = std::mem::take(&mut assembler.report);
+    report.columns = std::mem::take(&mut report.columns_seen)
+        .into_iter()
+        .collect();
+    report
+        .columns
+        .sort_by_key(|u| (crate::schema::field_index(u.field), u.column.clone()));
+    Ok(Outcome::Done(report))
+}
+
+/// Parses every input into blocks (in parallel) and hands them to `take` in order.
+fn read_blocks(
+    inputs: &[Input],
+    options: &IngestOptions,
+    pass_number: u8,
+    progress: &(dyn Fn(Progress) + Sync),
+    take: &mut dyn FnMut(Block) -> Result<Flow>,
+) -> Result<()> {
+    read_blocks_with(
+        inputs,
+        options,
+        pass_number,
+        progress,
+        &mut |blocks| {
+            for block in blocks {
+                if let Flow::Restart(_) = take(block?)? {
+                    return Ok(None);
+                }
+            }
+            Ok(Some(Vec::<()>::new()))
+        },
+        &|_: &[()]| Vec::<Result<()>>::new(),
+        &mut |_, _| Ok(()),
+    )
+}
+
+/// The parallel loop: each round parses the next tasks while the windows of the round before are
+/// processed (`rayon::join`), then `assemble` takes the blocks in order and returns the windows
+/// for the next round (`None` stops), and `finish` receives the processed windows in order.
+#[allow(clippy::type_complexity)]
+fn read_blocks_with<W: Send + Sync, R: Send>(
+    inputs: &[Input],
+    options: &IngestOptions,
+    pass_number: u8,
+    progress: &(dyn Fn(Progress) + Sync),
+    assemble: &mut dyn FnMut(Vec<Result<Block>>) -> Result<Option<Vec<W>>>,
+    process: &(dyn Fn(&[W]) -> Vec<Result<R>> + Sync),
+    finish: &mut dyn FnMut(Vec<W>, Vec<Result<R>>) -> Result<()>,
+) -> Result<()> {
+    let total_bytes: u64 = inputs.iter().map(|i| i.size).sum();
+    let threads = rayon::current_num_threads().max(1);
+    let chunk_bytes = options.limits.chunk_bytes;
+    let columns = &options.columns;
+    let paths: Vec<PathBuf> = inputs.iter().map(|i| i.path.clone()).collect();
+    std::thread::scope(|scope| -> Result<()> {
+        let (send, receive) = sync_channel::<Result<Task>>(2 * threads);
+        let reader = scope.spawn(move || produce(inputs, chunk_bytes, columns, send));
+        let mut state = Progress {
+            total_bytes,
+            pass: pass_number,
+            ..Default::default()
+        };
+        let mut in_flight: Vec<W> = Vec::new();
+        let result = (|| -> Result<()> {
+            loop {
+                let tasks = next_tasks(&receive, 2 * threads)?;
+                let done = tasks.is_empty();
+                let (blocks, results) = rayon::join(
+                    || {
+                        tasks
+                            .into_par_iter()
+                            .map(|task| parse_task(task, &paths, columns))
+                            .collect::<Vec<_>>()
+                    },
+                    || process(&in_flight),
+                );
+                finish(std::mem::take(&mut in_flight), results)?;
+                for b in blocks.iter().flatten() {
+                    state.bytes += b.disk_bytes;
+                    state.rows += b.rows.len() as u64;
+                }
+                progress(state);
+                match assemble(blocks)? {
+                    Some(windows) => in_flight = windows,
+                    None => return Ok(()),
+                }
+                if done && in_flight.is_empty() {
+                    return Ok(());
+                }
+                if done {
+                    let results = process(&in_flight);
+                    return finish(std::mem::take(&mut in_flight), results);
+                }
+            }
+        })();
+        drop(receive);
+        let produced = reader
+            .join()
+            .unwrap_or_else(|e| std::panic::resume_unwind(e));
+        result?;
+        produced
+    })
+}
+
+/// Takes up to `n` tasks: blocks for the first, then takes what is ready (at least one more round
+/// of work for every thread when the reader keeps up). An empty list means the input has ended.
+fn next_tasks(receive: &Receiver<Result<Task>>, n: usize) -> Result<Vec<Task>> {
+    let mut tasks = Vec::with_capacity(n);
+    while tasks.len() < n {
+        match receive.recv() {
+            Ok(task) => tasks.push(task?),
+            Err(_) => break,
+        }
+    }
+    Ok(tasks)
+}
+
+/// The reader thread: files in order, cut into tasks. Stops when the receiver is gone.
+fn produce(
+    inputs: &[Input],
+    chunk_bytes: usize,
+    columns: &crate::schema::ColumnMap,
+    send: std::sync::mpsc::SyncSender<Result<Task>>,
+) -> Result<()> {
+    for (file, input) in inputs.iter().enumerate() {
+        let file = file as u32;
+        let sent = match input.format {
+            Format::Jsonl(compression) => {
+                let mut open = true;
+                let read =
+                    jsonl::read_chunks(&input.path, compression, file, chunk_bytes, |chunk| {
+                        open = send.send(Ok(Task::Chunk(chunk))).is_ok();
+                        open
+                    });
+                match read {
+                    Ok(()) => open,
+                    Err(e) => {
+                        let _ = send.send(Err(e));
+                        false
+                    }
+                }
+            }
+            Format::Parquet => match parquet::plan(&input.path, file, input.size, columns) {
+                Ok(plan) => {
+                    let plan = Arc::new(plan);
+                    plan.slices
+                        .iter()
+                        .all(|&range| send.send(Ok(Task::Slice(plan.clone(), range))).is_ok())
+                }
+                Err(e @ Error::Input { .. }) => send.send(Ok(Task::Problem(file, e))).is_ok(),
+                Err(e) => {
+                    let _ = send.send(Err(e));
+                    false
+                }
+            },
+        };
+        if !sent {
+            return Ok(());
+        }
+    }
+    Ok(())
+}
+
+fn parse_task(task: Task, paths: &[PathBuf], columns: &crate::schema::ColumnMap) -> Result<Block> {
+    match task {
+        Task::Chunk(chunk) => {
+            let path = &paths[chunk.file as usize];
+            Ok(jsonl::parse(chunk, path, columns))
+        }
+        Task::Slice(plan, range) => parquet::read_slice(&paths[plan.file as usize], &plan, range),
+        Task::Problem(file, e) => Ok(Block {
+            file,
+            rows: Default::default(),
+            problems: vec![e],
+            uses: Default::default(),
+            disk_bytes: 0,
+        }),
+    }
+}
