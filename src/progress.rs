@@ -1,6 +1,7 @@
-//! Progress display: a spinner on stderr for steps that can take more than a second, hidden when
-//! stderr is not a terminal or the output is JSON.
+//! Progress display on stderr for steps that can take more than a second: a spinner, or a bar of
+//! bytes and rows read; hidden when stderr is not a terminal or the output is JSON.
 
+use credit_core::ingest::Progress;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
 use std::time::Duration;
@@ -17,4 +18,36 @@ pub fn spinner(message: &str, json: bool) -> ProgressBar {
     bar.set_message(message.to_string());
     bar.enable_steady_tick(Duration::from_millis(120));
     bar
+}
+
+/// A bar of the input bytes read, with the rate and rows so far.
+pub fn reading(json: bool) -> ProgressBar {
+    if json || !std::io::stderr().is_terminal() {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(0);
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{spinner} {msg} {bytes}/{total_bytes} ({bytes_per_sec}, eta {eta}) [{elapsed}]",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar.enable_steady_tick(Duration::from_millis(120));
+    bar
+}
+
+pub fn update(bar: &ProgressBar, p: Progress) {
+    if bar.is_hidden() {
+        return;
+    }
+    if bar.length() != Some(p.total_bytes) {
+        bar.set_length(p.total_bytes);
+    }
+    bar.set_position(p.bytes.min(p.total_bytes));
+    let pass = match p.pass {
+        2 => " (indexing)",
+        3 => " (second pass)",
+        _ => "",
+    };
+    bar.set_message(format!("reading{pass}: {} rows", p.rows));
 }

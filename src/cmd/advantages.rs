@@ -1,10 +1,11 @@
 //! `credit advantages [PATHS] --methods … -o FILE`: per-step advantages of any methods.
 
-use super::{load_filled, metadata, Format, Globals, MethodArgs};
+use super::{metadata, read_windows, Format, Globals, MethodArgs, Notes};
 use crate::config::ProjectFile;
 use crate::exit::ExitCode;
 use anyhow::{Context, Result};
-use credit_core::output::{advantages_frame, table_format, write_table};
+use credit_core::ingest::Event;
+use credit_core::output::{advantages_rows, table_format, InOrder, OutputRows, TableWriter};
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
@@ -25,35 +26,56 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let plan = args.methods.plan(&project, "all")?;
     table_format(&args.output)?;
     let hisr = args.methods.hisr_params(&project)?;
-    let (ingested, mut notes) = load_filled(&args.globals, &project, &args.models, &hisr)?;
-    let batch = &ingested.batch;
+    let fillers = args.models.load(&hisr)?;
     let json = args.globals.format == Format::Json;
-    let mut results = Vec::new();
-    for method in &plan.methods {
-        let bar = crate::progress::spinner(&format!("computing {}", method.label()), json);
-        results.push(
-            method
-                .advantages(batch)
-                .with_context(|| format!("computing {}", method.label()))?,
-        );
-        bar.finish_and_clear();
-    }
-    notes.extend(results.iter().flat_map(|r| r.notes.iter().cloned()));
-    let meta = metadata(&plan, &notes);
-    let mut frame = advantages_frame(batch, &results)?;
-    write_table(&args.output, &mut frame, &meta)
+    let mut writer = TableWriter::create(&args.output)
         .with_context(|| format!("writing {}", args.output.display()))?;
-    let columns: Vec<String> = frame
-        .get_column_names()
-        .iter()
-        .map(|c| c.to_string())
-        .collect();
+    let mut in_order: InOrder<OutputRows> = InOrder::default();
+    let mut notes = Notes::default();
+    let mut columns: Vec<String> = Vec::new();
+    let report = read_windows(
+        &args.globals,
+        &project,
+        plan.unit(),
+        |window| {
+            let (batch, mut window_notes) = fillers.fill(&window.batch)?;
+            let results = plan.run(&batch)?;
+            window_notes.extend(results.iter().flat_map(|r| r.notes.iter().cloned()));
+            Ok((advantages_rows(&batch, &results)?, window_notes))
+        },
+        |event| {
+            match event {
+                Event::Window(window, (frame, window_notes)) => {
+                    notes.extend(window_notes);
+                    if columns.is_empty() {
+                        columns = frame.columns();
+                    }
+                    in_order.push(window.seq, frame);
+                    in_order.flush(window.watermark, |frame, rows| writer.write_rows(frame, rows))?;
+                }
+                Event::Restart => {
+                    writer = TableWriter::create(&args.output)?;
+                    in_order.clear();
+                    notes.clear();
+                }
+            }
+            Ok(())
+        },
+    )?;
+    in_order.flush(u64::MAX, |frame, rows| writer.write_rows(frame, rows))?;
+    let mut notes = notes.into_vec();
+    notes.extend(report.notes.iter().cloned());
+    let meta = metadata(&plan, &notes);
+    let rows = writer.rows();
+    writer
+        .finish(&meta)
+        .with_context(|| format!("writing {}", args.output.display()))?;
     if json {
         println!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({
                 "output": args.output,
-                "rows": frame.height(),
+                "rows": rows,
                 "columns": columns,
                 "metadata": meta,
             }))?
@@ -64,7 +86,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         }
         println!(
             "wrote {} rows × {} columns to {}",
-            frame.height(),
+            rows,
             columns.len(),
             args.output.display()
         );

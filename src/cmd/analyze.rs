@@ -1,11 +1,12 @@
 //! `credit analyze [PATHS]`: what is in the logs, in one screen (or `--format json`).
 
-use super::{load_filled, write_plots, Format, Globals, MethodArgs};
+use super::{read_windows, write_plots, Format, Globals, MethodArgs, Notes};
 use crate::config::ProjectFile;
 use crate::exit::ExitCode;
 use anyhow::Result;
 use credit_core::analyses::progress::Curve;
-use credit_core::analyses::summary::{summarize, SizeDistribution, Summary};
+use credit_core::analyses::summary::{summary_part, SizeDistribution, Summary, SummaryBuilder};
+use credit_core::ingest::{Event, UnitKind};
 use credit_core::methods::hisr::Segments;
 
 #[derive(Debug, clap::Args)]
@@ -23,14 +24,37 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let project = ProjectFile::load(args.globals.config.as_deref())?;
     // No method flags here: HISR's segmenter comes from the preset and credit.toml.
     let hisr = MethodArgs::default().hisr_params(&project)?;
-    let (ingested, notes) = load_filled(&args.globals, &project, &args.models, &hisr)?;
-    for note in notes {
+    let fillers = args.models.load(&hisr)?;
+    let mut builder = SummaryBuilder::default();
+    let mut notes = Notes::default();
+    let report = read_windows(
+        &args.globals,
+        &project,
+        UnitKind::Group,
+        |window| {
+            let (batch, notes) = fillers.fill(&window.batch)?;
+            Ok((summary_part(&batch, &hisr), notes))
+        },
+        |event| {
+            match event {
+                Event::Window(_, (part, window_notes)) => {
+                    builder.add(part);
+                    notes.extend(window_notes);
+                }
+                Event::Restart => {
+                    builder = SummaryBuilder::default();
+                    notes.clear();
+                }
+            }
+            Ok(())
+        },
+    )?;
+    for note in notes.into_vec().iter().chain(&report.notes) {
         eprintln!("note: {note}");
     }
-    let summary = summarize(&ingested.batch, &ingested.report, &hisr);
+    let summary = builder.finish(&report);
     if let Some(dir) = &args.plots {
         let inputs = credit_report::Inputs {
-            batch: &ingested.batch,
             summary: &summary,
             comparison: None,
             advantages: &[],

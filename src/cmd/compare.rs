@@ -2,7 +2,7 @@
 //! same steps.
 
 use super::{
-    compute, load_filled, metadata, proxmo_params, write_plots, Format, Globals, MethodArgs,
+    gather, metadata, proxmo_params, write_plots, Format, Globals, MethodArgs,
 };
 use crate::config::ProjectFile;
 use crate::exit::ExitCode;
@@ -26,19 +26,23 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let project = ProjectFile::load(args.globals.config.as_deref())?;
     let plan = args.methods.plan(&project, "grpo,gigpo,proxmo")?;
     let hisr = args.methods.hisr_params(&project)?;
-    let (ingested, mut notes) = load_filled(&args.globals, &project, &args.models, &hisr)?;
+    let fillers = args.models.load(&hisr)?;
     let json = args.globals.format == Format::Json;
-    let (columns, method_notes) = compute(&plan, &ingested.batch, json)?;
-    notes.extend(method_notes);
-    let comparison = compare(&ingested.batch, &columns);
-    if let Some(dir) = &args.plots {
-        let summary =
-            credit_core::analyses::summary::summarize(&ingested.batch, &ingested.report, &hisr);
+    let gathered = gather(
+        &args.globals,
+        &project,
+        &plan,
+        &fillers,
+        &hisr,
+        args.plots.is_some(),
+    )?;
+    let notes = &gathered.notes;
+    let comparison = compare(&gathered.rows, &gathered.advantages);
+    if let (Some(dir), Some(summary)) = (&args.plots, &gathered.summary) {
         let inputs = credit_report::Inputs {
-            batch: &ingested.batch,
-            summary: &summary,
+            summary,
             comparison: Some(&comparison),
-            advantages: &columns,
+            advantages: &gathered.advantages,
             proxmo: proxmo_params(&plan),
             metadata: metadata(&plan, &notes),
         };
@@ -49,7 +53,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         value["metadata"] = metadata(&plan, &notes);
         println!("{}", serde_json::to_string_pretty(&value)?);
     } else {
-        for note in &notes {
+        for note in notes {
             eprintln!("note: {note}");
         }
         print!("{}", render(&comparison));

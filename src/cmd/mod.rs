@@ -13,8 +13,13 @@ use crate::config::{column_map, ProjectFile};
 use crate::exit::ExitCode;
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use credit_core::ingest::{read_paths, IngestOptions, Ingested};
+use credit_core::ingest::{
+    read_paths, stream, Event, IngestOptions, IngestReport, Ingested, UnitKind, Window,
+};
+use credit_core::analyses::compare::{CompareChunk, CompareRows};
+use credit_core::analyses::summary::{summary_part, Summary, SummaryBuilder};
 use credit_core::methods::{hisr, parse_list, Method};
+use credit_core::output::InOrder;
 use credit_core::profile::Profile;
 use credit_core::StepBatch;
 use std::path::PathBuf;
@@ -108,9 +113,9 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
     }
 }
 
-/// Reads the inputs with a spinner; prints `--lenient` skips as a warning.
-pub fn load(globals: &Globals, project: &ProjectFile) -> Result<Ingested> {
-    let options = IngestOptions {
+/// The ingest options from the flags and `credit.toml`.
+pub fn ingest_options(globals: &Globals, project: &ProjectFile) -> Result<IngestOptions> {
+    Ok(IngestOptions {
         columns: column_map(project, globals.schema.as_deref())?,
         lenient: globals.lenient,
         success_threshold: globals
@@ -118,15 +123,14 @@ pub fn load(globals: &Globals, project: &ProjectFile) -> Result<Ingested> {
             .or(project.success_threshold)
             .unwrap_or(0.5),
         ..IngestOptions::default()
-    };
-    let paths = project.inputs(&globals.paths);
-    let bar = crate::progress::spinner("reading logs", globals.format == Format::Json);
-    let ingested = read_paths(&paths, &options).context("reading the logs")?;
-    bar.finish_and_clear();
-    let skipped = ingested.report.skipped_total();
+    })
+}
+
+/// Prints `--lenient` skips as a warning, and ingest's notes.
+fn warn_skips(report: &IngestReport) {
+    let skipped = report.skipped_total();
     if skipped > 0 {
-        let reasons: Vec<String> = ingested
-            .report
+        let reasons: Vec<String> = report
             .skipped
             .iter()
             .map(|(r, n)| format!("{n} {}", r.as_str()))
@@ -135,11 +139,48 @@ pub fn load(globals: &Globals, project: &ProjectFile) -> Result<Ingested> {
             "warning: --lenient skipped {skipped} row(s): {}",
             reasons.join(", ")
         );
-        for example in &ingested.report.skipped_examples {
+        for example in &report.skipped_examples {
             eprintln!("  {example}");
         }
     }
+}
+
+/// Reads the whole input into one batch, with a spinner (`credit train`).
+pub fn load(globals: &Globals, project: &ProjectFile) -> Result<Ingested> {
+    let options = ingest_options(globals, project)?;
+    let paths = project.inputs(&globals.paths);
+    let bar = crate::progress::spinner("reading logs", globals.format == Format::Json);
+    let ingested = read_paths(&paths, &options).context("reading the logs")?;
+    bar.finish_and_clear();
+    warn_skips(&ingested.report);
     Ok(ingested)
+}
+
+/// Reads the logs window by window in bounded memory (`credit_core::ingest::stream`), with a
+/// progress bar of bytes and rows: `process` runs on every window, in parallel; `sink` takes the
+/// results in input order (and `Event::Restart` when the logs are read a second time).
+pub fn read_windows<R: Send>(
+    globals: &Globals,
+    project: &ProjectFile,
+    unit: UnitKind,
+    process: impl Fn(&Window) -> Result<R> + Sync,
+    sink: impl FnMut(Event<R>) -> Result<()>,
+) -> Result<IngestReport> {
+    let options = ingest_options(globals, project)?;
+    let paths = project.inputs(&globals.paths);
+    let bar = crate::progress::reading(globals.format == Format::Json);
+    let report = stream(
+        &paths,
+        &options,
+        unit,
+        &|p| crate::progress::update(&bar, p),
+        process,
+        sink,
+    )
+    .context("reading the logs")?;
+    bar.finish_and_clear();
+    warn_skips(&report);
+    Ok(report)
 }
 
 /// The resolved methods: preset < credit.toml < flags.
@@ -234,37 +275,122 @@ impl MethodArgs {
     }
 }
 
-/// [`load`], then the columns the `--progress-model` / `--sprm-model` models predict, so every
-/// method and analysis reads them; returns the notes that say which were filled.
-pub fn load_filled(
-    globals: &Globals,
-    project: &ProjectFile,
-    models: &progress::SignalModels,
-    hisr: &hisr::Params,
-) -> Result<(Ingested, Vec<String>)> {
-    let mut ingested = load(globals, project)?;
-    let notes = models.fill(&mut ingested.batch, hisr)?;
-    Ok((ingested, notes))
+/// Notes in the order first seen, each once (windows repeat them).
+#[derive(Default)]
+pub struct Notes(Vec<String>);
+
+impl Notes {
+    pub fn extend(&mut self, notes: impl IntoIterator<Item = String>) {
+        for note in notes {
+            if !self.0.contains(&note) {
+                self.0.push(note);
+            }
+        }
+    }
+
+    pub fn clear(&mut self) {
+        self.0.clear();
+    }
+
+    pub fn into_vec(self) -> Vec<String> {
+        self.0
+    }
 }
 
-/// Runs every planned method, with a spinner each: (label, advantage per row) and their notes.
-pub fn compute(
-    plan: &Plan,
-    batch: &StepBatch,
-    json: bool,
-) -> Result<(Vec<(String, Vec<f64>)>, Vec<String>)> {
-    let mut columns = Vec::new();
-    let mut notes = Vec::new();
-    for method in &plan.methods {
-        let bar = crate::progress::spinner(&format!("computing {}", method.label()), json);
-        let result = method
-            .advantages(batch)
-            .with_context(|| format!("computing {}", method.label()))?;
-        bar.finish_and_clear();
-        notes.extend(result.notes.iter().cloned());
-        columns.push((method.label().to_string(), result.advantage().to_vec()));
+impl Plan {
+    /// What a window must hold whole for every planned method.
+    pub fn unit(&self) -> UnitKind {
+        if self.methods.iter().any(Method::batch_scoped) {
+            UnitKind::Iteration
+        } else {
+            UnitKind::Group
+        }
     }
-    Ok((columns, notes))
+
+    /// Every planned method's result on one batch.
+    pub fn run(&self, batch: &StepBatch) -> Result<Vec<credit_core::methods::Advantages>> {
+        self.methods
+            .iter()
+            .map(|m| {
+                m.advantages(batch)
+                    .with_context(|| format!("computing {}", m.label()))
+            })
+            .collect()
+    }
+}
+
+/// Every planned method on every window of the logs, gathered in input order: what `compare`
+/// and `report` keep per row (a few bytes, plus 8 per method), and the summary when asked for.
+pub struct Gathered {
+    pub rows: CompareRows,
+    /// (method label, advantage per row), rows in input order.
+    pub advantages: Vec<(String, Vec<f64>)>,
+    pub summary: Option<Summary>,
+    pub notes: Vec<String>,
+}
+
+pub fn gather(
+    globals: &Globals,
+    project: &ProjectFile,
+    plan: &Plan,
+    fillers: &progress::Fillers,
+    hisr: &hisr::Params,
+    with_summary: bool,
+) -> Result<Gathered> {
+    let labels: Vec<String> = plan.methods.iter().map(|m| m.label().to_string()).collect();
+    let mut rows = CompareRows::default();
+    let mut columns: Vec<Vec<f64>> = vec![Vec::new(); labels.len()];
+    let mut in_order: InOrder<CompareChunk> = InOrder::default();
+    let mut builder = SummaryBuilder::default();
+    let mut notes = Notes::default();
+    let report = read_windows(
+        globals,
+        project,
+        plan.unit(),
+        |window| {
+            let (batch, mut window_notes) = fillers.fill(&window.batch)?;
+            let results = plan.run(&batch)?;
+            window_notes.extend(results.iter().flat_map(|r| r.notes.iter().cloned()));
+            let advantages = results.iter().map(|r| r.advantage().to_vec()).collect();
+            let part = with_summary.then(|| summary_part(&batch, hisr));
+            Ok((CompareChunk::of(&batch, advantages), part, window_notes))
+        },
+        |event| {
+            match event {
+                Event::Window(window, (chunk, part, window_notes)) => {
+                    notes.extend(window_notes);
+                    if let Some(part) = part {
+                        builder.add(part);
+                    }
+                    in_order.push(window.seq, chunk);
+                    in_order.flush(window.watermark, |chunk, selection| {
+                        rows.append(chunk, selection, &mut columns);
+                        Ok::<(), anyhow::Error>(())
+                    })?;
+                }
+                Event::Restart => {
+                    rows = CompareRows::default();
+                    columns.iter_mut().for_each(Vec::clear);
+                    in_order.clear();
+                    builder = SummaryBuilder::default();
+                    notes.clear();
+                }
+            }
+            Ok(())
+        },
+    )?;
+    in_order.flush(u64::MAX, |chunk, selection| {
+        rows.append(chunk, selection, &mut columns);
+        Ok::<(), anyhow::Error>(())
+    })?;
+    let mut notes = notes.into_vec();
+    notes.extend(report.notes.iter().cloned());
+    Ok(Gathered {
+        rows,
+        advantages: labels.into_iter().zip(columns).collect(),
+        summary: with_summary.then(|| builder.finish(&report)),
+        notes,
+    })
 }
 
 /// The figures of `scope` as PNG and SVG files in `dir` (`--plots DIR`).

@@ -170,41 +170,60 @@ pub fn train(args: ProgressArgs, readout: Readout) -> Result<ExitCode> {
     Ok(ExitCode::Ok)
 }
 
-/// Fills the column a model in `dir` predicts (`progress` for `expected = Step`, `segment_reward`
-/// at the ends of `hisr`'s segments for `SegmentEnd`) when the logs lack it; returns whether it did.
-fn fill(batch: &mut StepBatch, dir: &Path, expected: Readout, hisr: &hisr::Params) -> Result<bool> {
-    let model = ProgressModel::load(dir)
-        .with_context(|| format!("loading the model in {}", dir.display()))?;
-    let readout = model.config().readout;
-    if readout != expected {
-        let (flag, trained_by) = match readout {
-            Readout::Step => ("--progress-model", "credit train progress"),
-            Readout::SegmentEnd => ("--sprm-model", "credit train sprm"),
+/// A model given with `--progress-model` / `--sprm-model`, loaded once.
+struct SignalModel {
+    dir: PathBuf,
+    model: ProgressModel,
+    column: &'static str,
+}
+
+impl SignalModel {
+    /// Loads the model in `dir`, which must be of the `expected` kind.
+    fn load(dir: &Path, expected: Readout) -> Result<Self> {
+        let model = ProgressModel::load(dir)
+            .with_context(|| format!("loading the model in {}", dir.display()))?;
+        let readout = model.config().readout;
+        if readout != expected {
+            let (flag, trained_by) = match readout {
+                Readout::Step => ("--progress-model", "credit train progress"),
+                Readout::SegmentEnd => ("--sprm-model", "credit train sprm"),
+            };
+            bail!(
+                "{} holds a `{trained_by}` model (readout {}); pass it with {flag}",
+                dir.display(),
+                readout.label()
+            );
+        }
+        let column = match readout {
+            Readout::Step => PROGRESS,
+            Readout::SegmentEnd => SEGMENT_REWARD,
         };
-        bail!(
-            "{} holds a `{trained_by}` model (readout {}); pass it with {flag}",
-            dir.display(),
-            readout.label()
-        );
+        Ok(SignalModel {
+            dir: dir.to_path_buf(),
+            model,
+            column,
+        })
     }
-    let column = match readout {
-        Readout::Step => PROGRESS,
-        Readout::SegmentEnd => SEGMENT_REWARD,
-    };
-    if batch.has(column) {
-        return Ok(false);
-    }
-    let mut values = vec![None; batch.len()];
-    for (traj, t) in trajectories(batch, readout, hisr)?.iter().zip(&batch.trajs) {
-        let predicted = model.predict(&traj.steps)?;
-        for ((c, step), &r) in predicted.into_iter().zip(&traj.steps).zip(&t.rows) {
-            if step.readout {
-                values[r as usize] = Some(c);
+
+    /// Fills the column the model predicts (`progress` on every step, `segment_reward` at the ends
+    /// of `hisr`'s segments) when the logs lack it; returns whether it did.
+    fn fill(&self, batch: &mut StepBatch, hisr: &hisr::Params) -> Result<bool> {
+        if batch.has(self.column) {
+            return Ok(false);
+        }
+        let readout = self.model.config().readout;
+        let mut values = vec![None; batch.len()];
+        for (traj, t) in trajectories(batch, readout, hisr)?.iter().zip(&batch.trajs) {
+            let predicted = self.model.predict(&traj.steps)?;
+            for ((c, step), &r) in predicted.into_iter().zip(&traj.steps).zip(&t.rows) {
+                if step.readout {
+                    values[r as usize] = Some(c);
+                }
             }
         }
+        batch.with_column_opt_f64(self.column, values)?;
+        Ok(true)
     }
-    batch.with_column_opt_f64(column, values)?;
-    Ok(true)
 }
 
 /// Trained signal models that fill missing columns before any method or analysis reads them.
@@ -220,25 +239,51 @@ pub struct SignalModels {
     pub sprm_model: Option<PathBuf>,
 }
 
+/// The models of [`SignalModels`], loaded, with HISR's segmenter for the segment-end model.
+pub struct Fillers {
+    models: Vec<SignalModel>,
+    hisr: hisr::Params,
+}
+
 impl SignalModels {
-    /// Fills what the given models predict; one note per model says whether it was used.
-    pub fn fill(&self, batch: &mut StepBatch, hisr: &hisr::Params) -> Result<Vec<String>> {
-        let mut notes = Vec::new();
-        for (dir, readout, column) in [
-            (&self.progress_model, Readout::Step, PROGRESS),
-            (&self.sprm_model, Readout::SegmentEnd, SEGMENT_REWARD),
-        ] {
-            if let Some(dir) = dir {
-                notes.push(if fill(batch, dir, readout, hisr)? {
-                    format!("`{column}` filled from the model in {}", dir.display())
-                } else {
-                    format!(
-                        "the logs carry `{column}`; the model in {} was not used",
-                        dir.display()
-                    )
-                });
-            }
+    pub fn load(&self, hisr: &hisr::Params) -> Result<Fillers> {
+        let mut models = Vec::new();
+        if let Some(dir) = &self.progress_model {
+            models.push(SignalModel::load(dir, Readout::Step)?);
         }
-        Ok(notes)
+        if let Some(dir) = &self.sprm_model {
+            models.push(SignalModel::load(dir, Readout::SegmentEnd)?);
+        }
+        Ok(Fillers {
+            models,
+            hisr: hisr.clone(),
+        })
+    }
+}
+
+impl Fillers {
+    /// `batch` with what the models predict filled in (the batch itself when no model is given),
+    /// and one note per model saying whether it was used.
+    pub fn fill<'a>(
+        &self,
+        batch: &'a StepBatch,
+    ) -> Result<(std::borrow::Cow<'a, StepBatch>, Vec<String>)> {
+        if self.models.is_empty() {
+            return Ok((std::borrow::Cow::Borrowed(batch), Vec::new()));
+        }
+        let mut filled = batch.clone();
+        let mut notes = Vec::new();
+        for m in &self.models {
+            notes.push(if m.fill(&mut filled, &self.hisr)? {
+                format!("`{}` filled from the model in {}", m.column, m.dir.display())
+            } else {
+                format!(
+                    "the logs carry `{}`; the model in {} was not used",
+                    m.column,
+                    m.dir.display()
+                )
+            });
+        }
+        Ok((std::borrow::Cow::Owned(filled), notes))
     }
 }

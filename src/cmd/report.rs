@@ -2,11 +2,11 @@
 //! `report.html` (self-contained), `report.md` (PNGs in `figures/`), `summary.json`; exit 1 when a
 //! threshold rule fails.
 
-use super::{compute, load_filled, metadata, proxmo_params, Format, Globals, MethodArgs};
+use super::{gather, metadata, proxmo_params, Format, Globals, MethodArgs};
 use crate::config::ProjectFile;
 use crate::exit::ExitCode;
 use anyhow::{Context, Result};
-use credit_core::analyses::{compare::compare, summary::summarize};
+use credit_core::analyses::compare::compare;
 use credit_core::output::write_atomic;
 use credit_report::{check, figures, html, markdown, summary_json, Inputs, Scope};
 use std::path::{Path, PathBuf};
@@ -67,18 +67,16 @@ pub fn run(args: Args) -> Result<ExitCode> {
     };
     let json = args.globals.format == Format::Json;
     let hisr = args.methods.hisr_params(&project)?;
-    let (ingested, mut notes) = load_filled(&args.globals, &project, &args.models, &hisr)?;
-    let summary = summarize(&ingested.batch, &ingested.report, &hisr);
-    let (columns, method_notes) = compute(&plan, &ingested.batch, json)?;
-    notes.extend(method_notes);
-    let comparison = compare(&ingested.batch, &columns);
+    let fillers = args.models.load(&hisr)?;
+    let gathered = gather(&args.globals, &project, &plan, &fillers, &hisr, true)?;
+    let summary = gathered.summary.as_ref().expect("asked for the summary");
+    let comparison = compare(&gathered.rows, &gathered.advantages);
     let inputs = Inputs {
-        batch: &ingested.batch,
-        summary: &summary,
+        summary,
         comparison: Some(&comparison),
-        advantages: &columns,
+        advantages: &gathered.advantages,
         proxmo: proxmo_params(&plan),
-        metadata: metadata(&plan, &notes),
+        metadata: metadata(&plan, &gathered.notes),
     };
 
     let figure_dir = args.out.join("figures");

@@ -41,12 +41,7 @@ pub fn write_atomic(
     path: &Path,
     write: impl FnOnce(&mut std::fs::File) -> Result<()>,
 ) -> Result<()> {
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("out");
-    let tmp: PathBuf = dir.join(format!(".{name}.{}.tmp", std::process::id()));
+    let tmp = temporary(path);
     let io = |p: &Path| {
         let p = p.to_path_buf();
         move |source| Error::Io { path: p, source }
@@ -85,41 +80,297 @@ pub fn advantages_frame(batch: &StepBatch, results: &[Advantages]) -> Result<Dat
     Ok(DataFrame::new(batch.len(), columns)?)
 }
 
-/// Writes a table with its metadata.
-pub fn write_table(path: &Path, frame: &mut DataFrame, metadata: &serde_json::Value) -> Result<()> {
-    let format = table_format(path)?;
-    let meta_text =
-        serde_json::to_string_pretty(metadata).map_err(|e| Error::Config(e.to_string()))?;
-    match format {
-        TableFormat::Parquet => write_atomic(path, |file| {
-            let kv = KeyValueMetadata::from_static(vec![("credit".to_string(), meta_text.clone())]);
-            ParquetWriter::new(file)
-                .with_key_value_metadata(Some(kv))
-                .finish(frame)?;
-            Ok(())
-        })?,
-        TableFormat::Jsonl => write_atomic(path, |file| {
-            JsonWriter::new(file)
-                .with_json_format(JsonFormat::JsonLines)
-                .finish(frame)?;
-            Ok(())
-        })?,
-        TableFormat::Csv => write_atomic(path, |file| {
-            CsvWriter::new(file).finish(frame)?;
-            Ok(())
-        })?,
-    }
-    if format != TableFormat::Parquet {
-        let mut sidecar = path.as_os_str().to_owned();
-        sidecar.push(".meta.json");
-        let sidecar = PathBuf::from(sidecar);
-        write_atomic(&sidecar, |file| {
-            file.write_all(meta_text.as_bytes())
-                .map_err(|source| Error::Io {
-                    path: sidecar.clone(),
-                    source,
-                })
+/// A temporary path beside `path`: hidden, named for the target and this process.
+fn temporary(path: &Path) -> PathBuf {
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("out");
+    dir.join(format!(".{name}.{}.tmp", std::process::id()))
+}
+
+/// `<file>.meta.json`, beside JSONL and CSV outputs.
+pub fn sidecar(path: &Path) -> PathBuf {
+    let mut name = path.as_os_str().to_owned();
+    name.push(".meta.json");
+    PathBuf::from(name)
+}
+
+enum Sink {
+    Parquet(Option<polars::io::parquet::write::BatchedWriter<std::fs::File>>),
+    Jsonl,
+    Csv { header: bool },
+}
+
+/// A table written frame by frame to a temporary file beside `path`, renamed into place (with its
+/// metadata) by [`TableWriter::finish`]; dropped unfinished, it leaves nothing behind.
+pub struct TableWriter {
+    path: PathBuf,
+    tmp: PathBuf,
+    file: Option<std::fs::File>,
+    sink: Sink,
+    rows: u64,
+}
+
+impl TableWriter {
+    pub fn create(path: &Path) -> Result<Self> {
+        let format = table_format(path)?;
+        let tmp = temporary(path);
+        let file = std::fs::File::create(&tmp).map_err(|source| Error::Io {
+            path: tmp.clone(),
+            source,
         })?;
+        Ok(TableWriter {
+            path: path.to_path_buf(),
+            tmp,
+            file: Some(file),
+            sink: match format {
+                TableFormat::Parquet => Sink::Parquet(None),
+                TableFormat::Jsonl => Sink::Jsonl,
+                TableFormat::Csv => Sink::Csv { header: true },
+            },
+            rows: 0,
+        })
     }
-    Ok(())
+
+    pub fn rows(&self) -> u64 {
+        self.rows
+    }
+
+    fn io(&self) -> impl Fn(std::io::Error) -> Error + '_ {
+        move |source| Error::Io {
+            path: self.tmp.clone(),
+            source,
+        }
+    }
+
+    /// Appends the rows of `frame` (every frame has the same columns).
+    pub fn write(&mut self, frame: &mut DataFrame) -> Result<()> {
+        self.rows += frame.height() as u64;
+        let file = self.file.as_mut().expect("open until finished");
+        match &mut self.sink {
+            Sink::Parquet(writer) => {
+                if writer.is_none() {
+                    let handle = file.try_clone().map_err(|source| Error::Io {
+                        path: self.tmp.clone(),
+                        source,
+                    })?;
+                    *writer = Some(ParquetWriter::new(handle).batched(frame.schema())?);
+                }
+                frame.rechunk_mut();
+                writer.as_mut().expect("created above").write_batch(frame)?;
+            }
+            Sink::Jsonl => JsonWriter::new(file)
+                .with_json_format(JsonFormat::JsonLines)
+                .finish(frame)?,
+            Sink::Csv { header } => {
+                CsvWriter::new(file).include_header(*header).finish(frame)?;
+                *header = false;
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends the file with its metadata (Parquet key-value metadata `credit`, or `<file>.meta.json`
+    /// for JSONL and CSV) and moves both into place, the metadata first.
+    pub fn finish(mut self, metadata: &serde_json::Value) -> Result<()> {
+        let text = serde_json::to_string_pretty(metadata).map_err(|e| Error::Config(e.to_string()))?;
+        let mut file = self.file.take().expect("open until finished");
+        match &mut self.sink {
+            Sink::Parquet(writer) => {
+                let writer = match writer.take() {
+                    Some(w) => w,
+                    None => ParquetWriter::new(file.try_clone().map_err(self.io())?)
+                        .batched(&Schema::default())?,
+                };
+                let mut inner = writer.get_writer().lock().map_err(|_| {
+                    Error::Config("the Parquet writer was poisoned by a panic".into())
+                })?;
+                let schema_key = polars_parquet::write::schema_to_metadata_key(inner.schema());
+                let key_values = vec![
+                    schema_key,
+                    polars_parquet::write::KeyValue {
+                        key: "credit".into(),
+                        value: Some(text.clone()),
+                    },
+                ];
+                inner.end(Some(key_values))?;
+            }
+            Sink::Jsonl | Sink::Csv { .. } => {
+                let meta = sidecar(&self.path);
+                write_atomic(&meta, |f| {
+                    f.write_all(text.as_bytes()).map_err(|source| Error::Io {
+                        path: meta.clone(),
+                        source,
+                    })
+                })?;
+            }
+        }
+        file.flush().map_err(self.io())?;
+        file.sync_all().map_err(self.io())?;
+        drop(file);
+        std::fs::rename(&self.tmp, &self.path).map_err(|source| Error::Io {
+            path: self.path.clone(),
+            source,
+        })
+    }
+}
+
+impl Drop for TableWriter {
+    fn drop(&mut self) {
+        if self.file.is_some() {
+            self.file = None;
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+/// A window's output rows: keys and every method's columns ([`advantages_rows`]).
+pub struct OutputRows(DataFrame);
+
+impl OutputRows {
+    pub fn columns(&self) -> Vec<String> {
+        self.0
+            .get_column_names()
+            .iter()
+            .map(|c| c.to_string())
+            .collect()
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.height()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.height() == 0
+    }
+}
+
+/// The output rows of `credit advantages` for one batch (see [`advantages_frame`]).
+pub fn advantages_rows(batch: &StepBatch, results: &[Advantages]) -> Result<OutputRows> {
+    Ok(OutputRows(advantages_frame(batch, results)?))
+}
+
+impl TableWriter {
+    /// Appends rows `selection` of `rows`, in that order.
+    pub fn write_rows(&mut self, rows: &OutputRows, selection: &[usize]) -> Result<()> {
+        let whole = selection.len() == rows.len()
+            && selection.iter().enumerate().all(|(i, &r)| i == r);
+        let mut part = if whole {
+            rows.0.clone()
+        } else {
+            let idx: Vec<IdxSize> = selection.iter().map(|&r| r as IdxSize).collect();
+            rows.0.take(&IdxCa::from_vec("".into(), idx))?
+        };
+        self.write(&mut part)
+    }
+}
+
+/// Writes a whole table with its metadata.
+pub fn write_table(path: &Path, frame: &mut DataFrame, metadata: &serde_json::Value) -> Result<()> {
+    let mut writer = TableWriter::create(path)?;
+    writer.write(frame)?;
+    writer.finish(metadata)
+}
+
+/// Rows that arrive in windows, out of input order when a log's groups interleave, handed on in
+/// input order: each window's rows carry their place in the input (`seq`), and a window's
+/// watermark says that no later window holds an earlier row.
+pub struct InOrder<C> {
+    /// (seq of each row, the rows, which rows were handed on).
+    pending: Vec<(Vec<u64>, C, Vec<bool>)>,
+}
+
+impl<C> Default for InOrder<C> {
+    fn default() -> Self {
+        InOrder {
+            pending: Vec::new(),
+        }
+    }
+}
+
+impl<C> InOrder<C> {
+    pub fn push(&mut self, seq: Vec<u64>, chunk: C) {
+        let n = seq.len();
+        self.pending.push((seq, chunk, vec![false; n]));
+    }
+
+    pub fn clear(&mut self) {
+        self.pending.clear();
+    }
+
+    /// Hands on every pending row before `watermark` in input order, as runs of rows of one
+    /// chunk: `take(chunk, rows)`.
+    pub fn flush<E>(
+        &mut self,
+        watermark: u64,
+        mut take: impl FnMut(&C, &[usize]) -> std::result::Result<(), E>,
+    ) -> std::result::Result<(), E> {
+        let mut ready: Vec<(u64, usize, usize)> = Vec::new();
+        for (c, (seq, _, taken)) in self.pending.iter().enumerate() {
+            for (r, &s) in seq.iter().enumerate() {
+                if !taken[r] && s < watermark {
+                    ready.push((s, c, r));
+                }
+            }
+        }
+        if ready.windows(2).any(|w| w[1].0 < w[0].0) {
+            ready.sort_unstable();
+        }
+        let mut rows = Vec::new();
+        let mut i = 0;
+        while i < ready.len() {
+            let c = ready[i].1;
+            rows.clear();
+            while i < ready.len() && ready[i].1 == c {
+                rows.push(ready[i].2);
+                i += 1;
+            }
+            take(&self.pending[c].1, &rows)?;
+            for &r in &rows {
+                self.pending[c].2[r] = true;
+            }
+        }
+        self.pending.retain(|(_, _, taken)| !taken.iter().all(|&t| t));
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rows_come_out_in_input_order() {
+        // Window A holds rows 0, 2, 5; window B rows 1, 3, 4. After A with watermark 1 only row 0
+        // may go; after B with watermark 6 the rest, in order.
+        let mut order: InOrder<&str> = InOrder::default();
+        let mut out: Vec<(String, Vec<usize>)> = Vec::new();
+        order.push(vec![0, 2, 5], "A");
+        order
+            .flush(1, |c, rows| {
+                out.push((c.to_string(), rows.to_vec()));
+                Ok::<(), ()>(())
+            })
+            .unwrap();
+        order.push(vec![1, 3, 4], "B");
+        order
+            .flush(6, |c, rows| {
+                out.push((c.to_string(), rows.to_vec()));
+                Ok::<(), ()>(())
+            })
+            .unwrap();
+        assert_eq!(
+            out,
+            vec![
+                ("A".to_string(), vec![0]),
+                ("B".to_string(), vec![0]),
+                ("A".to_string(), vec![1]),
+                ("B".to_string(), vec![1, 2]),
+                ("A".to_string(), vec![2]),
+            ]
+        );
+        assert!(order.pending.is_empty());
+    }
 }

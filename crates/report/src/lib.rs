@@ -15,7 +15,6 @@ use credit_core::analyses::progress::{Curve, ProgressPosition};
 use credit_core::analyses::summary::{SizeDistribution, Summary};
 use credit_core::methods::hisr::Segments;
 use credit_core::methods::proxmo;
-use credit_core::StepBatch;
 use plots::{
     render, BarPanels, Figure, HeatTable, LinePanels, Plot, Scatter, ScatterPanel, Section,
     SmallHistograms,
@@ -34,7 +33,6 @@ pub enum Error {
 
 /// Everything a report is made of.
 pub struct Inputs<'a> {
-    pub batch: &'a StepBatch,
     pub summary: &'a Summary,
     pub comparison: Option<&'a Comparison>,
     /// (method label, advantage per row)
@@ -92,7 +90,6 @@ pub fn figures(
         move |png| render(&p, png)
     }
     let s = inputs.summary;
-    let batch = inputs.batch;
 
     if scope != Scope::Compare {
         let mut panels = Vec::new();
@@ -138,11 +135,10 @@ pub fn figures(
         )?;
 
         let lengths = |want: bool| {
-            batch
-                .trajs
+            s.length.histograms[if want { 0 } else { 1 }]
+                .0
                 .iter()
-                .filter(|t| t.success == want)
-                .map(|t| t.rows.len() as f64)
+                .flat_map(|(&len, &n)| std::iter::repeat_n(len as f64, n))
                 .collect::<Vec<_>>()
         };
         add(

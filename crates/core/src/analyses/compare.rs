@@ -84,14 +84,109 @@ fn sign(x: f64) -> i8 {
     }
 }
 
-/// Compares the advantage columns `advantages` (method label → one value per row).
-pub fn compare(batch: &StepBatch, advantages: &[(String, Vec<f64>)]) -> Comparison {
-    let valid = batch.valid();
-    let success: Vec<bool> = batch
-        .traj_of_row
-        .iter()
-        .map(|&t| batch.trajs[t as usize].success)
-        .collect();
+/// What a comparison needs of each row besides the advantages, in input order. Gathered window
+/// by window ([`CompareRows::append`]), it is the one thing `compare` keeps per row: a few bytes
+/// plus 8 per method.
+#[derive(Clone, Debug, Default)]
+pub struct CompareRows {
+    pub valid: Vec<bool>,
+    pub success: Vec<bool>,
+    /// 0-based step position within the trajectory.
+    pub position: Vec<u32>,
+    /// Task per row (an index into `task_names`), when a `task` column is logged.
+    pub task: Option<Vec<u32>>,
+    pub task_names: Vec<String>,
+    task_index: std::collections::HashMap<String, u32>,
+}
+
+/// One window's rows for a comparison.
+#[derive(Clone, Debug)]
+pub struct CompareChunk {
+    valid: Vec<bool>,
+    success: Vec<bool>,
+    position: Vec<u32>,
+    /// (task per row as an index into the names, the window's task names).
+    task: Option<(Vec<u32>, Vec<String>)>,
+    /// One column per method.
+    pub advantages: Vec<Vec<f64>>,
+}
+
+impl CompareChunk {
+    pub fn of(batch: &StepBatch, advantages: Vec<Vec<f64>>) -> Self {
+        let task = batch.tasks().map(|tasks| {
+            let mut names: Vec<String> = Vec::new();
+            let mut index: std::collections::HashMap<&str, u32> = Default::default();
+            let ids = (0..batch.len())
+                .map(|r| {
+                    let name = tasks.get(r).unwrap_or("(none)");
+                    *index.entry(name).or_insert_with(|| {
+                        names.push(name.to_string());
+                        (names.len() - 1) as u32
+                    })
+                })
+                .collect();
+            (ids, names)
+        });
+        CompareChunk {
+            valid: batch.valid(),
+            success: batch
+                .traj_of_row
+                .iter()
+                .map(|&t| batch.trajs[t as usize].success)
+                .collect(),
+            position: batch.position.clone(),
+            task,
+            advantages,
+        }
+    }
+}
+
+impl CompareRows {
+    /// Appends rows `rows` of a window (their advantages go to `advantages`, one column per method).
+    pub fn append(&mut self, chunk: &CompareChunk, rows: &[usize], advantages: &mut [Vec<f64>]) {
+        for &r in rows {
+            self.valid.push(chunk.valid[r]);
+            self.success.push(chunk.success[r]);
+            self.position.push(chunk.position[r]);
+        }
+        if let Some((ids, names)) = &chunk.task {
+            let global: Vec<u32> = names
+                .iter()
+                .map(|name| {
+                    *self.task_index.entry(name.clone()).or_insert_with(|| {
+                        self.task_names.push(name.clone());
+                        (self.task_names.len() - 1) as u32
+                    })
+                })
+                .collect();
+            let task = self.task.get_or_insert_with(Vec::new);
+            task.extend(rows.iter().map(|&r| global[ids[r] as usize]));
+        }
+        for (column, values) in advantages.iter_mut().zip(&chunk.advantages) {
+            column.extend(rows.iter().map(|&r| values[r]));
+        }
+    }
+
+    /// The rows of a whole batch.
+    pub fn of(batch: &StepBatch) -> Self {
+        let chunk = CompareChunk::of(batch, Vec::new());
+        let mut rows = CompareRows::default();
+        rows.append(&chunk, &(0..batch.len()).collect::<Vec<_>>(), &mut []);
+        rows
+    }
+
+    pub fn len(&self) -> usize {
+        self.valid.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.valid.is_empty()
+    }
+}
+
+/// Compares the advantage columns `advantages` (method label → one value per row of `rows`).
+pub fn compare(rows: &CompareRows, advantages: &[(String, Vec<f64>)]) -> Comparison {
+    let (valid, success, position) = (&rows.valid, &rows.success, &rows.position);
     let methods: Vec<String> = advantages.iter().map(|(m, _)| m.clone()).collect();
 
     let distributions = advantages
@@ -122,7 +217,7 @@ pub fn compare(batch: &StepBatch, advantages: &[(String, Vec<f64>)]) -> Comparis
     let mut invalid_credit = BTreeMap::new();
     let mut by_position = BTreeMap::new();
     for (m, a) in advantages {
-        let mut rows = Vec::new();
+        let mut cell_rows = Vec::new();
         for s in [true, false] {
             for v in [true, false] {
                 let vals: Vec<f64> = (0..a.len())
@@ -130,7 +225,7 @@ pub fn compare(batch: &StepBatch, advantages: &[(String, Vec<f64>)]) -> Comparis
                     .map(|r| a[r])
                     .collect();
                 let n = vals.len().max(1) as f64;
-                rows.push(Cell {
+                cell_rows.push(Cell {
                     success: s,
                     valid: v,
                     steps: vals.len(),
@@ -140,7 +235,7 @@ pub fn compare(batch: &StepBatch, advantages: &[(String, Vec<f64>)]) -> Comparis
                 });
             }
         }
-        cells.insert(m.clone(), rows);
+        cells.insert(m.clone(), cell_rows);
 
         let invalid: Vec<usize> = (0..a.len()).filter(|&r| !valid[r]).collect();
         let invalid_succ: Vec<usize> = invalid.iter().copied().filter(|&r| success[r]).collect();
@@ -164,7 +259,7 @@ pub fn compare(batch: &StepBatch, advantages: &[(String, Vec<f64>)]) -> Comparis
 
         let mut acc: BTreeMap<u32, [(f64, usize); 2]> = BTreeMap::new();
         for r in 0..a.len() {
-            let e = acc.entry(batch.position[r].min(POSITION_CAP)).or_default();
+            let e = acc.entry(position[r].min(POSITION_CAP)).or_default();
             let k = if success[r] { 0 } else { 1 };
             e[k].0 += a[r];
             e[k].1 += 1;
@@ -183,25 +278,25 @@ pub fn compare(batch: &StepBatch, advantages: &[(String, Vec<f64>)]) -> Comparis
     }
 
     let mut per_task = Vec::new();
-    if let Some(tasks) = batch.tasks() {
-        let mut rows_of: BTreeMap<String, Vec<usize>> = BTreeMap::new();
-        for r in 0..batch.len() {
+    if let Some(tasks) = &rows.task {
+        let mut rows_of: BTreeMap<&str, Vec<usize>> = BTreeMap::new();
+        for (r, &t) in tasks.iter().enumerate() {
             rows_of
-                .entry(tasks.get(r).unwrap_or("(none)").to_string())
+                .entry(rows.task_names[t as usize].as_str())
                 .or_default()
                 .push(r);
         }
-        for (task, rows) in rows_of {
-            let invalid: Vec<usize> = rows.iter().copied().filter(|&r| !valid[r]).collect();
+        for (task, task_rows) in rows_of {
+            let invalid: Vec<usize> = task_rows.iter().copied().filter(|&r| !valid[r]).collect();
             per_task.push(TaskRow {
-                task,
-                steps: rows.len(),
+                task: task.to_string(),
+                steps: task_rows.len(),
                 mean: advantages
                     .iter()
                     .map(|(m, a)| {
                         (
                             m.clone(),
-                            mean(&rows.iter().map(|&r| a[r]).collect::<Vec<_>>()),
+                            mean(&task_rows.iter().map(|&r| a[r]).collect::<Vec<_>>()),
                         )
                     })
                     .collect(),

@@ -130,24 +130,49 @@ fn group_stats(batch: &StepBatch, g: usize) -> GraphStats {
     s
 }
 
-/// Statistics over every group, overall and per iteration (empty without an `iteration` column).
-pub fn graph_stats(batch: &StepBatch) -> (GraphStats, Vec<(i64, GraphStats)>) {
-    let mut overall = GraphStats::default();
-    let mut per_iteration: BTreeMap<i64, GraphStats> = BTreeMap::new();
-    for g in 0..batch.groups.len() {
-        let s = group_stats(batch, g);
-        overall.add(&s);
-        if let Some(it) = batch.groups[g].iteration {
-            per_iteration.entry(it).or_default().add(&s);
+/// Graph statistics added up window by window (integer counts: any order gives the same).
+#[derive(Clone, Debug, Default)]
+pub struct GraphBuilder {
+    overall: GraphStats,
+    per_iteration: BTreeMap<i64, GraphStats>,
+}
+
+impl GraphBuilder {
+    /// The statistics of every group of `batch`.
+    pub fn of(batch: &StepBatch) -> Self {
+        let mut out = GraphBuilder::default();
+        for g in 0..batch.groups.len() {
+            let s = group_stats(batch, g);
+            out.overall.add(&s);
+            if let Some(it) = batch.groups[g].iteration {
+                out.per_iteration.entry(it).or_default().add(&s);
+            }
+        }
+        out
+    }
+
+    pub fn merge(&mut self, other: &GraphBuilder) {
+        self.overall.add(&other.overall);
+        for (it, s) in &other.per_iteration {
+            self.per_iteration.entry(*it).or_default().add(s);
         }
     }
-    (
-        overall.finish(),
-        per_iteration
-            .into_iter()
-            .map(|(i, s)| (i, s.finish()))
-            .collect(),
-    )
+
+    /// Overall, and per iteration (empty without an `iteration` column).
+    pub fn finish(self) -> (GraphStats, Vec<(i64, GraphStats)>) {
+        (
+            self.overall.finish(),
+            self.per_iteration
+                .into_iter()
+                .map(|(i, s)| (i, s.finish()))
+                .collect(),
+        )
+    }
+}
+
+/// Statistics over every group, overall and per iteration (empty without an `iteration` column).
+pub fn graph_stats(batch: &StepBatch) -> (GraphStats, Vec<(i64, GraphStats)>) {
+    GraphBuilder::of(batch).finish()
 }
 
 #[cfg(test)]

@@ -8,8 +8,7 @@
 //!   on the first, middle and last segments before and after HISR's modulation (Fig. 4).
 
 use super::compare::POSITION_CAP;
-use super::stats::{mean, median, pearson};
-use super::summary::{size_distribution, LengthStats, SizeDistribution};
+use super::stats::{mean, pearson, Counts, LengthStats, RunningSum, SizeCounts, SizeDistribution};
 use crate::batch::StepBatch;
 use crate::methods::hisr;
 use crate::methods::spa::potential;
@@ -62,80 +61,129 @@ pub struct Calibration {
     pub points: Vec<(f64, f64)>,
 }
 
-/// Progress statistics, when a `progress` column is logged.
-pub fn progress_stats(batch: &StepBatch) -> Option<ProgressStats> {
+/// One window's progress, trajectory by trajectory, ready to be added in input order.
+#[derive(Clone, Debug, Default)]
+pub struct ProgressPart {
+    incomplete: usize,
+    /// Per complete trajectory: its outcome, (bucket, ĉ_t, Φ_t) per step, and (R̂, R).
+    trajs: Vec<(bool, Vec<(usize, f64, f64)>, (f64, f64))>,
+}
+
+/// A window's part of [`ProgressStats`], when a `progress` column is logged.
+pub fn progress_part(batch: &StepBatch) -> Option<ProgressPart> {
     let column = batch.opt_f64s(PROGRESS)?;
     let progress: Vec<f64> = (0..batch.len())
         .map(|r| column.get(r).unwrap_or(0.0))
         .collect();
     let cumulative = potential(batch, &progress);
-    // Per position bucket, per side (success, failure): (steps, Σ ĉ, Σ Φ).
-    let mut sums: Vec<[(usize, f64, f64); 2]> = Vec::new();
-    let (mut predicted, mut returns) = (Vec::new(), Vec::new());
-    let (mut steps, mut success_steps, mut negative, mut incomplete) = (0, 0, 0, 0);
+    let mut part = ProgressPart::default();
     for traj in &batch.trajs {
         if traj.rows.iter().any(|&r| column.get(r as usize).is_none()) {
-            incomplete += 1;
+            part.incomplete += 1;
             continue;
         }
-        let side = if traj.success { 0 } else { 1 };
-        for (k, &r) in traj.rows.iter().enumerate() {
-            let bucket = (k as u32).min(POSITION_CAP) as usize;
-            if sums.len() <= bucket {
-                sums.resize(bucket + 1, [(0, 0.0, 0.0); 2]);
+        let steps = traj
+            .rows
+            .iter()
+            .enumerate()
+            .map(|(k, &r)| {
+                let bucket = (k as u32).min(POSITION_CAP) as usize;
+                (bucket, progress[r as usize], cumulative[r as usize])
+            })
+            .collect();
+        let last = traj.rows.last().map_or(0.0, |&r| cumulative[r as usize]);
+        part.trajs
+            .push((traj.success, steps, (last, traj.episode_return)));
+    }
+    Some(part)
+}
+
+/// [`ProgressStats`] added up part by part, in input order (sums in the order the whole-batch
+/// loop makes them).
+#[derive(Clone, Debug, Default)]
+pub struct ProgressBuilder {
+    /// Per position bucket, per side (success, failure): (steps, Σ ĉ, Σ Φ).
+    sums: Vec<[(usize, f64, f64); 2]>,
+    predicted: Vec<f64>,
+    returns: Vec<f64>,
+    steps: usize,
+    success_steps: usize,
+    negative: usize,
+    incomplete: usize,
+}
+
+impl ProgressBuilder {
+    pub fn add(&mut self, part: ProgressPart) {
+        self.incomplete += part.incomplete;
+        for (success, steps, (predicted, ret)) in part.trajs {
+            let side = if success { 0 } else { 1 };
+            for (bucket, c, phi) in steps {
+                if self.sums.len() <= bucket {
+                    self.sums.resize(bucket + 1, [(0, 0.0, 0.0); 2]);
+                }
+                let cell = &mut self.sums[bucket][side];
+                cell.0 += 1;
+                cell.1 += c;
+                cell.2 += phi;
+                self.steps += 1;
+                if success {
+                    self.success_steps += 1;
+                    self.negative += (c < 0.0) as usize;
+                }
             }
-            let cell = &mut sums[bucket][side];
-            cell.0 += 1;
-            cell.1 += progress[r as usize];
-            cell.2 += cumulative[r as usize];
-            steps += 1;
-            if traj.success {
-                success_steps += 1;
-                negative += (progress[r as usize] < 0.0) as usize;
-            }
-        }
-        if let Some(&last) = traj.rows.last() {
-            predicted.push(cumulative[last as usize]);
-            returns.push(traj.episode_return);
+            self.predicted.push(predicted);
+            self.returns.push(ret);
         }
     }
-    let curve = |(n, c, phi): (usize, f64, f64)| {
-        (n > 0).then(|| Curve {
-            steps: n,
-            mean_progress: c / n as f64,
-            mean_cumulative: phi / n as f64,
-        })
-    };
-    let by_position = sums
-        .iter()
-        .enumerate()
-        .map(|(k, [s, f])| ProgressPosition {
-            position: k as u32,
-            success: curve(*s),
-            failure: curve(*f),
-        })
-        .collect();
-    let errors: Vec<f64> = predicted
-        .iter()
-        .zip(&returns)
-        .map(|(p, r)| (p - r) * (p - r))
-        .collect();
-    Some(ProgressStats {
-        trajectories: predicted.len(),
-        steps,
-        incomplete_trajectories: incomplete,
-        by_position,
-        success_steps,
-        negative_steps_in_success: negative,
-        share_negative_in_success: negative as f64 / success_steps.max(1) as f64,
-        calibration: Calibration {
-            mse: mean(&errors),
-            pearson: pearson(&predicted, &returns),
-            mean_predicted: mean(&predicted),
-            mean_return: mean(&returns),
-            points: predicted.into_iter().zip(returns).collect(),
-        },
-    })
+
+    pub fn finish(self) -> ProgressStats {
+        let curve = |(n, c, phi): (usize, f64, f64)| {
+            (n > 0).then(|| Curve {
+                steps: n,
+                mean_progress: c / n as f64,
+                mean_cumulative: phi / n as f64,
+            })
+        };
+        let by_position = self
+            .sums
+            .iter()
+            .enumerate()
+            .map(|(k, [s, f])| ProgressPosition {
+                position: k as u32,
+                success: curve(*s),
+                failure: curve(*f),
+            })
+            .collect();
+        let (predicted, returns) = (self.predicted, self.returns);
+        let errors: Vec<f64> = predicted
+            .iter()
+            .zip(&returns)
+            .map(|(p, r)| (p - r) * (p - r))
+            .collect();
+        ProgressStats {
+            trajectories: predicted.len(),
+            steps: self.steps,
+            incomplete_trajectories: self.incomplete,
+            by_position,
+            success_steps: self.success_steps,
+            negative_steps_in_success: self.negative,
+            share_negative_in_success: self.negative as f64 / self.success_steps.max(1) as f64,
+            calibration: Calibration {
+                mse: mean(&errors),
+                pearson: pearson(&predicted, &returns),
+                mean_predicted: mean(&predicted),
+                mean_return: mean(&returns),
+                points: predicted.into_iter().zip(returns).collect(),
+            },
+        }
+    }
+}
+
+/// Progress statistics of a whole batch, when a `progress` column is logged.
+pub fn progress_stats(batch: &StepBatch) -> Option<ProgressStats> {
+    let mut builder = ProgressBuilder::default();
+    builder.add(progress_part(batch)?);
+    Some(builder.finish())
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -164,34 +212,43 @@ pub struct RewardShare {
     pub modulated: [f64; 3],
 }
 
-/// Segment statistics, when a `segment` or `segment_reward` column is logged, with the segments
-/// and modulation of HISR's `params` (the method's own segmenter); an error when they cannot
-/// segment these logs (`rule` without an `action` column).
-pub fn segment_stats(
+/// One window's segments, trajectory by trajectory.
+#[derive(Clone, Debug)]
+pub struct SegmentPart {
+    segmenter: hisr::Segments,
+    fallback: usize,
+    /// Per trajectory: its outcome and its segments' sizes.
+    trajs: Vec<(bool, Vec<usize>)>,
+    /// Whether `segment_reward` is logged.
+    rewarded: bool,
+    /// Per trajectory with shares: (raw, modulated) shares of first, middle and last segments.
+    shares: Vec<([f64; 3], [f64; 3])>,
+}
+
+/// A window's part of [`SegmentStats`], when a `segment` or `segment_reward` column is logged,
+/// with the segments and modulation of HISR's `params` (the method's own segmenter); an error
+/// when they cannot segment these logs (`rule` without an `action` column).
+pub fn segment_part(
     batch: &StepBatch,
     params: &hisr::Params,
-) -> crate::error::Result<Option<SegmentStats>> {
+) -> crate::error::Result<Option<SegmentPart>> {
     if !batch.has(crate::schema::columns::SEGMENT)
         && !batch.has(crate::schema::columns::SEGMENT_REWARD)
     {
         return Ok(None);
     }
     let segments = hisr::segmentation(batch, params)?;
-    let counts: Vec<f64> = segments.ranges.iter().map(|r| r.len() as f64).collect();
-    let sizes = |success: bool| {
-        size_distribution(
-            batch
-                .trajs
-                .iter()
-                .zip(&segments.ranges)
-                .filter(|(t, _)| t.success == success)
-                .flat_map(|(_, r)| r.iter().map(|s| s.len())),
-        )
-    };
-    let reward_share = hisr::segment_rewards(batch, &segments).map(|(rewards, _)| {
+    let trajs = batch
+        .trajs
+        .iter()
+        .zip(&segments.ranges)
+        .map(|(t, ranges)| (t.success, ranges.iter().map(|r| r.len()).collect()))
+        .collect();
+    let mut shares_of = Vec::new();
+    let rewards = hisr::segment_rewards(batch, &segments);
+    if let Some((rewards, _)) = &rewards {
         let (log_z, _) = hisr::log_importance(batch, params.beta, params.z_clip);
-        let (mut raw, mut modulated) = (Vec::new(), Vec::new());
-        for ((traj, ranges), traj_rewards) in batch.trajs.iter().zip(&segments.ranges).zip(&rewards)
+        for ((traj, ranges), traj_rewards) in batch.trajs.iter().zip(&segments.ranges).zip(rewards)
         {
             let Some(r_hat) = traj_rewards.iter().copied().collect::<Option<Vec<f64>>>() else {
                 continue;
@@ -202,31 +259,81 @@ pub fn segment_stats(
                 shares(&r_hat),
                 shares(&hisr::modulate(&r_hat, &log_zs, params.norm)),
             ) {
-                raw.push(a);
-                modulated.push(b);
+                shares_of.push((a, b));
             }
         }
-        let average =
-            |v: &[[f64; 3]]| [0, 1, 2].map(|i| mean(&v.iter().map(|s| s[i]).collect::<Vec<_>>()));
-        RewardShare {
-            trajectories: raw.len(),
-            raw: average(&raw),
-            modulated: average(&modulated),
-        }
-    });
-    Ok(Some(SegmentStats {
+    }
+    Ok(Some(SegmentPart {
         segmenter: segments.segmenter,
-        fallback_trajectories: segments.fallback,
-        segments_per_trajectory: LengthStats {
-            trajectories: counts.len(),
-            mean: mean(&counts),
-            median: median(&counts),
-            max: counts.iter().fold(0.0f64, |a, &b| a.max(b)) as usize,
-        },
-        turns_per_segment_success: sizes(true),
-        turns_per_segment_failure: sizes(false),
-        reward_share,
+        fallback: segments.fallback,
+        trajs,
+        rewarded: rewards.is_some(),
+        shares: shares_of,
     }))
+}
+
+/// [`SegmentStats`] added up part by part, in input order.
+#[derive(Clone, Debug, Default)]
+pub struct SegmentBuilder {
+    segmenter: Option<hisr::Segments>,
+    fallback: usize,
+    counts: Counts,
+    success: SizeCounts,
+    failure: SizeCounts,
+    rewarded: bool,
+    raw: [RunningSum; 3],
+    modulated: [RunningSum; 3],
+}
+
+impl SegmentBuilder {
+    pub fn add(&mut self, part: SegmentPart) {
+        self.segmenter = Some(part.segmenter);
+        self.fallback += part.fallback;
+        for (success, sizes) in part.trajs {
+            self.counts.add(sizes.len());
+            let side = if success {
+                &mut self.success
+            } else {
+                &mut self.failure
+            };
+            sizes.into_iter().for_each(|s| side.add(s));
+        }
+        self.rewarded |= part.rewarded;
+        for (raw, modulated) in part.shares {
+            for i in 0..3 {
+                self.raw[i].add(raw[i]);
+                self.modulated[i].add(modulated[i]);
+            }
+        }
+    }
+
+    pub fn finish(self) -> Option<SegmentStats> {
+        Some(SegmentStats {
+            segmenter: self.segmenter?,
+            fallback_trajectories: self.fallback,
+            segments_per_trajectory: self.counts.length_stats(),
+            turns_per_segment_success: self.success.finish(),
+            turns_per_segment_failure: self.failure.finish(),
+            reward_share: self.rewarded.then(|| RewardShare {
+                trajectories: self.raw[0].n,
+                raw: self.raw.map(|s| s.mean()),
+                modulated: self.modulated.map(|s| s.mean()),
+            }),
+        })
+    }
+}
+
+/// Segment statistics of a whole batch (see [`segment_part`]).
+pub fn segment_stats(
+    batch: &StepBatch,
+    params: &hisr::Params,
+) -> crate::error::Result<Option<SegmentStats>> {
+    let Some(part) = segment_part(batch, params)? else {
+        return Ok(None);
+    };
+    let mut builder = SegmentBuilder::default();
+    builder.add(part);
+    Ok(builder.finish())
 }
 
 /// |r_first|, Σ|r_middle|, |r_last| over Σ|r|; `None` for a zero total.

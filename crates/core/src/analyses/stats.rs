@@ -1,6 +1,174 @@
-//! Small descriptive statistics: distributions, quantiles, rank correlations.
+//! Small descriptive statistics: distributions, quantiles, rank correlations, and the exact
+//! streaming accumulators that let a summary be added up window by window ([`RunningSum`],
+//! [`Counts`], [`SizeCounts`]): each gives the very number the whole-batch formula gives.
 
 use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// Σ of floats in the order they come, exactly as `Iterator::sum` adds them (from −0.0), and
+/// their count: a mean folded window by window equals the whole-batch mean bit for bit.
+#[derive(Clone, Copy, Debug)]
+pub struct RunningSum {
+    pub sum: f64,
+    pub n: usize,
+}
+
+impl Default for RunningSum {
+    fn default() -> Self {
+        RunningSum { sum: -0.0, n: 0 }
+    }
+}
+
+impl RunningSum {
+    pub fn add(&mut self, x: f64) {
+        self.sum += x;
+        self.n += 1;
+    }
+
+    /// [`mean`] of the values added.
+    pub fn mean(&self) -> f64 {
+        if self.n == 0 {
+            0.0
+        } else {
+            self.sum / self.n as f64
+        }
+    }
+}
+
+/// Count, mean, median and max of whole-number lengths (steps per trajectory).
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct LengthStats {
+    pub trajectories: usize,
+    pub mean: f64,
+    pub median: f64,
+    pub max: usize,
+}
+
+/// A histogram of whole numbers: [`LengthStats`] without keeping the values.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Counts(pub BTreeMap<usize, usize>);
+
+impl Counts {
+    pub fn add(&mut self, value: usize) {
+        *self.0.entry(value).or_default() += 1;
+    }
+
+    pub fn merge(&mut self, other: &Counts) {
+        for (v, n) in &other.0 {
+            *self.0.entry(*v).or_default() += n;
+        }
+    }
+
+    pub fn len(&self) -> usize {
+        self.0.values().sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// The `k`-th smallest value (0-based).
+    fn nth(&self, k: usize) -> usize {
+        let mut seen = 0;
+        for (&v, &n) in &self.0 {
+            seen += n;
+            if k < seen {
+                return v;
+            }
+        }
+        0
+    }
+
+    /// What [`mean`], [`median`] and the max give on the values (sums of whole numbers below
+    /// 2^53 are exact in any order).
+    pub fn length_stats(&self) -> LengthStats {
+        let n = self.len();
+        let total: usize = self.0.iter().map(|(v, c)| v * c).sum();
+        let median = if n == 0 {
+            0.0
+        } else {
+            let pos = 0.5 * (n - 1) as f64;
+            let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
+            let (a, b) = (self.nth(lo) as f64, self.nth(hi) as f64);
+            a + (b - a) * (pos - lo as f64)
+        };
+        LengthStats {
+            trajectories: n,
+            mean: if n == 0 { 0.0 } else { total as f64 / n as f64 },
+            median,
+            max: self.0.keys().next_back().copied().unwrap_or(0),
+        }
+    }
+}
+
+/// Sizes of exact-anchor clusters (GiGPO's step groups) or segments, bucketed 1 / 2 / 3 / >3.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct SizeDistribution {
+    pub clusters: usize,
+    pub steps: usize,
+    pub mean_size: f64,
+    /// % of steps in clusters of size 1, 2, 3, >3 (ProxMO Table 2 counts this way).
+    pub pct_steps: [f64; 4],
+    /// % of clusters of size 1, 2, 3, >3 (verl-agent's `summarize_group_size` counts this way).
+    pub pct_clusters: [f64; 4],
+}
+
+/// The counts behind a [`SizeDistribution`], added up size by size.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct SizeCounts {
+    clusters: usize,
+    steps: usize,
+    by_steps: [usize; 4],
+    by_clusters: [usize; 4],
+}
+
+impl SizeCounts {
+    pub fn add(&mut self, size: usize) {
+        let b = size.clamp(1, 4) - 1;
+        self.clusters += 1;
+        self.steps += size;
+        self.by_steps[b] += size;
+        self.by_clusters[b] += 1;
+    }
+
+    pub fn merge(&mut self, o: &SizeCounts) {
+        self.clusters += o.clusters;
+        self.steps += o.steps;
+        for b in 0..4 {
+            self.by_steps[b] += o.by_steps[b];
+            self.by_clusters[b] += o.by_clusters[b];
+        }
+    }
+
+    pub fn finish(&self) -> SizeDistribution {
+        let pct = |v: [usize; 4], d: usize| {
+            v.map(|x| {
+                if d == 0 {
+                    0.0
+                } else {
+                    100.0 * x as f64 / d as f64
+                }
+            })
+        };
+        SizeDistribution {
+            clusters: self.clusters,
+            steps: self.steps,
+            mean_size: if self.clusters == 0 {
+                0.0
+            } else {
+                self.steps as f64 / self.clusters as f64
+            },
+            pct_steps: pct(self.by_steps, self.steps),
+            pct_clusters: pct(self.by_clusters, self.clusters),
+        }
+    }
+}
+
+pub fn size_distribution(sizes: impl Iterator<Item = usize>) -> SizeDistribution {
+    let mut counts = SizeCounts::default();
+    sizes.for_each(|s| counts.add(s));
+    counts.finish()
+}
 
 /// Mean, std (population), quantiles, and sign shares of a set of values.
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -221,6 +389,38 @@ mod tests {
             kendall_tau_b(&x, &y)
         );
         assert_eq!(spearman(&x, &[1.0; 6]), None);
+    }
+
+    #[test]
+    fn counts_give_the_whole_list_statistics() {
+        // [3, 1, 4, 1, 5, 9, 2, 6]: mean 31/8, sorted [1, 1, 2, 3, 4, 5, 6, 9], median (3 + 4)/2.
+        let values = [3usize, 1, 4, 1, 5, 9, 2, 6];
+        let mut c = Counts::default();
+        values.iter().for_each(|&v| c.add(v));
+        let s = c.length_stats();
+        assert_eq!((s.trajectories, s.max), (8, 9));
+        assert_eq!(s.mean, 31.0 / 8.0);
+        assert_eq!(s.median, 3.5);
+        let mut odd = Counts::default();
+        [7usize, 2, 5].iter().for_each(|&v| odd.add(v));
+        assert_eq!(odd.length_stats().median, 5.0);
+        assert_eq!(Counts::default().length_stats().median, 0.0);
+        // A running sum adds in the order given, like `Iterator::sum` (from −0.0).
+        let xs = [0.1, 0.2, 0.3, -0.0];
+        let mut r = RunningSum::default();
+        xs.iter().for_each(|&x| r.add(x));
+        assert_eq!(r.sum.to_bits(), xs.iter().sum::<f64>().to_bits());
+        assert_eq!(RunningSum::default().sum.to_bits(), [0.0f64; 0].iter().sum::<f64>().to_bits());
+    }
+
+    #[test]
+    fn vector_4_4_cluster_size_diagnostic() {
+        // spec-proxmo-gigpo.md §4.4: clusters {4,4,1,2,3,2}: singletons are 1/6 = 16.67% of clusters
+        // and 1/16 = 6.25% of steps.
+        let d = size_distribution([4, 4, 1, 2, 3, 2].into_iter());
+        assert!((d.pct_clusters[0] - 16.6667).abs() < 1e-3);
+        assert!((d.pct_steps[0] - 6.25).abs() < 1e-9);
+        assert_eq!(d.steps, 16);
     }
 
     #[test]

@@ -2,15 +2,19 @@
 //! groups, GiGPO's exact-anchor step groups, padding duplicates, and the logged SPA progress and
 //! HISR segments ([`super::progress`]).
 
-use super::graphs::{graph_stats, GraphStats};
-use super::progress::{progress_stats, segment_stats, ProgressStats, SegmentStats};
-use super::stats::{mean, median};
+use super::graphs::{GraphBuilder, GraphStats};
+use super::progress::{
+    progress_part, segment_part, ProgressBuilder, ProgressPart, ProgressStats, SegmentBuilder,
+    SegmentPart, SegmentStats,
+};
+pub use super::stats::{size_distribution, LengthStats, SizeDistribution};
+use super::stats::{Counts, SizeCounts};
 use crate::batch::StepBatch;
 use crate::ingest::IngestReport;
 use crate::methods::gigpo::anchor_clusters;
 use crate::methods::hisr;
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 #[derive(Clone, Debug, Serialize)]
 pub struct Summary {
@@ -70,17 +74,12 @@ pub struct Success {
 }
 
 #[derive(Clone, Debug, Serialize)]
-pub struct LengthStats {
-    pub trajectories: usize,
-    pub mean: f64,
-    pub median: f64,
-    pub max: usize,
-}
-
-#[derive(Clone, Debug, Serialize)]
 pub struct Lengths {
     pub success: LengthStats,
     pub failure: LengthStats,
+    /// Trajectories per length, successes then failures (for the report's histogram).
+    #[serde(skip)]
+    pub histograms: [Counts; 2],
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -100,18 +99,6 @@ pub struct Degenerate {
     pub share_of_steps: f64,
 }
 
-/// Sizes of exact-anchor clusters (GiGPO's step groups), bucketed 1 / 2 / 3 / >3.
-#[derive(Clone, Debug, Serialize, PartialEq)]
-pub struct SizeDistribution {
-    pub clusters: usize,
-    pub steps: usize,
-    pub mean_size: f64,
-    /// % of steps in clusters of size 1, 2, 3, >3 (ProxMO Table 2 counts this way).
-    pub pct_steps: [f64; 4],
-    /// % of clusters of size 1, 2, 3, >3 (verl-agent's `summarize_group_size` counts this way).
-    pub pct_clusters: [f64; 4],
-}
-
 #[derive(Clone, Debug, Serialize)]
 pub struct StepGroups {
     /// Whether an `obs` column was logged (otherwise every step is its own cluster).
@@ -120,142 +107,90 @@ pub struct StepGroups {
     pub per_iteration: Vec<(i64, SizeDistribution)>,
 }
 
-pub fn size_distribution(sizes: impl Iterator<Item = usize>) -> SizeDistribution {
-    let (mut clusters, mut steps) = (0usize, 0usize);
-    let (mut by_steps, mut by_clusters) = ([0usize; 4], [0usize; 4]);
-    for s in sizes {
-        let b = s.clamp(1, 4) - 1;
-        clusters += 1;
-        steps += s;
-        by_steps[b] += s;
-        by_clusters[b] += 1;
-    }
-    let pct = |v: [usize; 4], d: usize| {
-        v.map(|x| {
-            if d == 0 {
-                0.0
-            } else {
-                100.0 * x as f64 / d as f64
-            }
-        })
-    };
-    SizeDistribution {
-        clusters,
-        steps,
-        mean_size: if clusters == 0 {
-            0.0
-        } else {
-            steps as f64 / clusters as f64
-        },
-        pct_steps: pct(by_steps, steps),
-        pct_clusters: pct(by_clusters, clusters),
-    }
+/// One window's share of the summary, in a form that adds up exactly ([`SummaryBuilder`]).
+pub struct SummaryPart {
+    has_tasks: bool,
+    has_iteration: bool,
+    valid_logged: bool,
+    obs_logged: bool,
+    /// Trajectories per group, in group order.
+    group_sizes: Vec<usize>,
+    iterations: BTreeSet<Option<i64>>,
+    /// key → (trajectories, successes).
+    success_by_task: BTreeMap<String, (usize, usize)>,
+    success_by_iteration: BTreeMap<String, (usize, usize)>,
+    trajectories: usize,
+    successes: usize,
+    lengths: [Counts; 2],
+    rows: usize,
+    invalid: usize,
+    /// task → (steps, invalid steps).
+    invalid_by_task: BTreeMap<String, (usize, usize)>,
+    all_success: usize,
+    all_fail: usize,
+    degenerate_steps: usize,
+    clusters: SizeCounts,
+    clusters_per_iteration: BTreeMap<i64, SizeCounts>,
+    graph: GraphBuilder,
+    progress: Option<ProgressPart>,
+    segments: std::result::Result<Option<SegmentPart>, String>,
 }
 
-/// The summary of a batch; HISR's `hisr` parameters segment it for the segment statistics, as the
-/// method would.
-pub fn summarize(batch: &StepBatch, report: &IngestReport, hisr: &hisr::Params) -> Summary {
-    let n_groups = batch.groups.len();
-    let sizes: Vec<usize> = batch.groups.iter().map(|g| g.trajs.len()).collect();
-    let mut histogram = BTreeMap::new();
-    for &s in &sizes {
-        *histogram.entry(s).or_insert(0) += 1;
-    }
-    let rollouts_per_group = RolloutsPerGroup {
-        min: sizes.iter().copied().min().unwrap_or(0),
-        mean: sizes.iter().sum::<usize>() as f64 / n_groups.max(1) as f64,
-        max: sizes.iter().copied().max().unwrap_or(0),
-        single_rollout_groups: sizes.iter().filter(|&&s| s == 1).count(),
-        histogram,
-    };
+fn add_rate(map: &mut BTreeMap<String, (usize, usize)>, key: String, n: usize, hit: usize) {
+    let e = map.entry(key).or_default();
+    e.0 += n;
+    e.1 += hit;
+}
 
+/// A window's part of the summary; HISR's `hisr` parameters segment it for the segment
+/// statistics, as the method would.
+pub fn summary_part(batch: &StepBatch, hisr: &hisr::Params) -> SummaryPart {
     let tasks = batch.tasks();
-    let task_of_traj = |t: usize| -> String {
-        tasks
-            .and_then(|c| c.get(batch.trajs[t].rows[0] as usize))
-            .unwrap_or("(none)")
-            .to_string()
+    let task_of_row = |r: usize| tasks.and_then(|c| c.get(r)).unwrap_or("(none)").to_string();
+    let mut part = SummaryPart {
+        has_tasks: tasks.is_some(),
+        has_iteration: batch.has_iteration(),
+        valid_logged: batch.has(crate::schema::columns::VALID),
+        obs_logged: batch.has(crate::schema::columns::OBS),
+        group_sizes: batch.groups.iter().map(|g| g.trajs.len()).collect(),
+        iterations: batch.groups.iter().map(|g| g.iteration).collect(),
+        success_by_task: BTreeMap::new(),
+        success_by_iteration: BTreeMap::new(),
+        trajectories: batch.trajs.len(),
+        successes: batch.trajs.iter().filter(|t| t.success).count(),
+        lengths: [Counts::default(), Counts::default()],
+        rows: batch.len(),
+        invalid: 0,
+        invalid_by_task: BTreeMap::new(),
+        all_success: 0,
+        all_fail: 0,
+        degenerate_steps: 0,
+        clusters: SizeCounts::default(),
+        clusters_per_iteration: BTreeMap::new(),
+        graph: GraphBuilder::of(batch),
+        progress: progress_part(batch),
+        segments: segment_part(batch, hisr).map_err(|e| e.to_string()),
     };
-    let rate_by = |key: &dyn Fn(usize) -> String| -> Vec<Rate> {
-        let mut acc: BTreeMap<String, (usize, usize)> = BTreeMap::new();
-        for (t, traj) in batch.trajs.iter().enumerate() {
-            let e = acc.entry(key(t)).or_default();
-            e.0 += 1;
-            e.1 += traj.success as usize;
+    for traj in &batch.trajs {
+        let success = traj.success as usize;
+        if part.has_tasks {
+            add_rate(&mut part.success_by_task, task_of_row(traj.rows[0] as usize), 1, success);
         }
-        acc.into_iter()
-            .map(|(key, (n, s))| Rate {
-                key,
-                n,
-                rate: s as f64 / n as f64,
-            })
-            .collect()
-    };
-    let n_success = batch.trajs.iter().filter(|t| t.success).count();
-    let success = Success {
-        overall: n_success as f64 / batch.trajs.len().max(1) as f64,
-        per_task: if tasks.is_some() {
-            rate_by(&task_of_traj)
-        } else {
-            Vec::new()
-        },
-        per_iteration: if batch.has_iteration() {
-            rate_by(&|t| {
-                batch.groups[batch.trajs[t].group as usize]
-                    .iteration
-                    .map_or("(none)".into(), |i| i.to_string())
-            })
-        } else {
-            Vec::new()
-        },
-    };
-
-    let lengths = |want: bool| {
-        let l: Vec<f64> = batch
-            .trajs
-            .iter()
-            .filter(|t| t.success == want)
-            .map(|t| t.rows.len() as f64)
-            .collect();
-        LengthStats {
-            trajectories: l.len(),
-            mean: mean(&l),
-            median: median(&l),
-            max: l.iter().fold(0.0f64, |a, &b| a.max(b)) as usize,
+        if part.has_iteration {
+            let it = batch.groups[traj.group as usize]
+                .iteration
+                .map_or("(none)".into(), |i| i.to_string());
+            add_rate(&mut part.success_by_iteration, it, 1, success);
         }
-    };
-    let length = Lengths {
-        success: lengths(true),
-        failure: lengths(false),
-    };
-
+        part.lengths[1 - success].add(traj.rows.len());
+    }
     let valid = batch.valid();
-    let invalid_count = valid.iter().filter(|&&v| !v).count();
-    let mut per_task_invalid: BTreeMap<String, (usize, usize)> = BTreeMap::new();
-    if let Some(tasks) = tasks {
+    part.invalid = valid.iter().filter(|&&v| !v).count();
+    if part.has_tasks {
         for (r, v) in valid.iter().enumerate() {
-            let e = per_task_invalid
-                .entry(tasks.get(r).unwrap_or("(none)").to_string())
-                .or_default();
-            e.0 += 1;
-            e.1 += !v as usize;
+            add_rate(&mut part.invalid_by_task, task_of_row(r), 1, !v as usize);
         }
     }
-    let invalid_actions = Invalid {
-        logged: batch.has(crate::schema::columns::VALID),
-        steps: invalid_count,
-        rate: invalid_count as f64 / batch.len().max(1) as f64,
-        per_task: per_task_invalid
-            .into_iter()
-            .map(|(key, (n, i))| Rate {
-                key,
-                n,
-                rate: i as f64 / n as f64,
-            })
-            .collect(),
-    };
-
-    let (mut all_success, mut all_fail, mut degenerate_steps) = (0, 0, 0);
     for g in &batch.groups {
         let s = g
             .trajs
@@ -263,113 +198,284 @@ pub fn summarize(batch: &StepBatch, report: &IngestReport, hisr: &hisr::Params) 
             .filter(|&&t| batch.trajs[t as usize].success)
             .count();
         if s == g.trajs.len() {
-            all_success += 1;
+            part.all_success += 1;
         } else if s == 0 {
-            all_fail += 1;
+            part.all_fail += 1;
         } else {
             continue;
         }
-        degenerate_steps += g.n_rows;
+        part.degenerate_steps += g.n_rows;
     }
-    let degenerate = Degenerate {
-        all_success_groups: all_success,
-        all_fail_groups: all_fail,
-        share_of_groups: (all_success + all_fail) as f64 / n_groups.max(1) as f64,
-        share_of_steps: degenerate_steps as f64 / batch.len().max(1) as f64,
-    };
-
-    let clusters = anchor_clusters(batch);
-    let overall = size_distribution(clusters.iter().map(Vec::len));
-    let mut per_iteration: BTreeMap<i64, Vec<usize>> = BTreeMap::new();
-    if batch.has_iteration() {
-        for c in &clusters {
+    for c in anchor_clusters(batch) {
+        part.clusters.add(c.len());
+        if part.has_iteration {
             let it = batch.groups[batch.group_of_row[c[0] as usize] as usize]
                 .iteration
                 .unwrap_or(0);
-            per_iteration.entry(it).or_default().push(c.len());
+            part.clusters_per_iteration
+                .entry(it)
+                .or_default()
+                .add(c.len());
         }
     }
-    let step_groups = StepGroups {
-        obs_logged: batch.has(crate::schema::columns::OBS),
-        overall,
-        per_iteration: per_iteration
-            .into_iter()
-            .map(|(it, s)| (it, size_distribution(s.into_iter())))
-            .collect(),
-    };
+    part
+}
 
-    let (graph, graph_per_iteration) = graph_stats(batch);
+/// The summary added up window by window, in input order: [`SummaryBuilder::finish`] gives what
+/// [`summarize`] gives on the whole batch.
+#[derive(Default)]
+pub struct SummaryBuilder {
+    has_tasks: bool,
+    has_iteration: bool,
+    valid_logged: bool,
+    obs_logged: bool,
+    rollouts: Counts,
+    iterations: BTreeSet<Option<i64>>,
+    success_by_task: BTreeMap<String, (usize, usize)>,
+    success_by_iteration: BTreeMap<String, (usize, usize)>,
+    trajectories: usize,
+    successes: usize,
+    lengths: [Counts; 2],
+    rows: usize,
+    invalid: usize,
+    invalid_by_task: BTreeMap<String, (usize, usize)>,
+    all_success: usize,
+    all_fail: usize,
+    degenerate_steps: usize,
+    clusters: SizeCounts,
+    clusters_per_iteration: BTreeMap<i64, SizeCounts>,
+    graph: GraphBuilder,
+    progress: Option<ProgressBuilder>,
+    segments: SegmentBuilder,
+    segment_error: Option<String>,
+}
 
-    let mut diagnostics = Vec::new();
-    if step_groups.overall.pct_steps[0] > 40.0 {
-        diagnostics.push(format!(
-            "{:.1}% of steps are in singleton step groups: GiGPO's step term is 0 for those rows (ProxMO's PSA still gives them a soft baseline)",
-            step_groups.overall.pct_steps[0]
-        ));
-    }
-    if degenerate.share_of_groups > 0.5 {
-        diagnostics.push(format!(
-            "{:.1}% of groups are all-success or all-fail: their GRPO advantage is 0 on every step (raw reward for single-rollout groups); check task difficulty or group size",
-            100.0 * degenerate.share_of_groups
-        ));
-    }
-    if rollouts_per_group.single_rollout_groups > 0 {
-        diagnostics.push(format!(
-            "{} group(s) have a single rollout: group-relative methods give them μ = 0, σ = 1 (raw rewards); check `group_id`",
-            rollouts_per_group.single_rollout_groups
-        ));
-    }
-    let segments = segment_stats(batch, hisr).unwrap_or_else(|e| {
-        diagnostics.push(format!("no segment statistics: {e}"));
-        None
-    });
-    if !invalid_actions.logged {
-        diagnostics.push("no `valid` column: every action counts as valid, so invalid-action statistics and penalties are empty".into());
+impl SummaryBuilder {
+    pub fn add(&mut self, part: SummaryPart) {
+        self.has_tasks |= part.has_tasks;
+        self.has_iteration |= part.has_iteration;
+        self.valid_logged |= part.valid_logged;
+        self.obs_logged |= part.obs_logged;
+        part.group_sizes.iter().for_each(|&s| self.rollouts.add(s));
+        self.iterations.extend(part.iterations);
+        for (k, (n, s)) in part.success_by_task {
+            add_rate(&mut self.success_by_task, k, n, s);
+        }
+        for (k, (n, s)) in part.success_by_iteration {
+            add_rate(&mut self.success_by_iteration, k, n, s);
+        }
+        self.trajectories += part.trajectories;
+        self.successes += part.successes;
+        for (mine, theirs) in self.lengths.iter_mut().zip(&part.lengths) {
+            mine.merge(theirs);
+        }
+        self.rows += part.rows;
+        self.invalid += part.invalid;
+        for (k, (n, i)) in part.invalid_by_task {
+            add_rate(&mut self.invalid_by_task, k, n, i);
+        }
+        self.all_success += part.all_success;
+        self.all_fail += part.all_fail;
+        self.degenerate_steps += part.degenerate_steps;
+        self.clusters.merge(&part.clusters);
+        for (it, c) in &part.clusters_per_iteration {
+            self.clusters_per_iteration.entry(*it).or_default().merge(c);
+        }
+        self.graph.merge(&part.graph);
+        if let Some(p) = part.progress {
+            self.progress.get_or_insert_with(Default::default).add(p);
+        }
+        match part.segments {
+            Ok(Some(s)) if self.segment_error.is_none() => self.segments.add(s),
+            Err(e) if self.segment_error.is_none() => self.segment_error = Some(e),
+            _ => {}
+        }
     }
 
-    Summary {
-        files: report.files.len(),
-        columns: report.columns.clone(),
-        rows: batch.len(),
-        iterations: batch.has_iteration().then(|| {
-            let mut its: Vec<Option<i64>> = batch.groups.iter().map(|g| g.iteration).collect();
-            its.sort();
-            its.dedup();
-            its.len()
-        }),
-        groups: n_groups,
-        trajectories: batch.trajs.len(),
-        rollouts_per_group,
-        success,
-        length,
-        invalid_actions,
-        degenerate,
-        step_groups,
-        graph,
-        graph_per_iteration,
-        progress: progress_stats(batch),
-        segments,
-        padding_duplicates: report.padding_duplicates,
-        skipped: report
-            .skipped
-            .iter()
-            .map(|(k, v)| (k.as_str().to_string(), *v))
-            .collect(),
-        diagnostics,
+    pub fn finish(self, report: &IngestReport) -> Summary {
+        let n_groups = self.rollouts.len();
+        let rollouts_per_group = RolloutsPerGroup {
+            min: self.rollouts.0.keys().next().copied().unwrap_or(0),
+            mean: self.rollouts.0.iter().map(|(s, n)| s * n).sum::<usize>() as f64
+                / n_groups.max(1) as f64,
+            max: self.rollouts.0.keys().next_back().copied().unwrap_or(0),
+            single_rollout_groups: self.rollouts.0.get(&1).copied().unwrap_or(0),
+            histogram: self.rollouts.0.clone(),
+        };
+        let rates = |m: BTreeMap<String, (usize, usize)>| -> Vec<Rate> {
+            m.into_iter()
+                .map(|(key, (n, s))| Rate {
+                    key,
+                    n,
+                    rate: s as f64 / n as f64,
+                })
+                .collect()
+        };
+        let success = Success {
+            overall: self.successes as f64 / self.trajectories.max(1) as f64,
+            per_task: rates(self.success_by_task),
+            per_iteration: rates(self.success_by_iteration),
+        };
+        let [success_lengths, failure_lengths] = self.lengths;
+        let length = Lengths {
+            success: success_lengths.length_stats(),
+            failure: failure_lengths.length_stats(),
+            histograms: [success_lengths, failure_lengths],
+        };
+        let invalid_actions = Invalid {
+            logged: self.valid_logged,
+            steps: self.invalid,
+            rate: self.invalid as f64 / self.rows.max(1) as f64,
+            per_task: rates(self.invalid_by_task),
+        };
+        let degenerate = Degenerate {
+            all_success_groups: self.all_success,
+            all_fail_groups: self.all_fail,
+            share_of_groups: (self.all_success + self.all_fail) as f64 / n_groups.max(1) as f64,
+            share_of_steps: self.degenerate_steps as f64 / self.rows.max(1) as f64,
+        };
+        let step_groups = StepGroups {
+            obs_logged: self.obs_logged,
+            overall: self.clusters.finish(),
+            per_iteration: self
+                .clusters_per_iteration
+                .iter()
+                .map(|(it, c)| (*it, c.finish()))
+                .collect(),
+        };
+        let (graph, graph_per_iteration) = self.graph.finish();
+
+        let mut diagnostics = Vec::new();
+        if step_groups.overall.pct_steps[0] > 40.0 {
+            diagnostics.push(format!(
+                "{:.1}% of steps are in singleton step groups: GiGPO's step term is 0 for those rows (ProxMO's PSA still gives them a soft baseline)",
+                step_groups.overall.pct_steps[0]
+            ));
+        }
+        if degenerate.share_of_groups > 0.5 {
+            diagnostics.push(format!(
+                "{:.1}% of groups are all-success or all-fail: their GRPO advantage is 0 on every step (raw reward for single-rollout groups); check task difficulty or group size",
+                100.0 * degenerate.share_of_groups
+            ));
+        }
+        if rollouts_per_group.single_rollout_groups > 0 {
+            diagnostics.push(format!(
+                "{} group(s) have a single rollout: group-relative methods give them μ = 0, σ = 1 (raw rewards); check `group_id`",
+                rollouts_per_group.single_rollout_groups
+            ));
+        }
+        let segments = match self.segment_error {
+            Some(e) => {
+                diagnostics.push(format!("no segment statistics: {e}"));
+                None
+            }
+            None => self.segments.finish(),
+        };
+        if !invalid_actions.logged {
+            diagnostics.push("no `valid` column: every action counts as valid, so invalid-action statistics and penalties are empty".into());
+        }
+
+        Summary {
+            files: report.files.len(),
+            columns: report.columns.clone(),
+            rows: self.rows,
+            iterations: self.has_iteration.then_some(self.iterations.len()),
+            groups: n_groups,
+            trajectories: self.trajectories,
+            rollouts_per_group,
+            success,
+            length,
+            invalid_actions,
+            degenerate,
+            step_groups,
+            graph,
+            graph_per_iteration,
+            progress: self.progress.map(ProgressBuilder::finish),
+            segments,
+            padding_duplicates: report.padding_duplicates,
+            skipped: report
+                .skipped
+                .iter()
+                .map(|(k, v)| (k.as_str().to_string(), *v))
+                .collect(),
+            diagnostics,
+        }
     }
+}
+
+/// The summary of a whole batch; HISR's `hisr` parameters segment it for the segment statistics,
+/// as the method would.
+pub fn summarize(batch: &StepBatch, report: &IngestReport, hisr: &hisr::Params) -> Summary {
+    let mut builder = SummaryBuilder::default();
+    builder.add(summary_part(batch, hisr));
+    builder.finish(report)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::batch::testing::{batch_with_columns, Row};
+    use crate::schema::columns::{PROGRESS, SEGMENT, SEGMENT_REWARD, TASK};
+    use polars::prelude::Column;
 
     #[test]
-    fn vector_4_4_cluster_size_diagnostic() {
-        // spec-proxmo-gigpo.md §4.4: clusters {4,4,1,2,3,2}: singletons are 1/6 = 16.67% of clusters
-        // and 1/16 = 6.25% of steps.
-        let d = size_distribution([4, 4, 1, 2, 3, 2].into_iter());
-        assert!((d.pct_clusters[0] - 16.6667).abs() < 1e-3);
-        assert!((d.pct_steps[0] - 6.25).abs() < 1e-9);
-        assert_eq!(d.steps, 16);
+    fn windows_add_up_to_the_whole_batch() {
+        // Two groups (g1: three trajectories, g2: two) with tasks, progress and segments; the
+        // summary of g1 and g2 added as two windows must be the whole batch's, number for number.
+        let rows: Vec<Row> = vec![
+            ("g1", "a", 0, "s0", 0.0, true),
+            ("g1", "a", 1, "s1", 1.0, true),
+            ("g1", "b", 0, "s0", 0.0, false),
+            ("g1", "b", 1, "s2", 0.0, true),
+            ("g1", "b", 2, "s2", 0.0, true),
+            ("g1", "c", 0, "s0", 0.0, true),
+            ("g2", "d", 0, "p", 0.3, true),
+            ("g2", "d", 1, "q", 0.9, true),
+            ("g2", "e", 0, "p", 0.0, true),
+        ];
+        let extra = |rows: &[Row]| {
+            let n = rows.len();
+            vec![
+                Column::new(
+                    TASK.into(),
+                    rows.iter().map(|r| if r.0 == "g1" { "pick" } else { "clean" }).collect::<Vec<_>>(),
+                ),
+                Column::new(
+                    PROGRESS.into(),
+                    (0..n).map(|i| 0.1 * i as f64 - 0.2).collect::<Vec<_>>(),
+                ),
+                Column::new(SEGMENT.into(), rows.iter().map(|r| r.2 / 2).collect::<Vec<_>>()),
+                Column::new(
+                    SEGMENT_REWARD.into(),
+                    (0..n).map(|i| 0.25 * i as f64).collect::<Vec<_>>(),
+                ),
+            ]
+        };
+        let whole = batch_with_columns(&rows, extra(&rows));
+        let report = IngestReport::default();
+        let hisr = hisr::Params::paper();
+        let expected = serde_json::to_value(summarize(&whole, &report, &hisr)).unwrap();
+        let mut builder = SummaryBuilder::default();
+        for part in [&rows[..6], &rows[6..]] {
+            let mut window = batch_with_columns(part, extra(part));
+            // The window's progress and segment rewards are the whole batch's rows.
+            let offset = if part[0].0 == "g1" { 0 } else { 6 };
+            let n = part.len();
+            window
+                .with_column_f64(PROGRESS, (0..n).map(|i| 0.1 * (i + offset) as f64 - 0.2).collect())
+                .unwrap();
+            window
+                .with_column_f64(
+                    SEGMENT_REWARD,
+                    (0..n).map(|i| 0.25 * (i + offset) as f64).collect(),
+                )
+                .unwrap();
+            builder.add(summary_part(&window, &hisr));
+        }
+        let got = serde_json::to_value(builder.finish(&report)).unwrap();
+        assert_eq!(got, expected);
+        assert_eq!(got["groups"], 2);
+        assert!(got["progress"]["trajectories"].as_u64().unwrap() > 0);
+        assert!(got["segments"]["reward_share"].is_object());
     }
 }

@@ -74,11 +74,12 @@ pub(crate) fn read_chunks(
     };
     let mut buffer: Vec<u8> = Vec::with_capacity(chunk_bytes + (1 << 16));
     let (mut first_line, mut reported, mut at_start, mut eof) = (1u64, 0u64, true, false);
+    // Read up to `target` bytes; a line longer than that raises the target until it ends.
+    let mut target = chunk_bytes;
     while !eof {
-        // Fill to the chunk size (or the end of the file).
-        while buffer.len() < chunk_bytes {
+        while buffer.len() < target {
             let start = buffer.len();
-            buffer.resize(start + (chunk_bytes - start).max(1 << 16), 0);
+            buffer.resize(start + (target - start).max(1 << 16), 0);
             let n = loop {
                 match reader.read(&mut buffer[start..]) {
                     Ok(n) => break n,
@@ -92,21 +93,24 @@ pub(crate) fn read_chunks(
                 break;
             }
         }
-        if at_start && buffer.len() >= 3 {
+        if at_start && (buffer.len() >= 3 || eof) {
             if buffer.starts_with(b"\xEF\xBB\xBF") {
                 buffer.drain(..3);
             }
             at_start = false;
         }
-        // Cut after the last line break; a line longer than the chunk keeps the chunk growing.
         let cut = if eof {
             buffer.len()
         } else {
             match memchr::memrchr(b'\n', &buffer) {
                 Some(p) => p + 1,
-                None => continue,
+                None => {
+                    target = buffer.len() + chunk_bytes;
+                    continue;
+                }
             }
         };
+        target = chunk_bytes;
         if cut == 0 {
             continue;
         }

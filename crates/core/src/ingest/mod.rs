@@ -23,7 +23,7 @@ mod rows;
 mod stream;
 
 pub use assemble::{UnitKind, Window};
-pub use stream::{stream, Limits, Progress};
+pub use stream::{stream, Event, Limits, Progress};
 
 use crate::batch::StepBatch;
 use crate::error::{Reason, Result};
@@ -104,12 +104,13 @@ pub fn read_paths(paths: &[PathBuf], options: &IngestOptions) -> Result<Ingested
         options,
         UnitKind::All,
         &|_| {},
-        |_| Ok(()),
-        |window, ()| {
-            whole = Some(window.batch);
+        |_| Ok::<(), crate::Error>(()),
+        |event| {
+            if let Event::Window(window, ()) = event {
+                whole = Some(window.batch);
+            }
             Ok(())
         },
-        || {},
     )?;
     let batch = whole.expect("a non-empty input gives one window");
     Ok(Ingested { batch, report })

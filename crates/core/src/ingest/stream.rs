@@ -66,18 +66,25 @@ enum Task {
     Problem(u32, Error),
 }
 
+/// What the consumer of a stream receives, in order.
+pub enum Event<R> {
+    /// A window and what `process` made of it.
+    Window(Window, R),
+    /// The input is read again from the start: forget every window received so far.
+    Restart,
+}
+
 /// Reads `paths` and calls `process` on every window (in parallel) and `sink` on its result (in
-/// input order). `restart` is called before a second pass, when one is needed. Returns what
-/// ingest saw.
-pub fn stream<R: Send>(
+/// input order). Returns what ingest saw. `E` is the caller's error type (any that a core error
+/// converts into).
+pub fn stream<R: Send, E: From<Error> + Send>(
     paths: &[PathBuf],
     options: &IngestOptions,
     unit: UnitKind,
     progress: &(dyn Fn(Progress) + Sync),
-    process: impl Fn(&Window) -> Result<R> + Sync,
-    mut sink: impl FnMut(Window, R) -> Result<()>,
-    mut restart: impl FnMut(),
-) -> Result<IngestReport> {
+    process: impl Fn(&Window) -> std::result::Result<R, E> + Sync,
+    mut sink: impl FnMut(Event<R>) -> std::result::Result<(), E>,
+) -> std::result::Result<IngestReport, E> {
     options.columns.check().map_err(Error::Config)?;
     let mut notes = Vec::new();
     let inputs = files::collect(paths, &mut notes)?;
@@ -92,7 +99,7 @@ pub fn stream<R: Send>(
     let mut report = match first {
         Outcome::Done(report) => report,
         Outcome::Restart(reason) => {
-            restart();
+            sink(Event::Restart)?;
             let mut indexer = Indexer::new();
             read_blocks(&inputs, options, 2, progress, &mut |block| {
                 indexer.push(unit, &block.rows);
@@ -114,7 +121,8 @@ pub fn stream<R: Send>(
                 Outcome::Restart(reason) => {
                     return Err(Error::Config(format!(
                         "internal: the second pass could not place a row ({reason})"
-                    )))
+                    ))
+                    .into())
                 }
             }
         }
@@ -122,7 +130,7 @@ pub fn stream<R: Send>(
     notes.append(&mut report.notes);
     report.notes = notes;
     if report.rows == 0 {
-        return Err(empty_input(paths, &report));
+        return Err(empty_input(paths, &report).into());
     }
     Ok(report)
 }
@@ -152,16 +160,16 @@ enum Outcome {
 }
 
 #[allow(clippy::too_many_arguments)]
-fn pass<R: Send>(
+fn pass<R: Send, E: From<Error> + Send>(
     inputs: &[Input],
     options: &IngestOptions,
     unit: UnitKind,
     closing: Closing,
     pass_number: u8,
     progress: &(dyn Fn(Progress) + Sync),
-    process: &(impl Fn(&Window) -> Result<R> + Sync),
-    sink: &mut impl FnMut(Window, R) -> Result<()>,
-) -> Result<Outcome> {
+    process: &(impl Fn(&Window) -> std::result::Result<R, E> + Sync),
+    sink: &mut impl FnMut(Event<R>) -> std::result::Result<(), E>,
+) -> std::result::Result<Outcome, E> {
     let paths: Vec<PathBuf> = inputs.iter().map(|i| i.path.clone()).collect();
     let mut assembler = Assembler::new(
         unit,
@@ -182,11 +190,11 @@ fn pass<R: Send>(
     let mut pending: Vec<Window> = Vec::new();
     let mut restart: Option<String> = None;
     let flush = |pending: &mut Vec<Window>,
-                 results: Vec<Result<R>>,
-                 sink: &mut dyn FnMut(Window, R) -> Result<()>|
-     -> Result<()> {
+                 results: Vec<std::result::Result<R, E>>,
+                 sink: &mut dyn FnMut(Event<R>) -> std::result::Result<(), E>|
+     -> std::result::Result<(), E> {
         for (window, result) in pending.drain(..).zip(results) {
-            sink(window, result?)?;
+            sink(Event::Window(window, result?))?;
         }
         Ok(())
     };
@@ -195,7 +203,7 @@ fn pass<R: Send>(
         options,
         pass_number,
         progress,
-        &mut |blocks: Vec<Result<Block>>| {
+        &mut |blocks: Vec<Result<Block>>| -> std::result::Result<Option<Vec<Window>>, E> {
             // Windows from the previous round are processed while these blocks were parsed
             // (see `read_blocks_with`); here the blocks are assembled in order.
             for block in blocks {
@@ -213,7 +221,7 @@ fn pass<R: Send>(
             Ok(Some(std::mem::take(&mut pending)))
         },
         &|windows: &[Window]| windows.par_iter().map(|w| process(w)).collect::<Vec<_>>(),
-        &mut |windows: Vec<Window>, results: Vec<Result<R>>| {
+        &mut |windows: Vec<Window>, results: Vec<std::result::Result<R, E>>| {
             let mut windows = windows;
             flush(&mut windows, results, sink)
         },
@@ -225,7 +233,8 @@ fn pass<R: Send>(
     while let Some(window) = assembler.window(true)? {
         pending.push(window);
     }
-    let results: Vec<Result<R>> = pending.par_iter().map(|w| process(w)).collect();
+    let results: Vec<std::result::Result<R, E>> =
+        pending.par_iter().map(|w| process(w)).collect();
     flush(&mut pending, results, sink)?;
     let mut report = std::mem::take(&mut assembler.report);
     report.columns = std::mem::take(&mut report.columns_seen)
@@ -245,7 +254,7 @@ fn read_blocks(
     progress: &(dyn Fn(Progress) + Sync),
     take: &mut dyn FnMut(Block) -> Result<Flow>,
 ) -> Result<()> {
-    read_blocks_with(
+    read_blocks_with::<(), (), Error>(
         inputs,
         options,
         pass_number,
@@ -256,9 +265,9 @@ fn read_blocks(
                     return Ok(None);
                 }
             }
-            Ok(Some(Vec::<()>::new()))
+            Ok(Some(Vec::new()))
         },
-        &|_: &[()]| Vec::<Result<()>>::new(),
+        &|_: &[()]| Vec::new(),
         &mut |_, _| Ok(()),
     )
 }
@@ -267,21 +276,21 @@ fn read_blocks(
 /// processed (`rayon::join`), then `assemble` takes the blocks in order and returns the windows
 /// for the next round (`None` stops), and `finish` receives the processed windows in order.
 #[allow(clippy::type_complexity)]
-fn read_blocks_with<W: Send + Sync, R: Send>(
+fn read_blocks_with<W: Send + Sync, R: Send, E: From<Error> + Send>(
     inputs: &[Input],
     options: &IngestOptions,
     pass_number: u8,
     progress: &(dyn Fn(Progress) + Sync),
-    assemble: &mut dyn FnMut(Vec<Result<Block>>) -> Result<Option<Vec<W>>>,
-    process: &(dyn Fn(&[W]) -> Vec<Result<R>> + Sync),
-    finish: &mut dyn FnMut(Vec<W>, Vec<Result<R>>) -> Result<()>,
-) -> Result<()> {
+    assemble: &mut dyn FnMut(Vec<Result<Block>>) -> std::result::Result<Option<Vec<W>>, E>,
+    process: &(dyn Fn(&[W]) -> Vec<std::result::Result<R, E>> + Sync),
+    finish: &mut dyn FnMut(Vec<W>, Vec<std::result::Result<R, E>>) -> std::result::Result<(), E>,
+) -> std::result::Result<(), E> {
     let total_bytes: u64 = inputs.iter().map(|i| i.size).sum();
     let threads = rayon::current_num_threads().max(1);
     let chunk_bytes = options.limits.chunk_bytes;
     let columns = &options.columns;
     let paths: Vec<PathBuf> = inputs.iter().map(|i| i.path.clone()).collect();
-    std::thread::scope(|scope| -> Result<()> {
+    std::thread::scope(|scope| -> std::result::Result<(), E> {
         let (send, receive) = sync_channel::<Result<Task>>(2 * threads);
         let reader = scope.spawn(move || produce(inputs, chunk_bytes, columns, send));
         let mut state = Progress {
@@ -290,7 +299,7 @@ fn read_blocks_with<W: Send + Sync, R: Send>(
             ..Default::default()
         };
         let mut in_flight: Vec<W> = Vec::new();
-        let result = (|| -> Result<()> {
+        let result = (|| -> std::result::Result<(), E> {
             loop {
                 let tasks = next_tasks(&receive, 2 * threads)?;
                 let done = tasks.is_empty();
@@ -327,7 +336,7 @@ fn read_blocks_with<W: Send + Sync, R: Send>(
             .join()
             .unwrap_or_else(|e| std::panic::resume_unwind(e));
         result?;
-        produced
+        Ok(produced?)
     })
 }
 

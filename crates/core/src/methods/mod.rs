@@ -179,6 +179,16 @@ impl Method {
         v.unwrap_or(serde_json::Value::Null)
     }
 
+    /// Whether the method takes statistics over the whole training batch (an iteration) rather
+    /// than within each group: ProxMO's TF-IDF fit, MGR's batch completion and validity rates,
+    /// SPA's and HISR's whitening. Such a method needs every group of an iteration at once.
+    pub fn batch_scoped(&self) -> bool {
+        matches!(
+            self,
+            Method::Proxmo(_) | Method::Mgr(_) | Method::Spa(_) | Method::Hisr(_)
+        )
+    }
+
     /// Checks the parameters once; estimators then assume them valid.
     pub fn check(&self) -> Result<()> {
         let label = self.label();
