@@ -8,6 +8,9 @@ mod progress;
 
 use clap::Parser;
 
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn main() -> std::process::ExitCode {
     let cli = cmd::Cli::parse();
     match cmd::run(cli) {

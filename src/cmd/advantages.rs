@@ -51,7 +51,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
                         columns = frame.columns();
                     }
                     in_order.push(window.seq, frame);
-                    in_order.flush(window.watermark, |frame, rows| writer.write_rows(frame, rows))?;
+                    in_order.flush(window.watermark, |frame, rows| {
+                        writer.write_rows(frame, rows)
+                    })?;
                 }
                 Event::Restart => {
                     writer = TableWriter::create(&args.output)?;

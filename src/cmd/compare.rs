@@ -1,9 +1,7 @@
 //! `credit compare [PATHS] --methods grpo,gigpo,proxmo`: how differently estimators credit the
 //! same steps.
 
-use super::{
-    gather, metadata, proxmo_params, write_plots, Format, Globals, MethodArgs,
-};
+use super::{gather, metadata, proxmo_params, write_plots, Format, Globals, MethodArgs};
 use crate::config::ProjectFile;
 use crate::exit::ExitCode;
 use anyhow::Result;

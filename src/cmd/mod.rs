@@ -13,11 +13,11 @@ use crate::config::{column_map, ProjectFile};
 use crate::exit::ExitCode;
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use credit_core::analyses::compare::{CompareChunk, CompareRows};
+use credit_core::analyses::summary::{summary_part, Summary, SummaryBuilder};
 use credit_core::ingest::{
     read_paths, stream, Event, IngestOptions, IngestReport, Ingested, UnitKind, Window,
 };
-use credit_core::analyses::compare::{CompareChunk, CompareRows};
-use credit_core::analyses::summary::{summary_part, Summary, SummaryBuilder};
 use credit_core::methods::{hisr, parse_list, Method};
 use credit_core::output::InOrder;
 use credit_core::profile::Profile;

@@ -275,7 +275,11 @@ impl Fillers {
         let mut notes = Vec::new();
         for m in &self.models {
             notes.push(if m.fill(&mut filled, &self.hisr)? {
-                format!("`{}` filled from the model in {}", m.column, m.dir.display())
+                format!(
+                    "`{}` filled from the model in {}",
+                    m.column,
+                    m.dir.display()
+                )
             } else {
                 format!(
                     "the logs carry `{}`; the model in {} was not used",

@@ -175,7 +175,8 @@ impl TableWriter {
     /// Ends the file with its metadata (Parquet key-value metadata `credit`, or `<file>.meta.json`
     /// for JSONL and CSV) and moves both into place, the metadata first.
     pub fn finish(mut self, metadata: &serde_json::Value) -> Result<()> {
-        let text = serde_json::to_string_pretty(metadata).map_err(|e| Error::Config(e.to_string()))?;
+        let text =
+            serde_json::to_string_pretty(metadata).map_err(|e| Error::Config(e.to_string()))?;
         let mut file = self.file.take().expect("open until finished");
         match &mut self.sink {
             Sink::Parquet(writer) => {
@@ -255,8 +256,8 @@ pub fn advantages_rows(batch: &StepBatch, results: &[Advantages]) -> Result<Outp
 impl TableWriter {
     /// Appends rows `selection` of `rows`, in that order.
     pub fn write_rows(&mut self, rows: &OutputRows, selection: &[usize]) -> Result<()> {
-        let whole = selection.len() == rows.len()
-            && selection.iter().enumerate().all(|(i, &r)| i == r);
+        let whole =
+            selection.len() == rows.len() && selection.iter().enumerate().all(|(i, &r)| i == r);
         let mut part = if whole {
             rows.0.clone()
         } else {
@@ -332,7 +333,8 @@ impl<C> InOrder<C> {
                 self.pending[c].2[r] = true;
             }
         }
-        self.pending.retain(|(_, _, taken)| !taken.iter().all(|&t| t));
+        self.pending
+            .retain(|(_, _, taken)| !taken.iter().all(|&t| t));
         Ok(())
     }
 }

@@ -410,7 +410,10 @@ mod tests {
         let mut r = RunningSum::default();
         xs.iter().for_each(|&x| r.add(x));
         assert_eq!(r.sum.to_bits(), xs.iter().sum::<f64>().to_bits());
-        assert_eq!(RunningSum::default().sum.to_bits(), [0.0f64; 0].iter().sum::<f64>().to_bits());
+        assert_eq!(
+            RunningSum::default().sum.to_bits(),
+            [0.0f64; 0].iter().sum::<f64>().to_bits()
+        );
     }
 
     #[test]

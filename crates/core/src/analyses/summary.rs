@@ -174,7 +174,12 @@ pub fn summary_part(batch: &StepBatch, hisr: &hisr::Params) -> SummaryPart {
     for traj in &batch.trajs {
         let success = traj.success as usize;
         if part.has_tasks {
-            add_rate(&mut part.success_by_task, task_of_row(traj.rows[0] as usize), 1, success);
+            add_rate(
+                &mut part.success_by_task,
+                task_of_row(traj.rows[0] as usize),
+                1,
+                success,
+            );
         }
         if part.has_iteration {
             let it = batch.groups[traj.group as usize]
@@ -438,13 +443,18 @@ mod tests {
             vec![
                 Column::new(
                     TASK.into(),
-                    rows.iter().map(|r| if r.0 == "g1" { "pick" } else { "clean" }).collect::<Vec<_>>(),
+                    rows.iter()
+                        .map(|r| if r.0 == "g1" { "pick" } else { "clean" })
+                        .collect::<Vec<_>>(),
                 ),
                 Column::new(
                     PROGRESS.into(),
                     (0..n).map(|i| 0.1 * i as f64 - 0.2).collect::<Vec<_>>(),
                 ),
-                Column::new(SEGMENT.into(), rows.iter().map(|r| r.2 / 2).collect::<Vec<_>>()),
+                Column::new(
+                    SEGMENT.into(),
+                    rows.iter().map(|r| r.2 / 2).collect::<Vec<_>>(),
+                ),
                 Column::new(
                     SEGMENT_REWARD.into(),
                     (0..n).map(|i| 0.25 * i as f64).collect::<Vec<_>>(),
@@ -462,7 +472,10 @@ mod tests {
             let offset = if part[0].0 == "g1" { 0 } else { 6 };
             let n = part.len();
             window
-                .with_column_f64(PROGRESS, (0..n).map(|i| 0.1 * (i + offset) as f64 - 0.2).collect())
+                .with_column_f64(
+                    PROGRESS,
+                    (0..n).map(|i| 0.1 * (i + offset) as f64 - 0.2).collect(),
+                )
                 .unwrap();
             window
                 .with_column_f64(

@@ -10,14 +10,15 @@
 //! [`Closing::Exact`], where each unit closes right after its last row. Either way every window
 //! holds exactly the rows the whole-input batch would give that unit.
 
-use super::rows::{Origin, Rows};
+use super::rows::{Origin, Rows, UnitRows};
 use super::IngestReport;
 use crate::batch::StepBatch;
 use crate::error::{Error, Location, Reason, Result, Unit as LineUnit};
 use crate::schema::{columns::*, field_index, FIELDS};
-use std::collections::{HashMap, HashSet};
+use polars::prelude::{PlHashMap as HashMap, PlHashSet as HashSet};
 use std::hash::{BuildHasher, Hash};
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// What a window holds whole.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -74,7 +75,7 @@ pub(crate) enum Flow {
 
 struct OpenUnit {
     key: UnitKey,
-    rows: Rows,
+    rows: UnitRows,
     first_seq: u64,
     /// `position` when its last row arrived.
     last_position: u64,
@@ -84,7 +85,7 @@ struct OpenUnit {
 
 /// A closed, checked unit: its rows and which of them are kept.
 struct Closed {
-    rows: Rows,
+    rows: UnitRows,
     keep: Vec<usize>,
     first_seq: u64,
 }
@@ -128,6 +129,9 @@ pub(crate) struct Assembler {
     emitted_present: Option<Vec<bool>>,
     ready: Vec<Closed>,
     ready_bytes: usize,
+    /// The previous row's (iteration, group_id, traj_id) and unit: consecutive rows of one
+    /// trajectory skip the look-ups.
+    last_row: Option<(Option<i64>, String, String, usize)>,
     pub report: IngestReport,
     field: Fields,
 }
@@ -173,10 +177,11 @@ impl Assembler {
             },
             paths,
             open: Vec::new(),
-            index: HashMap::new(),
-            open_trajs: HashMap::new(),
-            closed_trajs: HashMap::new(),
-            closed_units: HashSet::new(),
+            index: HashMap::default(),
+            open_trajs: HashMap::default(),
+            closed_trajs: HashMap::default(),
+            closed_units: HashSet::default(),
+            last_row: None,
             next_seq: 0,
             position: 0,
             present,
@@ -225,7 +230,7 @@ impl Assembler {
             self.reject(problem, 1)?;
         }
         self.report.columns_seen.extend(block.uses);
-        let rows = block.rows;
+        let rows = Arc::new(block.rows);
         if let Some(summary) = self.report.files.get_mut(block.file as usize) {
             summary.rows += rows.len() as u64;
         }
@@ -259,57 +264,24 @@ impl Assembler {
             let tid = rows.text(tf, r);
             let origin = rows.origin[r];
 
-            // A trajectory belongs to one group.
-            let traj_key = (it, tid.to_string());
-            match self.open_trajs.get(&traj_key) {
-                Some((g, first)) if g != gid => {
-                    let (g, first) = (g.clone(), *first);
-                    let e = self.two_groups(origin, tid, gid, &g, first);
-                    self.reject(e, 1)?;
-                    continue;
-                }
-                Some(_) => {}
-                None => {
-                    if let Some(&(group_hash, first)) = self.closed_trajs.get(&hash128(&traj_key)) {
-                        if group_hash != hash128(&(it, gid)) {
-                            let e = self.two_groups(origin, tid, gid, "(another group)", first);
-                            self.reject(e, 1)?;
-                            continue;
-                        }
-                        return Ok(self.reappears(UnitKey::Group(it, gid.to_string()), origin));
-                    }
-                    self.open_trajs.insert(traj_key, (gid.to_string(), origin));
-                }
-            }
-
-            let key = match self.kind {
-                UnitKind::Group => UnitKey::Group(it, gid.to_string()),
-                UnitKind::Iteration => UnitKey::Iteration(it),
-                UnitKind::All => UnitKey::All,
-            };
-            let u = match self.index.get(&key) {
-                Some(&u) => u,
-                None => {
-                    if self.closed_units.contains(&hash128(&key)) {
-                        return Ok(self.reappears(key, origin));
-                    }
-                    self.open.push(OpenUnit {
-                        key: key.clone(),
-                        rows: Rows::default(),
-                        first_seq: seq,
-                        last_position: 0,
-                        touched: false,
-                    });
-                    self.index.insert(key.clone(), self.open.len() - 1);
-                    self.open.len() - 1
-                }
+            let same = self
+                .last_row
+                .as_ref()
+                .and_then(|(lit, lg, lt, u)| (*lit == it && lg == gid && lt == tid).then_some(*u));
+            let u = match same {
+                Some(u) => u,
+                None => match self.place(it, gid, tid, seq, origin)? {
+                    Ok(u) => u,
+                    Err(Some(flow)) => return Ok(flow),
+                    Err(None) => continue,
+                },
             };
             let unit = &mut self.open[u];
-            unit.rows.push_from_at(&rows, r, seq);
+            unit.rows.push(&rows, r, seq, per_row as usize);
             unit.last_position = self.position;
             unit.touched = true;
             if let Closing::Exact { last_seq, .. } = &self.closing {
-                if last_seq.get(&key) == Some(&seq) {
+                if last_seq.get(&unit.key) == Some(&seq) {
                     self.close(u)?;
                 }
             }
@@ -322,7 +294,7 @@ impl Assembler {
             {
                 self.close(u)?;
             }
-            let mut held: u64 = self.open.iter().map(|u| u.rows.bytes() as u64).sum();
+            let mut held: u64 = self.open.iter().map(|u| u.rows.bytes as u64).sum();
             while held > budget {
                 let Some(u) = (0..self.open.len())
                     .filter(|&u| !self.open[u].touched)
@@ -330,11 +302,71 @@ impl Assembler {
                 else {
                     break;
                 };
-                held -= self.open[u].rows.bytes() as u64;
+                held -= self.open[u].rows.bytes as u64;
                 self.close(u)?;
             }
         }
         Ok(Flow::Continue)
+    }
+
+    /// The open unit of a row that does not continue the previous row's trajectory: `Err(None)`
+    /// when the row was rejected, `Err(Some(restart))` when a closed unit reappears.
+    fn place(
+        &mut self,
+        it: Option<i64>,
+        gid: &str,
+        tid: &str,
+        seq: u64,
+        origin: Origin,
+    ) -> Result<std::result::Result<usize, Option<Flow>>> {
+        // A trajectory belongs to one group.
+        let traj_key = (it, tid.to_string());
+        match self.open_trajs.get(&traj_key) {
+            Some((g, first)) if g != gid => {
+                let (g, first) = (g.clone(), *first);
+                let e = self.two_groups(origin, tid, gid, &g, first);
+                self.reject(e, 1)?;
+                return Ok(Err(None));
+            }
+            Some(_) => {}
+            None => {
+                if let Some(&(group_hash, first)) = self.closed_trajs.get(&hash128(&traj_key)) {
+                    if group_hash != hash128(&(it, gid)) {
+                        let e = self.two_groups(origin, tid, gid, "(another group)", first);
+                        self.reject(e, 1)?;
+                        return Ok(Err(None));
+                    }
+                    return Ok(Err(Some(
+                        self.reappears(UnitKey::Group(it, gid.to_string()), origin),
+                    )));
+                }
+                self.open_trajs.insert(traj_key, (gid.to_string(), origin));
+            }
+        }
+        let key = match self.kind {
+            UnitKind::Group => UnitKey::Group(it, gid.to_string()),
+            UnitKind::Iteration => UnitKey::Iteration(it),
+            UnitKind::All => UnitKey::All,
+        };
+        let u = match self.index.get(&key) {
+            Some(&u) => u,
+            None => {
+                if self.closed_units.contains(&hash128(&key)) {
+                    return Ok(Err(Some(self.reappears(key, origin))));
+                }
+                self.open.push(OpenUnit {
+                    key: key.clone(),
+                    rows: UnitRows::default(),
+                    first_seq: seq,
+                    last_position: 0,
+                    touched: false,
+                });
+                self.index.insert(key, self.open.len() - 1);
+                self.open.len() - 1
+            }
+        };
+        self.last_row = Some((it, gid.to_string(), tid.to_string(), u));
+        Ok(Ok(u))
     }
 
     fn two_groups(
@@ -365,6 +397,7 @@ impl Assembler {
 
     /// Closes open unit `u`: its checks, then it waits in `ready`.
     fn close(&mut self, u: usize) -> Result<()> {
+        self.last_row = None;
         let unit = self.open.swap_remove(u);
         self.index.remove(&unit.key);
         if u < self.open.len() {
@@ -383,7 +416,7 @@ impl Assembler {
             }
         }
         let _ = gf;
-        self.ready_bytes += unit.rows.bytes();
+        self.ready_bytes += unit.rows.bytes;
         self.ready.push(Closed {
             rows: unit.rows,
             keep,
@@ -394,11 +427,11 @@ impl Assembler {
 
     /// The checks of a closed unit, as the whole-input batch would make them: padding duplicates
     /// dropped, duplicate steps and step gaps rejected. Returns the rows kept.
-    fn check(&mut self, rows: &Rows) -> Result<Vec<usize>> {
+    fn check(&mut self, rows: &UnitRows) -> Result<Vec<usize>> {
         let n = rows.len();
         let (tf, sf, itf) = (self.field.traj, self.field.step, self.field.iteration);
         let mut keep = vec![true; n];
-        let mut first_of_step: HashMap<(Option<i64>, &str, i64), usize> = HashMap::new();
+        let mut first_of_step: HashMap<(Option<i64>, &str, i64), usize> = HashMap::default();
         let mut rejects = Vec::new();
         for row in 0..n {
             let key = (
@@ -416,13 +449,13 @@ impl Assembler {
                 }
                 Some(&first) => {
                     rejects.push(Error::input(
-                        self.location(rows.origin[row], Some(STEP)),
+                        self.location(rows.origin(row), Some(STEP)),
                         Reason::DuplicateStep,
                         format!(
                             "duplicate step {} of trajectory `{}` (first at {}), with different content; each (traj_id, step) must appear once",
                             key.2,
                             key.1,
-                            self.location(rows.origin[first], None)
+                            self.location(rows.origin(first), None)
                         ),
                     ));
                     keep[row] = false;
@@ -435,7 +468,7 @@ impl Assembler {
         }
 
         // Steps must be contiguous from 0 or 1 within each trajectory.
-        let mut steps_of: HashMap<(Option<i64>, &str), Vec<(i64, usize)>> = HashMap::new();
+        let mut steps_of: HashMap<(Option<i64>, &str), Vec<(i64, usize)>> = HashMap::default();
         let mut order: Vec<(Option<i64>, &str)> = Vec::new();
         for row in (0..n).filter(|&r| keep[r]) {
             let key = (rows.int(itf, row), rows.text(tf, row));
@@ -464,7 +497,7 @@ impl Assembler {
             if let Some((k, message)) = bad {
                 gaps.push((
                     Error::input(
-                        self.location(rows.origin[steps[k].1], Some(STEP)),
+                        self.location(rows.origin(steps[k].1), Some(STEP)),
                         Reason::StepGap,
                         message,
                     ),
@@ -494,42 +527,70 @@ impl Assembler {
         Ok(())
     }
 
-    /// The ready units as a window, when enough are ready (or `all`, at the end).
-    pub fn window(&mut self, all: bool) -> Result<Option<Window>> {
+    /// The ready units as a window, when enough are ready (or `all`, at the end); its batch is
+    /// built by [`Pending::build`], in parallel with other work.
+    pub fn window(&mut self, all: bool) -> Option<Pending> {
         if self.ready.is_empty() || (!all && self.ready_bytes < WINDOW_BYTES) {
-            return Ok(None);
+            return None;
         }
         let mut units = std::mem::take(&mut self.ready);
         self.ready_bytes = 0;
         units.retain(|u| !u.keep.is_empty());
         if units.is_empty() {
-            return Ok(None);
+            return None;
         }
         units.sort_by_key(|u| u.first_seq);
         let present = self
             .emitted_present
             .get_or_insert_with(|| self.present.clone())
             .clone();
-        let parts: Vec<(&Rows, &[usize])> =
-            units.iter().map(|u| (&u.rows, u.keep.as_slice())).collect();
-        let frame = Rows::frame(&parts, &present)?;
-        let seq: Vec<u64> = units
-            .iter()
-            .flat_map(|u| u.keep.iter().map(|&r| u.rows.seq[r]))
-            .collect();
-        self.report.rows += seq.len() as u64;
-        let batch = StepBatch::new(frame, self.success_threshold, self.gamma)?;
+        self.report.rows += units.iter().map(|u| u.keep.len() as u64).sum::<u64>();
         let watermark = self
             .open
             .iter()
             .map(|u| u.first_seq)
             .min()
             .unwrap_or(self.next_seq);
-        Ok(Some(Window {
+        Some(Pending {
+            units,
+            present,
+            watermark,
+            success_threshold: self.success_threshold,
+            gamma: self.gamma,
+        })
+    }
+}
+
+/// Closed units waiting to become a [`Window`].
+pub(crate) struct Pending {
+    units: Vec<Closed>,
+    present: Vec<bool>,
+    watermark: u64,
+    success_threshold: f64,
+    gamma: f64,
+}
+
+impl Pending {
+    pub fn build(self) -> Result<Window> {
+        let runs: Vec<Vec<(&Rows, Vec<usize>)>> =
+            self.units.iter().map(|u| u.rows.runs(&u.keep)).collect();
+        let parts: Vec<(&Rows, &[usize])> = runs
+            .iter()
+            .flatten()
+            .map(|(rows, selection)| (*rows, selection.as_slice()))
+            .collect();
+        let frame = Rows::frame(&parts, &self.present)?;
+        let seq: Vec<u64> = self
+            .units
+            .iter()
+            .flat_map(|u| u.keep.iter().map(|&r| u.rows.seq[r]))
+            .collect();
+        let batch = StepBatch::new(frame, self.success_threshold, self.gamma)?;
+        Ok(Window {
             batch,
             seq,
-            watermark,
-        }))
+            watermark: self.watermark,
+        })
     }
 }
 

@@ -151,6 +151,8 @@ struct Shape {
     resolution: Resolution,
     /// Duplicate keys or an episode's `steps`: the serde path decides.
     slow: bool,
+    /// Whether this block's report already has the shape's column uses.
+    reported: bool,
 }
 
 const MAX_RANK: usize = 8;
@@ -230,6 +232,7 @@ impl<'a> FastPath<'a> {
             roles,
             resolution,
             slow,
+            reported: false,
         });
         self.last = self.shapes.len() - 1;
         Ok(self.last)
@@ -282,7 +285,7 @@ impl<'a> FastPath<'a> {
         rows: &mut Rows,
         uses: &mut BTreeSet<ColumnUse>,
     ) -> bool {
-        let shape = &self.shapes[shape];
+        let shape = &mut self.shapes[shape];
         if shape.slow {
             return false;
         }
@@ -322,12 +325,9 @@ impl<'a> FastPath<'a> {
             }
         }
         rows.push(seq, origin, &values);
-        if !shape.resolution.uses.is_empty() {
-            for u in &shape.resolution.uses {
-                if !uses.contains(u) {
-                    uses.insert(u.clone());
-                }
-            }
+        if !shape.reported {
+            uses.extend(shape.resolution.uses.iter().cloned());
+            shape.reported = true;
         }
         true
     }

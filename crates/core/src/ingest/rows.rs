@@ -161,25 +161,6 @@ impl Rows {
         self.origin.push(origin);
     }
 
-    /// Appends row `row` of `other` as input row `seq`.
-    pub fn push_from_at(&mut self, other: &Rows, row: usize, seq: u64) {
-        self.push_from(other, row);
-        *self.seq.last_mut().expect("a row was pushed") = seq;
-    }
-
-    /// Appends row `row` of `other`.
-    pub fn push_from(&mut self, other: &Rows, row: usize) {
-        for (i, (column, source)) in self.columns.iter_mut().zip(&other.columns).enumerate() {
-            let value = source.get(row);
-            if value.is_some() {
-                self.present[i] = true;
-            }
-            column.push(value);
-        }
-        self.seq.push(other.seq[row]);
-        self.origin.push(other.origin[row]);
-    }
-
     pub fn get(&self, field: usize, row: usize) -> Option<Value<'_>> {
         self.columns[field].get(row)
     }
@@ -197,11 +178,6 @@ impl Rows {
             Some(Value::Int(v)) => Some(v),
             _ => None,
         }
-    }
-
-    /// Whether two rows hold the same value in every field.
-    pub fn rows_equal(&self, a: usize, b: usize) -> bool {
-        self.columns.iter().all(|c| c.get(a) == c.get(b))
     }
 
     /// A polars frame of the rows `selection` of each part, in order: one column per field in
@@ -273,6 +249,78 @@ impl Rows {
     }
 }
 
+/// The rows of one unit: references into the blocks they were parsed in (no copy), with each
+/// row's place in the input.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct UnitRows {
+    blocks: Vec<std::sync::Arc<Rows>>,
+    /// (block, row in block).
+    refs: Vec<(u32, u32)>,
+    pub seq: Vec<u64>,
+    /// Estimated heap bytes of the referenced rows.
+    pub bytes: usize,
+}
+
+impl UnitRows {
+    pub fn push(&mut self, block: &std::sync::Arc<Rows>, row: usize, seq: u64, bytes: usize) {
+        let b = match self.blocks.last() {
+            Some(last) if std::sync::Arc::ptr_eq(last, block) => self.blocks.len() - 1,
+            _ => {
+                self.blocks.push(block.clone());
+                self.blocks.len() - 1
+            }
+        };
+        self.refs.push((b as u32, row as u32));
+        self.seq.push(seq);
+        self.bytes += bytes;
+    }
+
+    pub fn len(&self) -> usize {
+        self.refs.len()
+    }
+
+    fn at(&self, i: usize) -> (&Rows, usize) {
+        let (b, r) = self.refs[i];
+        (&self.blocks[b as usize], r as usize)
+    }
+
+    pub fn text(&self, field: usize, i: usize) -> &str {
+        let (rows, r) = self.at(i);
+        rows.text(field, r)
+    }
+
+    pub fn int(&self, field: usize, i: usize) -> Option<i64> {
+        let (rows, r) = self.at(i);
+        rows.int(field, r)
+    }
+
+    pub fn origin(&self, i: usize) -> Origin {
+        let (rows, r) = self.at(i);
+        rows.origin[r]
+    }
+
+    /// Whether rows `i` and `j` hold the same value in every field.
+    pub fn rows_equal(&self, i: usize, j: usize) -> bool {
+        let ((a, ra), (b, rb)) = (self.at(i), self.at(j));
+        (0..FIELDS.len()).all(|f| a.get(f, ra) == b.get(f, rb))
+    }
+
+    /// Rows `keep` (in order) as runs of one block each, for [`Rows::frame`].
+    pub fn runs(&self, keep: &[usize]) -> Vec<(&Rows, Vec<usize>)> {
+        let mut out: Vec<(u32, Vec<usize>)> = Vec::new();
+        for &i in keep {
+            let (b, r) = self.refs[i];
+            match out.last_mut() {
+                Some((last, rows)) if *last == b => rows.push(r as usize),
+                _ => out.push((b, vec![r as usize])),
+            }
+        }
+        out.into_iter()
+            .map(|(b, rows)| (&*self.blocks[b as usize], rows))
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -294,18 +342,20 @@ mod tests {
         assert_eq!(rows.text(0, 1), "é-ü");
         assert_eq!(rows.int(2, 0), Some(3));
         assert_eq!(rows.int(2, 1), None);
-        assert!(!rows.rows_equal(0, 1));
-        let mut copy = Rows::default();
-        copy.push_from(&rows, 1);
-        copy.push_from(&rows, 0);
-        assert_eq!(copy.seq, vec![8, 7]);
-        assert_eq!(copy.text(0, 0), "é-ü");
-        assert!(copy.present[0] && copy.present[2] && !copy.present[1]);
-        let frame = Rows::frame(&[(&copy, &[1, 0])], &copy.present).unwrap();
+        assert!(rows.present[0] && rows.present[2] && !rows.present[1]);
+        let block = std::sync::Arc::new(rows);
+        let mut unit = UnitRows::default();
+        unit.push(&block, 1, 8, 10);
+        unit.push(&block, 0, 7, 10);
+        assert_eq!((unit.seq.clone(), unit.bytes), (vec![8, 7], 20));
+        assert_eq!(unit.text(0, 0), "é-ü");
+        assert_eq!(unit.origin(1), Origin { file: 0, line: 1 });
+        assert!(!unit.rows_equal(0, 1) && unit.rows_equal(1, 1));
+        let runs = unit.runs(&[1, 0]);
+        let parts: Vec<(&Rows, &[usize])> = runs.iter().map(|(r, s)| (*r, s.as_slice())).collect();
+        let frame = Rows::frame(&parts, &block.present).unwrap();
         assert_eq!(frame.height(), 2);
-        assert_eq!(
-            frame.column("group_id").unwrap().str().unwrap().get(1),
-            Some("é-ü")
-        );
+        let ids = frame.column("group_id").unwrap().str().unwrap().clone();
+        assert_eq!((ids.get(0), ids.get(1)), (Some("g1"), Some("é-ü")));
     }
 }

@@ -10,7 +10,7 @@
 //! consumer is told to start over (`restart`), an index pass finds each unit's last row, and a
 //! second pass closes every unit exactly there.
 
-use super::assemble::{Assembler, Closing, Flow, Indexer, UnitKind, Window};
+use super::assemble::{Assembler, Closing, Flow, Indexer, Pending, UnitKind, Window};
 use super::files::{self, Format, Input};
 use super::jsonl::{self, Block, Chunk};
 use super::parquet;
@@ -187,23 +187,33 @@ fn pass<R: Send, E: From<Error> + Send>(
             rows: 0,
         })
         .collect();
-    let mut pending: Vec<Window> = Vec::new();
+    let mut pending: Vec<Pending> = Vec::new();
     let mut restart: Option<String> = None;
-    let flush = |pending: &mut Vec<Window>,
-                 results: Vec<std::result::Result<R, E>>,
-                 sink: &mut dyn FnMut(Event<R>) -> std::result::Result<(), E>|
-     -> std::result::Result<(), E> {
-        for (window, result) in pending.drain(..).zip(results) {
-            sink(Event::Window(window, result?))?;
-        }
-        Ok(())
+    // Windows are built and processed in parallel; their results reach `sink` in order.
+    let run = |windows: Vec<Pending>| -> Vec<std::result::Result<(Window, R), E>> {
+        windows
+            .into_par_iter()
+            .map(|p| {
+                let window = p.build()?;
+                let result = process(&window)?;
+                Ok((window, result))
+            })
+            .collect()
     };
+    let mut deliver =
+        |results: Vec<std::result::Result<(Window, R), E>>| -> std::result::Result<(), E> {
+            for result in results {
+                let (window, r) = result?;
+                sink(Event::Window(window, r))?;
+            }
+            Ok(())
+        };
     read_blocks_with(
         inputs,
         options,
         pass_number,
         progress,
-        &mut |blocks: Vec<Result<Block>>| -> std::result::Result<Option<Vec<Window>>, E> {
+        &mut |blocks: Vec<Result<Block>>| -> std::result::Result<Option<Vec<Pending>>, E> {
             // Windows from the previous round are processed while these blocks were parsed
             // (see `read_blocks_with`); here the blocks are assembled in order.
             for block in blocks {
@@ -215,27 +225,22 @@ fn pass<R: Send, E: From<Error> + Send>(
                     }
                 }
             }
-            while let Some(window) = assembler.window(false)? {
+            while let Some(window) = assembler.window(false) {
                 pending.push(window);
             }
             Ok(Some(std::mem::take(&mut pending)))
         },
-        &|windows: &[Window]| windows.par_iter().map(|w| process(w)).collect::<Vec<_>>(),
-        &mut |windows: Vec<Window>, results: Vec<std::result::Result<R, E>>| {
-            let mut windows = windows;
-            flush(&mut windows, results, sink)
-        },
+        &run,
+        &mut deliver,
     )?;
     if let Some(reason) = restart {
         return Ok(Outcome::Restart(reason));
     }
     assembler.finish()?;
-    while let Some(window) = assembler.window(true)? {
+    while let Some(window) = assembler.window(true) {
         pending.push(window);
     }
-    let results: Vec<std::result::Result<R, E>> =
-        pending.par_iter().map(|w| process(w)).collect();
-    flush(&mut pending, results, sink)?;
+    deliver(run(pending))?;
     let mut report = std::mem::take(&mut assembler.report);
     report.columns = std::mem::take(&mut report.columns_seen)
         .into_iter()
@@ -267,8 +272,8 @@ fn read_blocks(
             }
             Ok(Some(Vec::new()))
         },
-        &|_: &[()]| Vec::new(),
-        &mut |_, _| Ok(()),
+        &|_: Vec<()>| Vec::new(),
+        &mut |_| Ok(()),
     )
 }
 
@@ -276,14 +281,14 @@ fn read_blocks(
 /// processed (`rayon::join`), then `assemble` takes the blocks in order and returns the windows
 /// for the next round (`None` stops), and `finish` receives the processed windows in order.
 #[allow(clippy::type_complexity)]
-fn read_blocks_with<W: Send + Sync, R: Send, E: From<Error> + Send>(
+fn read_blocks_with<W: Send, R: Send, E: From<Error> + Send>(
     inputs: &[Input],
     options: &IngestOptions,
     pass_number: u8,
     progress: &(dyn Fn(Progress) + Sync),
     assemble: &mut dyn FnMut(Vec<Result<Block>>) -> std::result::Result<Option<Vec<W>>, E>,
-    process: &(dyn Fn(&[W]) -> Vec<std::result::Result<R, E>> + Sync),
-    finish: &mut dyn FnMut(Vec<W>, Vec<std::result::Result<R, E>>) -> std::result::Result<(), E>,
+    process: &(dyn Fn(Vec<W>) -> Vec<R> + Sync),
+    finish: &mut dyn FnMut(Vec<R>) -> std::result::Result<(), E>,
 ) -> std::result::Result<(), E> {
     let total_bytes: u64 = inputs.iter().map(|i| i.size).sum();
     let threads = rayon::current_num_threads().max(1);
@@ -303,6 +308,7 @@ fn read_blocks_with<W: Send + Sync, R: Send, E: From<Error> + Send>(
             loop {
                 let tasks = next_tasks(&receive, 2 * threads)?;
                 let done = tasks.is_empty();
+                let windows = std::mem::take(&mut in_flight);
                 let (blocks, results) = rayon::join(
                     || {
                         tasks
@@ -310,9 +316,9 @@ fn read_blocks_with<W: Send + Sync, R: Send, E: From<Error> + Send>(
                             .map(|task| parse_task(task, &paths, columns))
                             .collect::<Vec<_>>()
                     },
-                    || process(&in_flight),
+                    || process(windows),
                 );
-                finish(std::mem::take(&mut in_flight), results)?;
+                finish(results)?;
                 for b in blocks.iter().flatten() {
                     state.bytes += b.disk_bytes;
                     state.rows += b.rows.len() as u64;
@@ -326,8 +332,7 @@ fn read_blocks_with<W: Send + Sync, R: Send, E: From<Error> + Send>(
                     return Ok(());
                 }
                 if done {
-                    let results = process(&in_flight);
-                    return finish(std::mem::take(&mut in_flight), results);
+                    return finish(process(std::mem::take(&mut in_flight)));
                 }
             }
         })();
