@@ -303,37 +303,56 @@ fn read_blocks_with<W: Send, R: Send, E: From<Error> + Send>(
             pass: pass_number,
             ..Default::default()
         };
-        let mut in_flight: Vec<W> = Vec::new();
+        // A pipeline of three rounds: while the pool parses round i+1's tasks and processes the
+        // windows assembled in round i, this thread delivers round i's results and assembles
+        // round i's blocks.
+        let mut parsed: Vec<Result<Block>> = Vec::new();
+        let mut windows: Vec<W> = Vec::new();
+        let mut results: Vec<R> = Vec::new();
+        let mut reading = true;
         let result = (|| -> std::result::Result<(), E> {
             loop {
-                let tasks = next_tasks(&receive, 2 * threads)?;
-                let done = tasks.is_empty();
-                let windows = std::mem::take(&mut in_flight);
-                let (blocks, results) = rayon::join(
-                    || {
-                        tasks
-                            .into_par_iter()
-                            .map(|task| parse_task(task, &paths, columns))
-                            .collect::<Vec<_>>()
-                    },
-                    || process(windows),
-                );
-                finish(results)?;
-                for b in blocks.iter().flatten() {
-                    state.bytes += b.disk_bytes;
-                    state.rows += b.rows.len() as u64;
-                }
-                progress(state);
-                match assemble(blocks)? {
-                    Some(windows) => in_flight = windows,
-                    None => return Ok(()),
-                }
-                if done && in_flight.is_empty() {
+                let tasks = if reading {
+                    next_tasks(&receive, 2 * threads)?
+                } else {
+                    Vec::new()
+                };
+                reading &= !tasks.is_empty();
+                if !reading && parsed.is_empty() && windows.is_empty() && results.is_empty() {
                     return Ok(());
                 }
-                if done {
-                    return finish(process(std::mem::take(&mut in_flight)));
+                let (to_assemble, to_process, to_deliver) = (
+                    std::mem::take(&mut parsed),
+                    std::mem::take(&mut windows),
+                    std::mem::take(&mut results),
+                );
+                let (mut new_parsed, mut new_results) = (Vec::new(), Vec::new());
+                let (mut delivered, mut assembled) = (Ok(()), Ok(None));
+                rayon::in_place_scope(|s| {
+                    s.spawn(|_| {
+                        new_parsed = tasks
+                            .into_par_iter()
+                            .map(|task| parse_task(task, &paths, columns))
+                            .collect();
+                    });
+                    s.spawn(|_| new_results = process(to_process));
+                    delivered = finish(to_deliver);
+                    for b in to_assemble.iter().flatten() {
+                        state.bytes += b.disk_bytes;
+                        state.rows += b.rows.len() as u64;
+                    }
+                    if delivered.is_ok() {
+                        assembled = assemble(to_assemble);
+                    }
+                });
+                delivered?;
+                progress(state);
+                match assembled? {
+                    Some(w) => windows = w,
+                    None => return finish(new_results),
                 }
+                parsed = new_parsed;
+                results = new_results;
             }
         })();
         drop(receive);

@@ -28,6 +28,7 @@ use crate::error::{Error, Result};
 use crate::profile::{Conventions, Profile};
 use crate::schema::columns::{ITERATION, OBS};
 use polars::prelude::PlHashMap;
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 /// σ(1) − ½, the largest |f|.
@@ -235,19 +236,12 @@ fn soft_baselines(
     } else {
         scopes.push((0..batch.groups.len()).collect());
     }
-    // Scopes and groups are independent: with several scopes, scopes go to the cores; with one,
-    // its groups do.
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let results: Vec<Option<Vec<(u32, f64)>>> = if scopes.len() > 1 {
-        parallel(&scopes, threads, |groups| {
-            scope_baselines(batch, groups, returns, params, 1)
-        })
-    } else {
-        scopes
-            .iter()
-            .map(|groups| scope_baselines(batch, groups, returns, params, threads))
-            .collect()
-    };
+    // Scopes and groups are independent: rayon spreads them over the cores (nested in whatever
+    // parallel work called the method).
+    let results: Vec<Option<Vec<(u32, f64)>>> = scopes
+        .par_iter()
+        .map(|groups| scope_baselines(batch, groups, returns, params))
+        .collect();
     let mut baseline = vec![None; batch.len()];
     let mut empty_fits = 0;
     for result in results {
@@ -263,25 +257,6 @@ fn soft_baselines(
     Ok((baseline, empty_fits))
 }
 
-/// Maps `f` over `items` on up to `threads` scoped threads, keeping the order.
-fn parallel<T: Sync, R: Send>(items: &[T], threads: usize, f: impl Fn(&T) -> R + Sync) -> Vec<R> {
-    if threads <= 1 || items.len() <= 1 {
-        return items.iter().map(f).collect();
-    }
-    let chunk = items.len().div_ceil(threads.min(items.len())).max(1);
-    let f = &f;
-    std::thread::scope(|scope| {
-        let handles: Vec<_> = items
-            .chunks(chunk)
-            .map(|part| scope.spawn(move || part.iter().map(f).collect::<Vec<R>>()))
-            .collect();
-        handles
-            .into_iter()
-            .flat_map(|h| h.join().unwrap_or_else(|e| std::panic::resume_unwind(e)))
-            .collect()
-    })
-}
-
 /// One fit scope: the TF-IDF fit over its rows, then B for every row of its groups; `None` when
 /// the vocabulary is empty.
 fn scope_baselines(
@@ -289,7 +264,6 @@ fn scope_baselines(
     groups: &[usize],
     returns: &[f64],
     params: &Params,
-    threads: usize,
 ) -> Option<Vec<(u32, f64)>> {
     let obs = batch.texts(OBS);
     let rows: Vec<u32> = groups.iter().flat_map(|&g| batch.group_rows(g)).collect();
@@ -324,7 +298,10 @@ fn scope_baselines(
         out
     };
     Some(
-        parallel(groups, threads, subsets)
+        groups
+            .par_iter()
+            .map(subsets)
+            .collect::<Vec<_>>()
             .into_iter()
             .flatten()
             .collect(),
@@ -355,30 +332,41 @@ fn aggregate(
         distinct[k].2 += returns[r as usize];
     }
     let u = distinct.len();
-    // Similarities: scatter one vector into a dense buffer, then gather each other vector's
-    // entries (cheaper than merging two sparse lists).
+    // Similarities, term by term: `by_term[k]` holds every distinct text's weight of the k-th term
+    // the group uses (0 where absent), so sim(a, ·) += w_a(t)·by_term[t] is one vectorised pass
+    // over the texts per term of `a`. Each sim(a, b) still adds the products w_a(t)·w_b(t) of the
+    // terms both share in ascending term order, which is the sparse dot product's order, so the
+    // sums are the same to the last bit (products of absent terms add +0).
+    // The group's terms in ascending order: marked in a table over the term ids, then numbered.
     let dim = distinct
         .iter()
         .flat_map(|d| vectors[d.0 as usize].last().map(|e| e.0 as usize + 1))
         .max()
         .unwrap_or(0);
-    let mut dense = vec![0.0; dim];
+    let mut column = vec![u32::MAX; dim];
+    for d in &distinct {
+        for &(t, _) in &vectors[d.0 as usize] {
+            column[t as usize] = 0;
+        }
+    }
+    let mut terms = 0;
+    for c in column.iter_mut().filter(|c| **c == 0) {
+        *c = terms;
+        terms += 1;
+    }
+    let terms = terms as usize;
+    let mut by_term = vec![0.0; terms * u];
+    for (b, d) in distinct.iter().enumerate() {
+        for &(t, w) in &vectors[d.0 as usize] {
+            by_term[column[t as usize] as usize * u + b] = w;
+        }
+    }
     let mut sims = vec![0.0; u * u];
-    for a in 0..u {
-        let va = &vectors[distinct[a].0 as usize];
-        for &(t, w) in va {
-            dense[t as usize] = w;
-        }
-        for b in a..u {
-            let s: f64 = vectors[distinct[b].0 as usize]
-                .iter()
-                .map(|&(t, w)| w * dense[t as usize])
-                .sum();
-            sims[a * u + b] = s;
-            sims[b * u + a] = s;
-        }
-        for &(t, _) in va {
-            dense[t as usize] = 0.0;
+    for (a, d) in distinct.iter().enumerate() {
+        let row = &mut sims[a * u..(a + 1) * u];
+        for &(t, w) in &vectors[d.0 as usize] {
+            let k = column[t as usize] as usize;
+            add_scaled(row, w, &by_term[k * u..(k + 1) * u]);
         }
     }
     let mut value = vec![0.0; u];
@@ -394,6 +382,30 @@ fn aggregate(
         value[a] = num / den;
     }
     out.extend(rows.iter().map(|&r| (r, value[index[&doc[&r]]])));
+}
+
+/// `row += w·x`, element by element (a multiply, then an add: never fused, so every sum is the
+/// one the scalar loop makes), with AVX2 where the CPU has it.
+fn add_scaled(row: &mut [f64], w: f64, x: &[f64]) {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        // SAFETY: the CPU supports AVX2 (checked just above).
+        return unsafe { add_scaled_avx2(row, w, x) };
+    }
+    add_scaled_plain(row, w, x)
+}
+
+#[inline(always)]
+fn add_scaled_plain(row: &mut [f64], w: f64, x: &[f64]) {
+    for (s, &v) in row.iter_mut().zip(x) {
+        *s += w * v;
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn add_scaled_avx2(row: &mut [f64], w: f64, x: &[f64]) {
+    add_scaled_plain(row, w, x)
 }
 
 #[cfg(test)]
