@@ -2,11 +2,12 @@
 //! graphs as Graphviz DOT (nodes labelled by distance to goal, edges coloured by a method's mean
 //! advantage, with a legend), plus SVG and PNG when Graphviz `dot` is installed.
 
-use super::{load, Format, Globals, MethodArgs};
+use super::{read_windows, Format, Globals, MethodArgs};
 use crate::config::ProjectFile;
 use crate::exit::ExitCode;
 use anyhow::{bail, Context, Result};
 use credit_core::graph::{GroupGraph, NodeKind};
+use credit_core::ingest::Event;
 use credit_core::output::write_atomic;
 use credit_core::StepBatch;
 use std::collections::BTreeMap;
@@ -36,66 +37,107 @@ pub struct Args {
     pub out: PathBuf,
 }
 
+/// Which groups to draw.
+enum Choice {
+    Named(String),
+    All,
+    Largest(usize),
+}
+
+/// A group's graph, drawn: (its first row's place in the input, id, iteration, steps, DOT text).
+type Drawn = (u64, String, Option<i64>, usize, String);
+
 pub fn run(args: Args) -> Result<ExitCode> {
     let project = ProjectFile::load(args.globals.config.as_deref())?;
     let mut method_args = args.methods;
     method_args.methods = Some(args.color_by.clone());
     let plan = method_args.plan(&project, &args.color_by)?;
-    let ingested = load(&args.globals, &project)?;
-    let batch = &ingested.batch;
     let method = &plan.methods[0];
-    let advantage = method
-        .advantages(batch)
-        .with_context(|| format!("computing {}", method.label()))?;
-    let values = advantage.advantage();
-
-    let mut chosen: Vec<usize> = (0..batch.groups.len()).collect();
-    if let Some(id) = &args.group {
-        chosen.retain(|&g| &batch.groups[g].id == id);
-        if chosen.is_empty() {
-            let some: Vec<&str> = batch.groups.iter().take(5).map(|g| g.id.as_str()).collect();
-            bail!(
-                "no group `{id}` in the logs (groups include: {})",
-                some.join(", ")
-            );
-        }
-    } else if !args.all {
-        chosen.sort_by_key(|&g| std::cmp::Reverse(batch.groups[g].n_rows));
-        chosen.truncate(args.top.unwrap_or(1));
-    }
-
+    let choice = match (&args.group, args.all) {
+        (Some(id), _) => Choice::Named(id.clone()),
+        (None, true) => Choice::All,
+        (None, false) => Choice::Largest(args.top.unwrap_or(1)),
+    };
     std::fs::create_dir_all(&args.out)
         .with_context(|| format!("creating {}", args.out.display()))?;
     let dot_available = std::process::Command::new("dot")
         .arg("-V")
         .output()
         .is_ok_and(|o| o.status.success());
+
+    // `--top N` keeps the N largest groups seen so far; a window only draws groups that could
+    // still enter them (at least as large as the smallest kept).
+    let smallest_kept = std::sync::atomic::AtomicUsize::new(0);
+    let mut largest: Vec<Drawn> = Vec::new();
+    let mut first_ids: Vec<String> = Vec::new();
     let mut written = Vec::new();
-    for g in chosen {
-        let group = &batch.groups[g];
-        let name = file_stem(&group.id, group.iteration);
-        let dot_path = args.out.join(format!("{name}.dot"));
-        let text = to_dot(
-            batch,
-            g,
-            &GroupGraph::build(batch, g),
-            values,
-            method.label(),
-        );
-        write_atomic(&dot_path, |f| {
-            std::io::Write::write_all(f, text.as_bytes()).map_err(|source| credit_core::Error::Io {
-                path: dot_path.clone(),
-                source,
-            })
-        })?;
-        written.push(dot_path.clone());
-        if dot_available {
-            for format in ["svg", "png"] {
-                let target = args.out.join(format!("{name}.{format}"));
-                render(&dot_path, &target, format)?;
-                written.push(target);
+    read_windows(
+        &args.globals,
+        &project,
+        plan.unit(),
+        |window| {
+            let batch = &window.batch;
+            let advantage = method
+                .advantages(batch)
+                .with_context(|| format!("computing {}", method.label()))?;
+            let values = advantage.advantage();
+            let floor = smallest_kept.load(std::sync::atomic::Ordering::Relaxed);
+            let mut drawn: Vec<Drawn> = Vec::new();
+            let mut ids = Vec::new();
+            for (g, group) in batch.groups.iter().enumerate() {
+                ids.push(group.id.clone());
+                let wanted = match &choice {
+                    Choice::Named(id) => &group.id == id,
+                    Choice::All => true,
+                    Choice::Largest(_) => group.n_rows >= floor,
+                };
+                if wanted {
+                    let first = batch.trajs[group.trajs[0] as usize].rows[0] as usize;
+                    let text = to_dot(batch, g, &GroupGraph::build(batch, g), values, method.label());
+                    drawn.push((window.seq[first], group.id.clone(), group.iteration, group.n_rows, text));
+                }
             }
-        }
+            Ok((drawn, ids))
+        },
+        |event| {
+            match event {
+                Event::Window(_, (drawn, ids)) => {
+                    first_ids.extend(ids.into_iter().take(5usize.saturating_sub(first_ids.len())));
+                    match choice {
+                        Choice::Largest(n) => {
+                            largest.extend(drawn);
+                            // Largest first; ties in input order (a stable sort of groups by size).
+                            largest.sort_by_key(|d| (std::cmp::Reverse(d.3), d.0));
+                            largest.truncate(n);
+                            if largest.len() == n {
+                                let floor = largest.last().map_or(0, |d| d.3);
+                                smallest_kept.store(floor, std::sync::atomic::Ordering::Relaxed);
+                            }
+                        }
+                        _ => {
+                            for d in drawn {
+                                write_graph(&args.out, &d, dot_available, &mut written)?;
+                            }
+                        }
+                    }
+                }
+                Event::Restart => {
+                    largest.clear();
+                    first_ids.clear();
+                    smallest_kept.store(0, std::sync::atomic::Ordering::Relaxed);
+                }
+            }
+            Ok(())
+        },
+    )?;
+    for d in &largest {
+        write_graph(&args.out, d, dot_available, &mut written)?;
+    }
+    if let (Choice::Named(id), true) = (&choice, written.is_empty()) {
+        bail!(
+            "no group `{id}` in the logs (groups include: {})",
+            first_ids.join(", ")
+        );
     }
     let note = (!dot_available).then_some(
         "Graphviz `dot` is not installed: wrote DOT files only (install graphviz for SVG and PNG)",
@@ -115,6 +157,32 @@ pub fn run(args: Args) -> Result<ExitCode> {
         }
     }
     Ok(ExitCode::Ok)
+}
+
+/// Writes one group's DOT file (and SVG and PNG with Graphviz), listing what it wrote.
+fn write_graph(
+    out: &Path,
+    (_, id, iteration, _, text): &Drawn,
+    dot_available: bool,
+    written: &mut Vec<PathBuf>,
+) -> Result<()> {
+    let name = file_stem(id, *iteration);
+    let dot_path = out.join(format!("{name}.dot"));
+    write_atomic(&dot_path, |f| {
+        std::io::Write::write_all(f, text.as_bytes()).map_err(|source| credit_core::Error::Io {
+            path: dot_path.clone(),
+            source,
+        })
+    })?;
+    written.push(dot_path.clone());
+    if dot_available {
+        for format in ["svg", "png"] {
+            let target = out.join(format!("{name}.{format}"));
+            render(&dot_path, &target, format)?;
+            written.push(target);
+        }
+    }
+    Ok(())
 }
 
 /// Runs `dot` into a temporary file beside the target, then renames it into place.
