@@ -6,6 +6,7 @@ mod analyze;
 mod compare;
 mod errors;
 mod graph;
+mod memory;
 mod report;
 mod train;
 mod util;

@@ -1,0 +1,110 @@
+//! Memory does not grow with the log: two logs generated here (250k and 1M rows of verl-agent-
+//! shaped rows with ~600 bytes of observation text each), `credit analyze` and `credit
+//! advantages` run on each as child processes, and the peak RSS of each child (from `wait4`)
+//! on the 4× larger log must stay within 1.25× of the smaller one's.
+
+use crate::util::Run;
+use std::io::Write;
+use std::path::Path;
+use std::process::Command;
+
+/// Writes `rows` step rows: groups of 8 trajectories of 20 steps, 16 groups per iteration, each
+/// state a room description of ~90 words from a small vocabulary (so TF-IDF has work to do).
+fn write_log(path: &Path, rows: usize) {
+    const WORDS: [&str; 24] = [
+        "cabinet", "drawer", "countertop", "shelf", "fridge", "microwave", "sinkbasin", "apple",
+        "mug", "knife", "bread", "egg", "lettuce", "tomato", "plate", "bowl", "wooden", "white",
+        "small", "large", "dusty", "polished", "near", "door",
+    ];
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut next = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let file = std::fs::File::create(path).unwrap();
+    let mut out = std::io::BufWriter::with_capacity(1 << 20, file);
+    let (mut written, mut group) = (0usize, 0usize);
+    while written < rows {
+        let room: Vec<&str> = (0..80).map(|_| WORDS[(next() % 24) as usize]).collect();
+        let room = room.join(" ");
+        for traj in 0..8 {
+            let won = next() % 3 == 0;
+            for step in 0..20 {
+                if written == rows {
+                    break;
+                }
+                let place = next() % 6;
+                let last = step == 19;
+                let obs = format!("You are at {} {place}. {room}. Step {step}.", WORDS[place as usize]);
+                writeln!(
+                    out,
+                    r#"{{"uid": "g{group}", "traj_uid": "g{group}-t{traj}", "iteration": {}, "step": {step}, "anchor_obs": "{obs}", "action": "go to {} {}", "is_action_valid": {}, "reward": {}, "won": {}}}"#,
+                    group / 16,
+                    WORDS[(next() % 24) as usize],
+                    next() % 4,
+                    next() % 20 != 0,
+                    if last && won { 10.0 } else { 0.0 },
+                    last && won,
+                )
+                .unwrap();
+                written += 1;
+            }
+        }
+        group += 1;
+    }
+    out.flush().unwrap();
+}
+
+/// Runs `credit ARGS` and returns its peak resident set size in kilobytes.
+fn peak_rss_kb(run: &Run, args: &[&str]) -> i64 {
+    let child = Command::new(env!("CARGO_BIN_EXE_credit"))
+        .args(args)
+        .current_dir(run.dir.path())
+        .stdout(std::process::Stdio::null())
+        .spawn()
+        .expect("run credit");
+    let mut status = 0;
+    // SAFETY: a zeroed rusage is a valid value for wait4 to fill in.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `child` is our own child, not yet waited for.
+    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert_eq!(pid, child.id() as i32, "wait4");
+    assert!(
+        libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
+        "credit {args:?} failed ({status})"
+    );
+    usage.ru_maxrss
+}
+
+#[test]
+fn peak_memory_does_not_grow_with_the_log() {
+    let run = Run::new();
+    let (small, large) = (run.path("small.jsonl"), run.path("large.jsonl"));
+    write_log(&small, 250_000);
+    write_log(&large, 1_000_000);
+    for command in [
+        &["analyze", "--format", "json"][..],
+        &[
+            "advantages",
+            "--methods",
+            "grpo,rloo,gigpo,proxmo,mgr,graphgpo",
+            "-o",
+            "out.parquet",
+        ][..],
+    ] {
+        let rss = |log: &Path| {
+            let mut args = command.to_vec();
+            args.insert(1, log.to_str().unwrap());
+            peak_rss_kb(&run, &args)
+        };
+        let (a, b) = (rss(&small), rss(&large));
+        eprintln!("{}: peak RSS {a} KB on 250k rows, {b} KB on 1M rows", command[0]);
+        assert!(
+            (b as f64) <= 1.25 * a as f64,
+            "{}: peak RSS grew from {a} KB (250k rows) to {b} KB (1M rows)",
+            command[0]
+        );
+    }
+}
