@@ -100,21 +100,9 @@ pub fn column_map(project: &ProjectFile, schema: Option<&Path>) -> Result<Column
     if let Some(path) = schema {
         let text =
             std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        let table: toml::Table =
-            toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-        let pairs = match table.get("columns") {
-            Some(toml::Value::Table(t)) => t.clone(),
-            _ => table,
-        };
-        for (source, target) in pairs {
-            let Some(target) = target.as_str() else {
-                bail!(
-                    "{}: `{source}` must map to a column name in quotes",
-                    path.display()
-                );
-            };
-            user.insert(source, target.to_string());
-        }
+        let pairs =
+            ColumnMap::parse_toml(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        user.extend(pairs);
     }
     Ok(ColumnMap { user })
 }

@@ -1,6 +1,23 @@
 //! `credit`: credit assignment diagnostics for multi-turn LLM-agent RL. This binary only parses
 //! flags, resolves them into a plan, and renders what the `credit-core` library computes.
 
+/// `println!` that returns the error (a closed pipe ends the run quietly, see `main`) instead of
+/// panicking.
+macro_rules! outln {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        writeln!(std::io::stdout().lock(), $($arg)*)?;
+    }};
+}
+
+/// `print!` that returns the error instead of panicking.
+macro_rules! out {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        write!(std::io::stdout().lock(), $($arg)*)?;
+    }};
+}
+
 mod cmd;
 mod config;
 mod exit;
@@ -11,18 +28,56 @@ use clap::Parser;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+/// On SIGINT or SIGTERM: remove this run's temporary files, then exit as the signal asks (130,
+/// 143). (SIGKILL cannot be caught: the next run removes what it leaves.)
+fn clean_up_on_signals() {
+    use signal_hook::consts::{SIGINT, SIGTERM};
+    let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM]) else {
+        return;
+    };
+    std::thread::spawn(move || {
+        if let Some(signal) = signals.forever().next() {
+            credit_core::output::remove_temporaries();
+            std::process::exit(128 + signal);
+        }
+    });
+}
+
 fn main() -> std::process::ExitCode {
+    clean_up_on_signals();
     let cli = cmd::Cli::parse();
+    let json = cli.json();
     match cmd::run(cli) {
         Ok(code) => code.into(),
         Err(err) => {
             if is_broken_pipe(&err) {
                 return exit::ExitCode::Ok.into();
             }
-            eprintln!("error: {err:#}");
+            if json {
+                eprintln!("{}", error_json(&err));
+            } else {
+                eprintln!("error: {err:#}");
+            }
             exit::ExitCode::Error.into()
         }
     }
+}
+
+/// An error as one JSON object (`--format json`): the message, and for bad input the location
+/// and the reason.
+fn error_json(err: &anyhow::Error) -> serde_json::Value {
+    let mut value = serde_json::json!({ "error": { "message": format!("{err:#}") } });
+    let input = err
+        .chain()
+        .find_map(|e| e.downcast_ref::<credit_core::Error>());
+    if let Some(credit_core::Error::Input {
+        location, reason, ..
+    }) = input
+    {
+        value["error"]["location"] = serde_json::to_value(location).unwrap_or_default();
+        value["error"]["reason"] = serde_json::to_value(reason).unwrap_or_default();
+    }
+    value
 }
 
 fn is_broken_pipe(err: &anyhow::Error) -> bool {

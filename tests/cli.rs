@@ -5,6 +5,7 @@ mod advantages;
 mod analyze;
 mod compare;
 mod errors;
+mod fuzz;
 mod graph;
 mod memory;
 mod report;

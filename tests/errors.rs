@@ -12,7 +12,7 @@ const CASES: &[(&str, &[&str])] = &[
     (
         "missing-column.jsonl",
         &[
-            "missing-column.jsonl:1:traj_id",
+            "missing-column.jsonl:1 (traj_id)",
             "traj_uid",
             "missing required column",
         ],
@@ -20,45 +20,49 @@ const CASES: &[(&str, &[&str])] = &[
     (
         "wrong-type.jsonl",
         &[
-            "wrong-type.jsonl:2:reward",
+            "wrong-type.jsonl:2:",
+            "(reward)",
             "expected a finite number",
             "\"n/a\"",
         ],
     ),
-    ("nan-reward.jsonl", &["nan-reward.jsonl:3:reward", "NaN"]),
+    (
+        "nan-reward.jsonl",
+        &["nan-reward.jsonl:3:", "(reward)", "NaN"],
+    ),
     (
         "infinite-reward.jsonl",
-        &["infinite-reward.jsonl:4:reward", "Infinity"],
+        &["infinite-reward.jsonl:4:", "(reward)", "Infinity"],
     ),
     (
         "duplicate-step.jsonl",
         &[
-            "duplicate-step.jsonl:3:step",
+            "duplicate-step.jsonl:3 (step)",
             "duplicate step 1 of trajectory `a`",
             "duplicate-step.jsonl:2",
         ],
     ),
     (
         "step-gap.jsonl",
-        &["step-gap.jsonl:3:step", "step 2 is missing"],
+        &["step-gap.jsonl:3 (step)", "step 2 is missing"],
     ),
     (
         "trajectory-in-two-groups.jsonl",
         &[
-            "trajectory-in-two-groups.jsonl:5:group_id",
+            "trajectory-in-two-groups.jsonl:5 (group_id)",
             "group `g2`",
             "group `g1`",
         ],
     ),
     (
         "invalid-utf8.jsonl",
-        &["invalid-utf8.jsonl:2:byte", "invalid UTF-8"],
+        &["invalid-utf8.jsonl:2:", "invalid UTF-8"],
     ),
     ("empty.jsonl", &["empty.jsonl", "no step rows found"]),
     (
         "verl-rollout-dump.jsonl",
         &[
-            "verl-rollout-dump.jsonl:1:",
+            "verl-rollout-dump.jsonl:1 (group_id)",
             "rollout dump",
             "`group_id`",
             "`traj_id`",
@@ -68,26 +72,51 @@ const CASES: &[(&str, &[&str])] = &[
     (
         "wrong-type.parquet",
         &[
-            "wrong-type.parquet:row 0:reward",
+            "wrong-type.parquet:row 0 (reward)",
             "expected a finite number",
         ],
     ),
     (
         "nan-reward.parquet",
-        &["nan-reward.parquet:row 1:reward", "NaN"],
+        &["nan-reward.parquet:row 1 (reward)", "NaN"],
     ),
     (
         "conflicting-rewards.jsonl",
         &[
-            "conflicting-rewards.jsonl:3:rewards",
+            "conflicting-rewards.jsonl:3:",
+            "(rewards)",
             "`rewards` = 0.5 but `reward` = 1",
             "--schema",
         ],
     ),
     (
+        "decimal-reward.parquet",
+        &[
+            "decimal-reward.parquet (reward)",
+            "Decimal",
+            "store it as a number",
+        ],
+    ),
+    (
+        "negative-step.jsonl",
+        &[
+            "negative-step.jsonl:4:",
+            "(step)",
+            "expected a step ≥ 0, got -1",
+        ],
+    ),
+    (
+        "overflowing-rewards.jsonl",
+        &["overflow", "group `g1`", "rescale the rewards"],
+    ),
+    (
+        "huge-rewards.jsonl",
+        &["grpo_std", "is inf", "rescale the rewards"],
+    ),
+    (
         "conflicting-episode-rewards.parquet",
         &[
-            "conflicting-episode-rewards.parquet:row 4:score",
+            "conflicting-episode-rewards.parquet:row 4 (score)",
             "`score` = 1 but `episode_rewards` = 0",
             "--schema",
         ],
@@ -243,4 +272,252 @@ fn a_column_mapping_settles_disagreeing_columns() {
         .as_str()
         .unwrap()
         .contains("column mapping"));
+}
+
+#[test]
+fn a_closed_pipe_ends_the_run_quietly() {
+    // `credit analyze … --format json | head -c 100`: the reader goes away after 100 bytes.
+    use std::io::Read;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_credit"))
+        .args([
+            "analyze",
+            fixture("real").to_str().unwrap(),
+            "--format",
+            "json",
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut first = [0u8; 100];
+    child.stdout.take().unwrap().read_exact(&mut first).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!err.contains("panicked"), "{err}");
+    assert_eq!(out.status.code(), Some(0), "{err}");
+}
+
+#[test]
+fn the_output_never_replaces_an_input() {
+    let run = Run::new();
+    let log = run.path("log.jsonl");
+    std::fs::copy(fixture("real/textworld.jsonl"), &log).unwrap();
+    let before = std::fs::read(&log).unwrap();
+    let out = run.credit([
+        "advantages",
+        "log.jsonl",
+        "--methods",
+        "grpo",
+        "-o",
+        "log.jsonl",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("is an input log"), "{}", stderr(&out));
+    assert_eq!(
+        std::fs::read(&log).unwrap(),
+        before,
+        "the input is unchanged"
+    );
+    let names: Vec<String> = std::fs::read_dir(run.dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(names, vec!["log.jsonl".to_string()], "nothing else written");
+}
+
+#[cfg(unix)]
+#[test]
+fn directory_walks_skip_loops_links_and_special_files() {
+    // A symlink loop, a link to `/`, a FIFO and the same file through a link: each file is read
+    // once, nothing outside the folder, no hang.
+    let run = Run::new();
+    let logs = run.path("logs");
+    std::fs::create_dir(&logs).unwrap();
+    std::fs::copy(fixture("real/textworld.jsonl"), logs.join("a.jsonl")).unwrap();
+    std::os::unix::fs::symlink(&logs, logs.join("loop")).unwrap();
+    std::os::unix::fs::symlink("/", logs.join("root")).unwrap();
+    std::os::unix::fs::symlink(logs.join("a.jsonl"), logs.join("b.jsonl")).unwrap();
+    let fifo = logs.join("pipe.jsonl");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    let out = run.credit(["analyze", "logs", "--format", "json"]);
+    let s = json(&out);
+    assert_eq!(s["rows"], 404, "one copy of the file");
+    assert_eq!(s["padding_duplicates"], 0);
+    let notes = s["notes"].to_string();
+    assert!(notes.contains("link to a directory"), "{notes}");
+    assert!(notes.contains("same file"), "{notes}");
+    if made.is_ok_and(|s| s.success()) {
+        assert!(notes.contains("not a regular file"), "{notes}");
+        // A FIFO given directly is an error, not a hang.
+        let out = run.credit(["analyze", fifo.to_str().unwrap()]);
+        assert_eq!(out.status.code(), Some(2));
+        assert!(
+            stderr(&out).contains("not a regular file"),
+            "{}",
+            stderr(&out)
+        );
+    }
+}
+
+#[test]
+fn numeric_flags_and_settings_are_checked() {
+    let run = Run::new();
+    let input = fixture("real/textworld.jsonl");
+    let input = input.to_str().unwrap();
+    let out = run.credit(["analyze", input, "--success-threshold", "nan"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("--success-threshold"),
+        "{}",
+        stderr(&out)
+    );
+    // A setting for a method that does not run is checked all the same.
+    let out = run.credit([
+        "advantages",
+        input,
+        "--methods",
+        "grpo",
+        "--set",
+        "gigpo.omega=abc",
+        "-o",
+        "o.parquet",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("gigpo.omega=abc"), "{}", stderr(&out));
+    assert!(std::fs::read_dir(run.dir.path()).unwrap().next().is_none());
+}
+
+#[test]
+fn ids_given_as_numbers_and_strings_are_noted() {
+    let run = Run::new();
+    let input = fixture("formats/mixed-id-kinds.jsonl");
+    let s = json(&run.credit(["analyze", input.to_str().unwrap(), "--format", "json"]));
+    assert_eq!(s["groups"], 1);
+    assert!(
+        s["notes"]
+            .to_string()
+            .contains("`group_id` is a number on some rows and a string on others"),
+        "{}",
+        s["notes"]
+    );
+}
+
+#[test]
+fn a_byte_order_mark_is_read_and_decimals_nobody_reads_are_ignored() {
+    let run = Run::new();
+    for name in ["formats/bom.jsonl", "formats/decimal-unused.parquet"] {
+        let s = json(&run.credit([
+            "analyze",
+            fixture(name).to_str().unwrap(),
+            "--format",
+            "json",
+        ]));
+        assert_eq!(s["rows"], 5, "{name}");
+    }
+}
+
+#[test]
+fn json_errors_are_json() {
+    let run = Run::new();
+    let input = fixture("bad/wrong-type.jsonl");
+    let out = run.credit(["analyze", input.to_str().unwrap(), "--format", "json"]);
+    assert_eq!(out.status.code(), Some(2));
+    let e: serde_json::Value = serde_json::from_str(stderr(&out).trim()).expect("one JSON object");
+    assert_eq!(e["error"]["location"]["line"], 2);
+    assert_eq!(e["error"]["location"]["field"], "reward");
+    assert_eq!(e["error"]["reason"], "wrong_type");
+    assert!(e["error"]["message"]
+        .as_str()
+        .unwrap()
+        .contains("expected a finite number"));
+}
+
+#[test]
+fn a_bad_check_key_leaves_the_old_report_whole() {
+    let run = Run::new();
+    let input = fixture("real/textworld.jsonl");
+    let input = input.to_str().unwrap();
+    let out = run.credit(["report", input, "--out", "rep"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let before = std::fs::read(run.path("rep/report.html")).unwrap();
+    let figure = run.path("rep/figures/success.png");
+    let figure_before = std::fs::read(&figure).unwrap();
+    std::fs::write(
+        run.path("t.toml"),
+        "[[rule]]\nkey = \"headline.nope\"\nmax = 1\n",
+    )
+    .unwrap();
+    let sokoban = fixture("real/sokoban.jsonl");
+    let out = run.credit([
+        "report",
+        sokoban.to_str().unwrap(),
+        "--out",
+        "rep",
+        "--check",
+        "t.toml",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("headline.nope"), "{}", stderr(&out));
+    assert_eq!(std::fs::read(run.path("rep/report.html")).unwrap(), before);
+    assert_eq!(std::fs::read(&figure).unwrap(), figure_before);
+    let hidden: Vec<_> = std::fs::read_dir(run.dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with('.'))
+        .collect();
+    assert!(hidden.is_empty(), "temporaries left: {hidden:?}");
+}
+
+#[cfg(unix)]
+#[test]
+fn an_interrupted_run_leaves_no_temporaries() {
+    // SIGTERM in the middle of writing: the hidden temporary is removed, the output never
+    // appears.
+    let run = Run::new();
+    let log = run.path("big.jsonl");
+    let rows = std::fs::read_to_string(fixture("real/sokoban.jsonl")).unwrap();
+    let mut text = String::new();
+    for i in 0..150 {
+        text.push_str(
+            &rows
+                .replace("\"uid\": \"", &format!("\"uid\": \"{i}-"))
+                .replace("\"traj_uid\": \"", &format!("\"traj_uid\": \"{i}-")),
+        );
+    }
+    std::fs::write(&log, text).unwrap();
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_credit"))
+        .args([
+            "advantages",
+            "big.jsonl",
+            "--methods",
+            "all",
+            "-o",
+            "out.jsonl",
+        ])
+        .current_dir(run.dir.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(700));
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let status = child.wait().unwrap();
+    let names: Vec<String> = std::fs::read_dir(run.dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    if status.success() {
+        // It finished first: the output and its metadata are both there.
+        assert!(
+            names.contains(&"out.jsonl".to_string())
+                && names.contains(&"out.jsonl.meta.json".to_string())
+        );
+    } else {
+        assert_eq!(status.code(), Some(143), "exit as SIGTERM asks");
+        assert!(
+            !names.iter().any(|n| n.starts_with('.')),
+            "temporaries left: {names:?}"
+        );
+        assert!(!names.contains(&"out.jsonl".to_string()), "{names:?}");
+    }
 }

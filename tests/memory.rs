@@ -12,9 +12,30 @@ use std::process::Command;
 /// state a room description of ~90 words from a small vocabulary (so TF-IDF has work to do).
 fn write_log(path: &Path, rows: usize) {
     const WORDS: [&str; 24] = [
-        "cabinet", "drawer", "countertop", "shelf", "fridge", "microwave", "sinkbasin", "apple",
-        "mug", "knife", "bread", "egg", "lettuce", "tomato", "plate", "bowl", "wooden", "white",
-        "small", "large", "dusty", "polished", "near", "door",
+        "cabinet",
+        "drawer",
+        "countertop",
+        "shelf",
+        "fridge",
+        "microwave",
+        "sinkbasin",
+        "apple",
+        "mug",
+        "knife",
+        "bread",
+        "egg",
+        "lettuce",
+        "tomato",
+        "plate",
+        "bowl",
+        "wooden",
+        "white",
+        "small",
+        "large",
+        "dusty",
+        "polished",
+        "near",
+        "door",
     ];
     let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
     let mut next = || {
@@ -37,7 +58,10 @@ fn write_log(path: &Path, rows: usize) {
                 }
                 let place = next() % 6;
                 let last = step == 19;
-                let obs = format!("You are at {} {place}. {room}. Step {step}.", WORDS[place as usize]);
+                let obs = format!(
+                    "You are at {} {place}. {room}. Step {step}.",
+                    WORDS[place as usize]
+                );
                 writeln!(
                     out,
                     r#"{{"uid": "g{group}", "traj_uid": "g{group}-t{traj}", "iteration": {}, "step": {step}, "anchor_obs": "{obs}", "action": "go to {} {}", "is_action_valid": {}, "reward": {}, "won": {}}}"#,
@@ -100,7 +124,10 @@ fn peak_memory_does_not_grow_with_the_log() {
             peak_rss_kb(&run, &args)
         };
         let (a, b) = (rss(&small), rss(&large));
-        eprintln!("{}: peak RSS {a} KB on 250k rows, {b} KB on 1M rows", command[0]);
+        eprintln!(
+            "{}: peak RSS {a} KB on 250k rows, {b} KB on 1M rows",
+            command[0]
+        );
         assert!(
             (b as f64) <= 1.25 * a as f64,
             "{}: peak RSS grew from {a} KB (250k rows) to {b} KB (1M rows)",

@@ -28,6 +28,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let hisr = args.methods.hisr_params(&project)?;
     let fillers = args.models.load(&hisr)?;
     let json = args.globals.format == Format::Json;
+    let inputs = credit_core::ingest::input_files(&project.inputs(&args.globals.paths))
+        .context("reading the logs")?;
+    credit_core::output::check_not_input(&args.output, &inputs)?;
     let mut writer = TableWriter::create(&args.output)
         .with_context(|| format!("writing {}", args.output.display()))?;
     let mut in_order: InOrder<OutputRows> = InOrder::default();
@@ -73,7 +76,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         .finish(&meta)
         .with_context(|| format!("writing {}", args.output.display()))?;
     if json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({
                 "output": args.output,
@@ -86,13 +89,13 @@ pub fn run(args: Args) -> Result<ExitCode> {
         for note in &notes {
             eprintln!("note: {note}");
         }
-        println!(
+        outln!(
             "wrote {} rows × {} columns to {}",
             rows,
             columns.len(),
             args.output.display()
         );
-        println!(
+        outln!(
             "methods: {} (preset {})",
             plan.methods
                 .iter()

@@ -69,8 +69,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
         )?;
     }
     match args.globals.format {
-        Format::Json => println!("{}", serde_json::to_string_pretty(&summary)?),
-        Format::Text => print!("{}", render(&summary)),
+        Format::Json => outln!("{}", serde_json::to_string_pretty(&summary)?),
+        Format::Text => out!("{}", render(&summary)),
     }
     Ok(ExitCode::Ok)
 }

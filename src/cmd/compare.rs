@@ -49,12 +49,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
     if json {
         let mut value = serde_json::to_value(&comparison)?;
         value["metadata"] = metadata(&plan, &notes);
-        println!("{}", serde_json::to_string_pretty(&value)?);
+        outln!("{}", serde_json::to_string_pretty(&value)?);
     } else {
         for note in notes {
             eprintln!("note: {note}");
         }
-        print!("{}", render(&comparison));
+        out!("{}", render(&comparison));
     }
     Ok(ExitCode::Ok)
 }

@@ -93,8 +93,20 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 };
                 if wanted {
                     let first = batch.trajs[group.trajs[0] as usize].rows[0] as usize;
-                    let text = to_dot(batch, g, &GroupGraph::build(batch, g), values, method.label());
-                    drawn.push((window.seq[first], group.id.clone(), group.iteration, group.n_rows, text));
+                    let text = to_dot(
+                        batch,
+                        g,
+                        &GroupGraph::build(batch, g),
+                        values,
+                        method.label(),
+                    );
+                    drawn.push((
+                        window.seq[first],
+                        group.id.clone(),
+                        group.iteration,
+                        group.n_rows,
+                        text,
+                    ));
                 }
             }
             Ok((drawn, ids))
@@ -143,13 +155,13 @@ pub fn run(args: Args) -> Result<ExitCode> {
         "Graphviz `dot` is not installed: wrote DOT files only (install graphviz for SVG and PNG)",
     );
     match args.globals.format {
-        Format::Json => println!(
+        Format::Json => outln!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({ "written": written, "note": note }))?
         ),
         Format::Text => {
             for path in &written {
-                println!("wrote {}", path.display());
+                outln!("wrote {}", path.display());
             }
             if let Some(note) = note {
                 eprintln!("note: {note}");
@@ -171,7 +183,7 @@ fn write_graph(
     write_atomic(&dot_path, |f| {
         std::io::Write::write_all(f, text.as_bytes()).map_err(|source| credit_core::Error::Io {
             path: dot_path.clone(),
-            source,
+            cause: source,
         })
     })?;
     written.push(dot_path.clone());
@@ -202,6 +214,9 @@ fn render(dot_path: &Path, target: &Path, format: &str) -> Result<()> {
     std::fs::rename(&tmp, target).with_context(|| format!("renaming into {}", target.display()))
 }
 
+/// A file name for a group: its id with every character outside `[A-Za-z0-9_-]` replaced by `_`
+/// (64 at most), plus a hash of the id whenever that changed it, so that `a/b`, `a_b` and `a:b`
+/// get three different files.
 fn file_stem(id: &str, iteration: Option<i64>) -> String {
     let safe: String = id
         .chars()
@@ -214,6 +229,15 @@ fn file_stem(id: &str, iteration: Option<i64>) -> String {
         })
         .take(64)
         .collect();
+    let safe = if safe == id {
+        safe
+    } else {
+        // FNV-1a: stable across runs and platforms.
+        let hash = id.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ b as u64).wrapping_mul(0x0100_0000_01b3)
+        });
+        format!("{safe}-{:08x}", hash >> 32)
+    };
     match iteration {
         Some(i) => format!("group-{safe}-it{i}"),
         None => format!("group-{safe}"),
@@ -342,4 +366,21 @@ fn to_dot(batch: &StepBatch, g: usize, graph: &GroupGraph, values: &[f64], metho
     );
     let _ = writeln!(o, "}}");
     o
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn file_names_of_different_ids_differ() {
+        let names: Vec<String> = ["a/b", "a_b", "a:b", "a b"]
+            .iter()
+            .map(|id| super::file_stem(id, None))
+            .collect();
+        assert_eq!(names[1], "group-a_b");
+        let mut unique = names.clone();
+        unique.sort();
+        unique.dedup();
+        assert_eq!(unique.len(), 4, "{names:?}");
+        assert!(names[0].starts_with("group-a_b-"));
+    }
 }

@@ -102,6 +102,21 @@ pub struct MethodArgs {
     pub set: Vec<String>,
 }
 
+impl Cli {
+    /// Whether the command prints JSON (`--format json`), so that errors do too.
+    pub fn json(&self) -> bool {
+        let globals = match &self.command {
+            Command::Analyze(a) => &a.globals,
+            Command::Advantages(a) => &a.globals,
+            Command::Compare(a) => &a.globals,
+            Command::Graph(a) => &a.globals,
+            Command::Report(a) => &a.globals,
+            Command::Train(a) => return a.json(),
+        };
+        globals.format == Format::Json
+    }
+}
+
 pub fn run(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::Analyze(args) => analyze::run(args),
@@ -115,13 +130,19 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
 
 /// The ingest options from the flags and `credit.toml`.
 pub fn ingest_options(globals: &Globals, project: &ProjectFile) -> Result<IngestOptions> {
+    let success_threshold = globals
+        .success_threshold
+        .or(project.success_threshold)
+        .unwrap_or(0.5);
+    if !success_threshold.is_finite() {
+        anyhow::bail!(
+            "--success-threshold {success_threshold}: expected a finite number (a trajectory succeeds when R(τ) exceeds it)"
+        );
+    }
     Ok(IngestOptions {
         columns: column_map(project, globals.schema.as_deref())?,
         lenient: globals.lenient,
-        success_threshold: globals
-            .success_threshold
-            .or(project.success_threshold)
-            .unwrap_or(0.5),
+        success_threshold,
         ..IngestOptions::default()
     })
 }
@@ -249,8 +270,15 @@ impl MethodArgs {
                 method.set(param, value)?;
                 matched = true;
             }
-            if !matched && !credit_core::methods::ALL.contains(&label) {
-                anyhow::bail!("`{key}={value}`: unknown method `{label}`");
+            if !matched {
+                if !credit_core::methods::ALL.contains(&label) {
+                    anyhow::bail!("`{key}={value}`: unknown method `{label}`");
+                }
+                // A setting for a method that does not run is still checked: a typo must not
+                // pass silently.
+                let mut probe = Method::preset(label, profile)?;
+                probe.set(param, value)?;
+                probe.check()?;
             }
         }
         for method in &methods {
@@ -410,7 +438,7 @@ pub fn write_plots(
             std::io::Write::write_all(f, figure.svg.as_bytes()).map_err(|source| {
                 credit_core::Error::Io {
                     path: path.clone(),
-                    source,
+                    cause: source,
                 }
             })
         })?;

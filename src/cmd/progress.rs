@@ -139,35 +139,41 @@ pub fn train(args: ProgressArgs, readout: Readout) -> Result<ExitCode> {
         .save(&args.out)
         .with_context(|| format!("saving to {}", args.out.display()))?;
     if json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({"out": args.out, "report": report}))?
         );
         return Ok(ExitCode::Ok);
     }
     let fmt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.4}"));
-    println!(
+    outln!(
         "trained {what} (readout: {}) on {} trajectories, {} epochs, in {:.1}s",
         readout.label(),
         report.trajectories,
         report.epoch_loss.len(),
         report.seconds
     );
-    println!(
+    outln!(
         "train loss {} → {}",
         fmt(report.epoch_loss.first().copied()),
         fmt(report.epoch_loss.last().copied())
     );
     match &report.heldout {
-        Some(h) => println!(
+        Some(h) => outln!(
             "held out ({}-fold by {}, {} trajectories): MSE(R̂, R) {:.4} · constant (train mean R) {:.4} · MAE {:.4} · acc@0.1 {:.3} · Pearson r {}",
             h.folds, h.split_by, h.trajectories, h.mse, h.constant_mse, h.mae, h.acc_at_0_1,
             fmt(h.pearson)
         ),
-        None => println!("held out: - (fewer than two folds)"),
+        None => outln!("held out: - (fewer than two folds)"),
     }
-    println!("saved to {}", args.out.display());
+    outln!("saved to {}", args.out.display());
     Ok(ExitCode::Ok)
+}
+
+impl ProgressArgs {
+    pub fn globals(&self) -> &Globals {
+        &self.globals
+    }
 }
 
 /// A model given with `--progress-model` / `--sprm-model`, loaded once.

@@ -34,7 +34,7 @@ fn write_text(path: &Path, text: &str) -> Result<()> {
     write_atomic(path, |f| {
         std::io::Write::write_all(f, text.as_bytes()).map_err(|source| credit_core::Error::Io {
             path: path.to_path_buf(),
-            source,
+            cause: source,
         })
     })
     .with_context(|| format!("writing {}", path.display()))
@@ -79,37 +79,48 @@ pub fn run(args: Args) -> Result<ExitCode> {
         metadata: metadata(&plan, &gathered.notes),
     };
 
-    let figure_dir = args.out.join("figures");
-    std::fs::create_dir_all(&figure_dir)
-        .with_context(|| format!("creating {}", figure_dir.display()))?;
-    let bar = crate::progress::spinner("drawing figures", json);
-    let figures = figures(&inputs, Scope::All, Some(&figure_dir))?;
-    bar.finish_and_clear();
-    for figure in &figures {
-        write_text(&figure_dir.join(format!("{}.svg", figure.id)), &figure.svg)?;
-    }
-    let unchecked = summary_json(&inputs, &figures, None);
+    // The checks first (a bad key fails before anything is written); then the whole report is
+    // built in a folder beside `--out` and swapped in at once, so a report never mixes two runs.
     let outcome = rules
         .as_ref()
-        .map(|r| check::evaluate(r, &unchecked, baseline.as_ref()))
+        .map(|r| check::evaluate(r, &summary_json(&inputs, &[], None), baseline.as_ref()))
         .transpose()?;
-    let document = summary_json(&inputs, &figures, outcome.as_ref());
-    write_text(
-        &args.out.join("summary.json"),
-        &serde_json::to_string_pretty(&document)?,
-    )?;
-    write_text(
-        &args.out.join("report.html"),
-        &html::write(&inputs, &figures, outcome.as_ref(), baseline.as_ref()),
-    )?;
-    write_text(
-        &args.out.join("report.md"),
-        &markdown::write(&inputs, &figures, outcome.as_ref(), baseline.as_ref()),
-    )?;
+    let staging = credit_core::output::temporary(&args.out);
+    let built = (|| -> Result<Vec<credit_report::plots::Figure>> {
+        let figure_dir = staging.join("figures");
+        std::fs::create_dir_all(&figure_dir)
+            .with_context(|| format!("creating {}", figure_dir.display()))?;
+        let bar = crate::progress::spinner("drawing figures", json);
+        let figures = figures(&inputs, Scope::All, Some(&figure_dir))?;
+        bar.finish_and_clear();
+        for figure in &figures {
+            write_text(&figure_dir.join(format!("{}.svg", figure.id)), &figure.svg)?;
+        }
+        let document = summary_json(&inputs, &figures, outcome.as_ref());
+        write_text(
+            &staging.join("summary.json"),
+            &serde_json::to_string_pretty(&document)?,
+        )?;
+        write_text(
+            &staging.join("report.html"),
+            &html::write(&inputs, &figures, outcome.as_ref(), baseline.as_ref()),
+        )?;
+        write_text(
+            &staging.join("report.md"),
+            &markdown::write(&inputs, &figures, outcome.as_ref(), baseline.as_ref()),
+        )?;
+        swap_in(&staging, &args.out)?;
+        Ok(figures)
+    })();
+    if built.is_err() {
+        let _ = std::fs::remove_dir_all(&staging);
+    }
+    credit_core::output::remove_temporaries_under(&staging);
+    let figures = built?;
 
     let passed = outcome.as_ref().is_none_or(|o| o.passed);
     if json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({
                 "out": args.out,
@@ -119,14 +130,14 @@ pub fn run(args: Args) -> Result<ExitCode> {
             }))?
         );
     } else {
-        println!(
+        outln!(
             "wrote {0}/report.html, {0}/report.md, {0}/summary.json and {1} figures",
             args.out.display(),
             figures.len()
         );
         if let Some(o) = &outcome {
             for r in &o.rules {
-                println!(
+                outln!(
                     "  {} {}: {:.4}",
                     if r.passed { "pass" } else { "FAIL" },
                     r.name,
@@ -140,4 +151,28 @@ pub fn run(args: Args) -> Result<ExitCode> {
     } else {
         ExitCode::GateFailed
     })
+}
+
+/// Moves the finished folder `staging` to `out`, replacing what was there (moved aside first, then
+/// removed), so `out` holds either the old report or the new one, never a mix.
+fn swap_in(staging: &Path, out: &Path) -> Result<()> {
+    if out.exists() {
+        let name = out.file_name().and_then(|n| n.to_str()).unwrap_or("report");
+        let old = out.with_file_name(format!(".{name}.{}.old", std::process::id()));
+        credit_core::output::register_temporary(&old);
+        std::fs::rename(out, &old)
+            .with_context(|| format!("moving the old {} aside", out.display()))?;
+        let moved = std::fs::rename(staging, out);
+        if moved.is_err() {
+            let _ = std::fs::rename(&old, out);
+        }
+        moved.with_context(|| format!("moving the report into {}", out.display()))?;
+        std::fs::remove_dir_all(&old)
+            .with_context(|| format!("removing the old {}", old.display()))?;
+        credit_core::output::remove_temporaries_under(&old);
+    } else {
+        std::fs::rename(staging, out)
+            .with_context(|| format!("moving the report into {}", out.display()))?;
+    }
+    Ok(())
 }

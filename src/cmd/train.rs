@@ -108,6 +108,17 @@ const DEFAULT_MAX_PROMPT_TOKENS: usize = 1024;
 /// How many earlier (obs, action) pairs of the trajectory the template shows.
 const HISTORY: usize = 2;
 
+impl Args {
+    /// Whether the command prints JSON (`--format json`).
+    pub fn json(&self) -> bool {
+        let globals = match &self.command {
+            TrainCommand::Policy(a) => &a.globals,
+            TrainCommand::Progress(a) | TrainCommand::Sprm(a) => a.globals(),
+        };
+        globals.format == Format::Json
+    }
+}
+
 pub fn run(args: Args) -> Result<ExitCode> {
     match args.command {
         TrainCommand::Policy(args) => policy(args),
@@ -165,20 +176,20 @@ fn policy(mut args: PolicyArgs) -> Result<ExitCode> {
         credit_train::data::write_handoff(path, &config, &samples)
             .with_context(|| format!("writing {}", path.display()))?;
         if json {
-            println!(
+            outln!(
                 "{}",
                 serde_json::to_string_pretty(
                     &serde_json::json!({"handoff": path, "samples": samples.len(), "method": method.label(), "preset": plan.profile})
                 )?
             );
         } else {
-            println!(
+            outln!(
                 "wrote {} samples ({} advantages) and the training flags to {}",
                 samples.len(),
                 method.label(),
                 path.display()
             );
-            println!(
+            outln!(
                 "train them with: credit-train {} --model {} --out DIR [--device cuda]",
                 path.display(),
                 args.model.display()
@@ -236,7 +247,7 @@ fn policy(mut args: PolicyArgs) -> Result<ExitCode> {
 
     let metrics = out.join(credit_train::checkpoint::METRICS);
     if json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({
                 "out": out,
@@ -251,7 +262,7 @@ fn policy(mut args: PolicyArgs) -> Result<ExitCode> {
             }))?
         );
     } else {
-        println!(
+        outln!(
             "trained steps {}..{} on {} samples ({} advantages, preset {}); checkpoint in {}",
             summary.start_step + 1,
             summary.steps,
@@ -261,7 +272,7 @@ fn policy(mut args: PolicyArgs) -> Result<ExitCode> {
             out.display()
         );
         if let Some(m) = &summary.last {
-            println!(
+            outln!(
                 "last step: loss {:.4}, kl {}, clip fraction {:.3}, grad norm {:.3}",
                 m.loss,
                 m.kl.map_or("-".into(), |k| format!("{k:.4}")),
@@ -269,7 +280,7 @@ fn policy(mut args: PolicyArgs) -> Result<ExitCode> {
                 m.grad_norm
             );
         }
-        println!(
+        outln!(
             "{:.0} tokens/s; metrics in {}",
             summary.tokens_per_s,
             metrics.display()

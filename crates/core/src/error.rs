@@ -4,14 +4,20 @@
 use std::fmt;
 use std::path::PathBuf;
 
-/// A position in an input file.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// A position in an input file. One format everywhere: `file:line:column (field)` for text
+/// (JSONL: 1-based line and character column) and `file:row N (field)` for Parquet (0-based row).
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct Location {
     pub path: PathBuf,
     /// 1-based line (JSONL) or 0-based row (Parquet); `None` for a whole-file problem.
     pub line: Option<u64>,
+    #[serde(skip)]
     pub unit: Unit,
-    /// The column (field) concerned, if any; for malformed JSON, the character column.
+    /// 1-based character column within the line (JSONL), when known.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub char_column: Option<u64>,
+    /// The log column (field) concerned, if any.
+    #[serde(rename = "field", skip_serializing_if = "Option::is_none")]
     pub column: Option<String>,
 }
 
@@ -21,16 +27,34 @@ pub enum Unit {
     Row,
 }
 
+impl Location {
+    /// The whole file.
+    pub fn file(path: impl Into<PathBuf>) -> Self {
+        Location {
+            path: path.into(),
+            line: None,
+            unit: Unit::Line,
+            char_column: None,
+            column: None,
+        }
+    }
+}
+
 impl fmt::Display for Location {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}", self.path.display())?;
         match (self.line, self.unit) {
-            (Some(l), Unit::Line) => write!(f, ":{l}")?,
+            (Some(l), Unit::Line) => {
+                write!(f, ":{l}")?;
+                if let Some(c) = self.char_column {
+                    write!(f, ":{c}")?;
+                }
+            }
             (Some(r), Unit::Row) => write!(f, ":row {r}")?,
             (None, _) => {}
         }
         if let Some(c) = &self.column {
-            write!(f, ":{c}")?;
+            write!(f, " ({c})")?;
         }
         Ok(())
     }
@@ -46,15 +70,20 @@ pub enum Error {
         reason: Reason,
         message: String,
     },
-    #[error("{path}: {source}")]
+    /// Not `#[source]`: the message already says it, and a chain printed with `{:#}` would
+    /// repeat it.
+    #[error("{path}: {}", io_message(cause))]
     Io {
         path: PathBuf,
-        source: std::io::Error,
+        cause: std::io::Error,
     },
     #[error("{0}")]
     Config(String),
     #[error("{0}")]
     Param(String),
+    /// A result that is not a finite number (rewards that overflow the arithmetic).
+    #[error("{0}")]
+    Numbers(String),
     #[error("polars: {0}")]
     Polars(#[from] polars::error::PolarsError),
 }
@@ -97,6 +126,16 @@ impl Reason {
 }
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// An I/O error as a sentence part: "no such file or directory" rather than "No such file or
+/// directory (os error 2)".
+fn io_message(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::NotFound => "no such file or directory".into(),
+        std::io::ErrorKind::PermissionDenied => "permission denied".into(),
+        _ => e.to_string(),
+    }
+}
 
 impl Error {
     pub fn input(location: Location, reason: Reason, message: impl Into<String>) -> Self {

@@ -1,6 +1,10 @@
 //! Writing results: tables to .parquet/.jsonl/.csv by extension, atomically (a temporary file in
 //! the same folder, renamed into place, so nothing is left on error), with the run's metadata
 //! (Parquet key-value metadata `credit`, or a `<file>.meta.json` beside JSONL and CSV).
+//!
+//! Every temporary path is registered while it exists ([`remove_temporaries`] deletes them when
+//! the run is interrupted), and a temporary left by a run that was killed outright is removed the
+//! next time the same output is written.
 
 use crate::batch::StepBatch;
 use crate::error::{Error, Result};
@@ -44,7 +48,10 @@ pub fn write_atomic(
     let tmp = temporary(path);
     let io = |p: &Path| {
         let p = p.to_path_buf();
-        move |source| Error::Io { path: p, source }
+        move |source| Error::Io {
+            path: p,
+            cause: source,
+        }
     };
     let result = (|| {
         let mut file = std::fs::File::create(&tmp).map_err(io(&tmp))?;
@@ -56,7 +63,105 @@ pub fn write_atomic(
     if result.is_err() {
         let _ = std::fs::remove_file(&tmp);
     }
+    forget_temporary(&tmp);
     result
+}
+
+/// Temporary paths of this run that exist now.
+static TEMPORARIES: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+fn forget_temporary(path: &Path) {
+    if let Ok(mut list) = TEMPORARIES.lock() {
+        list.retain(|p| p != path);
+    }
+}
+
+/// Registers a temporary path of this run for [`remove_temporaries`].
+pub fn register_temporary(path: &Path) {
+    if let Ok(mut list) = TEMPORARIES.lock() {
+        list.push(path.to_path_buf());
+    }
+}
+
+/// Forgets the temporaries at or under `path` (a folder that was moved into place or removed).
+pub fn remove_temporaries_under(path: &Path) {
+    if let Ok(mut list) = TEMPORARIES.lock() {
+        list.retain(|p| !p.starts_with(path));
+    }
+}
+
+/// Deletes every temporary file or folder of this run (when it is interrupted).
+pub fn remove_temporaries() {
+    if let Ok(list) = TEMPORARIES.lock() {
+        for path in list.iter() {
+            let _ = std::fs::remove_file(path).or_else(|_| std::fs::remove_dir_all(path));
+        }
+    }
+}
+
+/// Whether process `pid` is running (unknown outside Linux: assumed running).
+fn running(pid: u32) -> bool {
+    !Path::new("/proc/self").exists() || Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// A temporary path beside `path` (hidden, named for the target and this process), registered
+/// for [`remove_temporaries`]; temporaries of the same target left by runs that no longer exist
+/// are removed.
+pub fn temporary(path: &Path) -> PathBuf {
+    let dir = path
+        .parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("out");
+    let prefix = format!(".{name}.");
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for entry in entries.flatten() {
+            let file = entry.file_name();
+            let Some(pid) = file
+                .to_str()
+                .and_then(|f| f.strip_prefix(&prefix))
+                .and_then(|f| f.strip_suffix(".tmp").or_else(|| f.strip_suffix(".old")))
+                .and_then(|f| f.parse::<u32>().ok())
+            else {
+                continue;
+            };
+            if pid != std::process::id() && !running(pid) {
+                let stale = entry.path();
+                let _ = std::fs::remove_file(&stale).or_else(|_| std::fs::remove_dir_all(&stale));
+            }
+        }
+    }
+    let tmp = dir.join(format!("{prefix}{}.tmp", std::process::id()));
+    register_temporary(&tmp);
+    tmp
+}
+
+/// Refuses to write `output` when it is one of the input files (it would replace a log).
+pub fn check_not_input(output: &Path, inputs: &[PathBuf]) -> Result<()> {
+    let Ok(out) = std::fs::metadata(output) else {
+        return Ok(());
+    };
+    for input in inputs {
+        if std::fs::metadata(input).is_ok_and(|m| same_file(&m, &out)) {
+            return Err(Error::Config(format!(
+                "{}: this is an input log ({}); write the output somewhere else",
+                output.display(),
+                input.display()
+            )));
+        }
+    }
+    Ok(())
+}
+
+#[cfg(unix)]
+fn same_file(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    a.dev() == b.dev() && a.ino() == b.ino()
+}
+
+#[cfg(not(unix))]
+fn same_file(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
+    a.len() == b.len() && a.modified().ok() == b.modified().ok()
 }
 
 /// The output of `credit advantages`: keys (`group_id`, `traj_id`, `step`, and `iteration` when
@@ -78,16 +183,6 @@ pub fn advantages_frame(batch: &StepBatch, results: &[Advantages]) -> Result<Dat
         }
     }
     Ok(DataFrame::new(batch.len(), columns)?)
-}
-
-/// A temporary path beside `path`: hidden, named for the target and this process.
-fn temporary(path: &Path) -> PathBuf {
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("out");
-    dir.join(format!(".{name}.{}.tmp", std::process::id()))
 }
 
 /// `<file>.meta.json`, beside JSONL and CSV outputs.
@@ -119,7 +214,7 @@ impl TableWriter {
         let tmp = temporary(path);
         let file = std::fs::File::create(&tmp).map_err(|source| Error::Io {
             path: tmp.clone(),
-            source,
+            cause: source,
         })?;
         Ok(TableWriter {
             path: path.to_path_buf(),
@@ -138,13 +233,6 @@ impl TableWriter {
         self.rows
     }
 
-    fn io(&self) -> impl Fn(std::io::Error) -> Error + '_ {
-        move |source| Error::Io {
-            path: self.tmp.clone(),
-            source,
-        }
-    }
-
     /// Appends the rows of `frame` (every frame has the same columns).
     pub fn write(&mut self, frame: &mut DataFrame) -> Result<()> {
         self.rows += frame.height() as u64;
@@ -154,7 +242,7 @@ impl TableWriter {
                 if writer.is_none() {
                     let handle = file.try_clone().map_err(|source| Error::Io {
                         path: self.tmp.clone(),
-                        source,
+                        cause: source,
                     })?;
                     *writer = Some(ParquetWriter::new(handle).batched(frame.schema())?);
                 }
@@ -175,6 +263,15 @@ impl TableWriter {
     /// Ends the file with its metadata (Parquet key-value metadata `credit`, or `<file>.meta.json`
     /// for JSONL and CSV) and moves both into place, the metadata first.
     pub fn finish(mut self, metadata: &serde_json::Value) -> Result<()> {
+        let result = self.end(metadata);
+        if result.is_err() {
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+        forget_temporary(&self.tmp);
+        result
+    }
+
+    fn end(&mut self, metadata: &serde_json::Value) -> Result<()> {
         let text =
             serde_json::to_string_pretty(metadata).map_err(|e| Error::Config(e.to_string()))?;
         let mut file = self.file.take().expect("open until finished");
@@ -182,8 +279,11 @@ impl TableWriter {
             Sink::Parquet(writer) => {
                 let writer = match writer.take() {
                     Some(w) => w,
-                    None => ParquetWriter::new(file.try_clone().map_err(self.io())?)
-                        .batched(&Schema::default())?,
+                    None => ParquetWriter::new(file.try_clone().map_err(|source| Error::Io {
+                        path: self.tmp.clone(),
+                        cause: source,
+                    })?)
+                    .batched(&Schema::default())?,
                 };
                 let mut inner = writer.get_writer().lock().map_err(|_| {
                     Error::Config("the Parquet writer was poisoned by a panic".into())
@@ -203,17 +303,21 @@ impl TableWriter {
                 write_atomic(&meta, |f| {
                     f.write_all(text.as_bytes()).map_err(|source| Error::Io {
                         path: meta.clone(),
-                        source,
+                        cause: source,
                     })
                 })?;
             }
         }
-        file.flush().map_err(self.io())?;
-        file.sync_all().map_err(self.io())?;
+        let io = |source| Error::Io {
+            path: self.tmp.clone(),
+            cause: source,
+        };
+        file.flush().map_err(io)?;
+        file.sync_all().map_err(io)?;
         drop(file);
         std::fs::rename(&self.tmp, &self.path).map_err(|source| Error::Io {
             path: self.path.clone(),
-            source,
+            cause: source,
         })
     }
 }
@@ -223,6 +327,7 @@ impl Drop for TableWriter {
         if self.file.is_some() {
             self.file = None;
             let _ = std::fs::remove_file(&self.tmp);
+            forget_temporary(&self.tmp);
         }
     }
 }

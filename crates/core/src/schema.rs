@@ -404,6 +404,26 @@ impl ColumnUse {
 }
 
 impl ColumnMap {
+    /// The pairs of a schema file's text (`source = "canonical"` lines, at the top level or in a
+    /// `[columns]` table); `Err` is the message, to be prefixed with the file's name.
+    pub fn parse_toml(text: &str) -> Result<std::collections::BTreeMap<String, String>, String> {
+        let table: toml::Table = toml::from_str(text).map_err(|e| e.to_string())?;
+        let pairs = match table.get("columns") {
+            Some(toml::Value::Table(t)) => t.clone(),
+            _ => table,
+        };
+        let mut out = std::collections::BTreeMap::new();
+        for (source, target) in pairs {
+            let Some(target) = target.as_str() else {
+                return Err(format!(
+                    "`{source}` must map to a column name in quotes (`{source} = \"group_id\"`)"
+                ));
+            };
+            out.insert(source, target.to_string());
+        }
+        Ok(out)
+    }
+
     /// Checks that every mapping target is a canonical column.
     pub fn check(&self) -> Result<(), String> {
         for (source, target) in &self.user {

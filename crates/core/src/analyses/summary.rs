@@ -46,6 +46,8 @@ pub struct Summary {
     pub skipped: BTreeMap<String, u64>,
     /// What to look at: suspicious findings, each with what it means.
     pub diagnostics: Vec<String>,
+    /// What ingest noted: files skipped, a second read, ids given both as numbers and strings.
+    pub notes: Vec<String>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -404,6 +406,7 @@ impl SummaryBuilder {
                 .map(|(k, v)| (k.as_str().to_string(), *v))
                 .collect(),
             diagnostics,
+            notes: report.notes.clone(),
         }
     }
 }

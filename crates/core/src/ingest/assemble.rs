@@ -125,6 +125,9 @@ pub(crate) struct Assembler {
     next_seq: u64,
     position: u64,
     present: Vec<bool>,
+    /// Per key field: whether an id was given as a number, and as a string.
+    numbered: Vec<bool>,
+    named: Vec<bool>,
     /// The fields of the windows that went out, once one has.
     emitted_present: Option<Vec<bool>>,
     ready: Vec<Closed>,
@@ -185,6 +188,8 @@ impl Assembler {
             next_seq: 0,
             position: 0,
             present,
+            numbered: vec![false; FIELDS.len()],
+            named: vec![false; FIELDS.len()],
             emitted_present,
             ready: Vec::new(),
             ready_bytes: 0,
@@ -206,6 +211,7 @@ impl Assembler {
             path: self.paths[origin.file as usize].clone(),
             line: Some(origin.line),
             unit,
+            char_column: None,
             column: column.map(str::to_string),
         }
     }
@@ -230,6 +236,10 @@ impl Assembler {
             self.reject(problem, 1)?;
         }
         self.report.columns_seen.extend(block.uses);
+        for i in 0..FIELDS.len() {
+            self.numbered[i] |= block.rows.numbered[i];
+            self.named[i] |= block.rows.named[i];
+        }
         let rows = Arc::new(block.rows);
         if let Some(summary) = self.report.files.get_mut(block.file as usize) {
             summary.rows += rows.len() as u64;
@@ -515,8 +525,18 @@ impl Assembler {
         Ok((0..n).filter(|&r| keep[r]).collect())
     }
 
-    /// Closes every open unit (the input has ended), oldest first.
+    /// Closes every open unit (the input has ended), oldest first, and notes ids given both as
+    /// numbers and as strings (`1` and `"1"` name the same group).
     pub fn finish(&mut self) -> Result<()> {
+        for (i, field) in FIELDS.iter().enumerate() {
+            if self.numbered[i] && self.named[i] {
+                self.report.notes.push(format!(
+                    "`{}` is a number on some rows and a string on others: `1` and `\"1\"` count as the same id; log one kind if they are different {}",
+                    field.name,
+                    if field.name == GROUP_ID { "groups" } else { "trajectories" }
+                ));
+            }
+        }
         let mut order: Vec<usize> = (0..self.open.len()).collect();
         order.sort_by_key(|&u| self.open[u].first_seq);
         let mut keys: Vec<UnitKey> = order.iter().map(|&u| self.open[u].key.clone()).collect();

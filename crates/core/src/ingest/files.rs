@@ -5,7 +5,7 @@
 //! directory, symbolic links to files are followed and links to directories are not (no loops,
 //! no walk of `/`), and a file reached twice (by links, or given twice) is read once.
 
-use crate::error::{Error, Location, Reason, Result, Unit};
+use crate::error::{Error, Location, Reason, Result};
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
@@ -63,16 +63,7 @@ pub(crate) struct Input {
 }
 
 fn whole_file(path: &Path, message: impl Into<String>) -> Error {
-    Error::input(
-        Location {
-            path: path.to_path_buf(),
-            line: None,
-            unit: Unit::Line,
-            column: None,
-        },
-        Reason::UnreadableFile,
-        message,
-    )
+    Error::input(Location::file(path), Reason::UnreadableFile, message)
 }
 
 /// The files under `paths`, in order; `notes` says what was skipped and why.
@@ -82,7 +73,7 @@ pub(crate) fn collect(paths: &[PathBuf], notes: &mut Vec<String>) -> Result<Vec<
     for path in paths {
         let meta = std::fs::metadata(path).map_err(|source| Error::Io {
             path: path.to_path_buf(),
-            source,
+            cause: source,
         })?;
         if meta.is_dir() {
             walk(path, &mut out, &mut seen, notes)?;
@@ -115,7 +106,7 @@ fn walk(
             let path = e.path().unwrap_or(dir).to_path_buf();
             Error::Io {
                 path,
-                source: e
+                cause: e
                     .into_io_error()
                     .unwrap_or_else(|| std::io::Error::other("cannot walk the directory")),
             }

@@ -58,7 +58,7 @@ pub(crate) fn read_chunks(
 ) -> Result<()> {
     let io = |source| Error::Io {
         path: path.to_path_buf(),
-        source,
+        cause: source,
     };
     let count = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
     let raw = Counting {
@@ -436,16 +436,17 @@ pub(crate) fn parse(chunk: Chunk, path: &Path, columns: &ColumnMap) -> Block {
                 }
             }
         }
-        let at = |column: Option<String>| Location {
+        let at = |char_column: Option<u64>, column: Option<String>| Location {
             path: path.to_path_buf(),
             line: Some(this_line),
             unit: Unit::Line,
+            char_column,
             column,
         };
         slow.line(
             &bytes[range],
             origin,
-            at,
+            &at,
             &mut rows,
             &mut problems,
             &mut uses,
@@ -460,9 +461,51 @@ pub(crate) fn parse(chunk: Chunk, path: &Path, columns: &ColumnMap) -> Block {
     }
 }
 
+/// Where a line's problem is: (character column, field).
+type At<'a> = &'a dyn Fn(Option<u64>, Option<String>) -> Location;
+
+/// The 1-based character column where the value of `field` starts in a JSON line: `reward`, or
+/// `steps[3].reward` inside an episode's `steps`.
+fn value_column(text: &str, field: &str) -> Option<u64> {
+    let (mut from, key) = match field.split_once("].") {
+        Some((head, key)) => {
+            let k: usize = head.strip_prefix("steps[")?.parse().ok()?;
+            let steps = text.find("\"steps\"")?;
+            // The k-th step object: skip k occurrences of the key after `steps`.
+            let quoted = format!("\"{key}\"");
+            let mut at = steps;
+            for _ in 0..k {
+                at += text[at..].find(&quoted)? + quoted.len();
+            }
+            (at, key)
+        }
+        None => (0, field),
+    };
+    let quoted = format!("\"{key}\"");
+    loop {
+        let found = from + text[from..].find(&quoted)?;
+        let after = found + quoted.len();
+        let rest = text[after..].trim_start();
+        if let Some(value) = rest.strip_prefix(':') {
+            let start = text.len() - value.trim_start().len();
+            return Some(text[..start].chars().count() as u64 + 1);
+        }
+        from = after;
+    }
+}
+
+/// serde_json's message without its own "at line L column C" (the line is the file's, not 1).
+fn serde_message(e: &serde_json::Error) -> String {
+    let text = e.to_string();
+    match text.rfind(" at line ") {
+        Some(i) => text[..i].to_string(),
+        None => text,
+    }
+}
+
 /// Malformed JSON: name the column (character position), and the field when a Python-style
 /// `NaN`/`Infinity` literal is what broke the parse.
-fn malformed(text: &str, e: &serde_json::Error, at: impl Fn(Option<String>) -> Location) -> Error {
+fn malformed(text: &str, e: &serde_json::Error, at: At) -> Error {
     let col = e.column();
     let byte = text
         .char_indices()
@@ -481,7 +524,7 @@ fn malformed(text: &str, e: &serde_json::Error, at: impl Fn(Option<String>) -> L
             .map(|(_, k)| k.to_string());
         if let Some(key) = key {
             return Error::input(
-                at(Some(key)),
+                at(Some(col as u64), Some(key)),
                 Reason::NonFinite,
                 format!(
                     "expected a finite number, got {word} (NaN and infinities are not rewards)"
@@ -490,9 +533,9 @@ fn malformed(text: &str, e: &serde_json::Error, at: impl Fn(Option<String>) -> L
         }
     }
     Error::input(
-        at(Some(format!("{col}"))),
+        at(Some(col as u64), None),
         Reason::MalformedJson,
-        format!("malformed JSON: {e}"),
+        format!("malformed JSON: {}", serde_message(e)),
     )
 }
 
@@ -509,7 +552,7 @@ impl Resolver<'_> {
         &mut self,
         line: &[u8],
         origin: Origin,
-        at: impl Fn(Option<String>) -> Location,
+        at: At,
         rows: &mut Rows,
         problems: &mut Vec<Error>,
         uses: &mut BTreeSet<ColumnUse>,
@@ -517,11 +560,16 @@ impl Resolver<'_> {
         let text = match std::str::from_utf8(line) {
             Ok(t) => t,
             Err(e) => {
-                let col = e.valid_up_to() + 1;
+                // The column of the first bad byte, counted in the characters before it.
+                let good = std::str::from_utf8(&line[..e.valid_up_to()]).unwrap_or("");
+                let col = good.chars().count() as u64 + 1;
                 problems.push(Error::input(
-                    at(Some(format!("byte {col}"))),
+                    at(Some(col), None),
                     Reason::InvalidUtf8,
-                    "invalid UTF-8; logs must be UTF-8 text",
+                    format!(
+                        "invalid UTF-8 (byte {} of the line); logs must be UTF-8 text",
+                        e.valid_up_to() + 1
+                    ),
                 ));
                 return;
             }
@@ -535,7 +583,7 @@ impl Resolver<'_> {
         };
         let Value::Object(object) = value else {
             problems.push(Error::input(
-                at(None),
+                at(Some(1), None),
                 Reason::WrongType,
                 "expected a JSON object (one step or one episode per line)",
             ));
@@ -548,9 +596,11 @@ impl Resolver<'_> {
                         cells.iter().map(|c| c.as_ref().map(Typed::of)).collect();
                     rows.push(rows.len() as u64, origin, &values);
                 }
-                Err((column, reason, message)) => {
-                    problems.push(Error::input(at(Some(column)), reason, message))
-                }
+                Err((column, reason, message)) => problems.push(Error::input(
+                    at(value_column(text, &column), Some(column)),
+                    reason,
+                    message,
+                )),
             };
         match object.get("steps") {
             Some(Value::Array(steps)) => {
@@ -676,14 +726,32 @@ fn missing_message(field: &crate::schema::Field, object: &Map<String, Value>) ->
         && has("output")
         && has("score")
     {
-        return "this looks like verl-agent's rollout dump (`input, output, score, step`), which has no group or \
-                trajectory ids: columns `group_id` (or uid, index, group, task_uid) and `traj_id` (or traj_uid, \
-                traj_index, episode_id, trajectory_id) are missing. Log `uid` and `traj_uid` from the batch's \
-                non_tensor_batch with each row, or map your own id columns with `--schema map.toml`"
-            .to_string();
+        return format!(
+            "this looks like verl-agent's rollout dump (`input, output, score, step`), which has no group or \
+             trajectory ids: columns {} and {} are missing. Log `uid` and `traj_uid` from the batch's \
+             non_tensor_batch with each row, or map your own id columns with `--schema map.toml`",
+            crate::schema::field(GROUP_ID).map_or(String::new(), describe_accepted),
+            crate::schema::field(TRAJ_ID).map_or(String::new(), describe_accepted),
+        );
     }
     format!(
         "missing required column {}; map another name onto it with `--schema map.toml`",
         describe_accepted(field)
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn value_columns_point_at_the_value() {
+        let line = r#"{"uid": "g", "reward": "n/a", "steps": [{"reward": 1}, {"reward":  2}]}"#;
+        // `"n/a"` starts at character 24; the second step's 2 at character 67.
+        assert_eq!(value_column(line, "reward"), Some(24));
+        assert_eq!(&line[23..28], "\"n/a\"");
+        assert_eq!(value_column(line, "steps[1].reward"), Some(68));
+        assert_eq!(&line[67..68], "2");
+        assert_eq!(value_column(line, "missing"), None);
+    }
 }

@@ -90,6 +90,14 @@ impl IngestReport {
     }
 }
 
+/// The files `paths` name (directories walked as [`stream`] walks them).
+pub fn input_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
+    Ok(files::collect(paths, &mut Vec::new())?
+        .into_iter()
+        .map(|i| i.path)
+        .collect())
+}
+
 pub struct Ingested {
     pub batch: StepBatch,
     pub report: IngestReport,
@@ -149,7 +157,12 @@ pub(crate) fn convert(
     let got = || format!("expected {}, got {}", kind.expected(), describe(value));
     match (kind, value) {
         (Kind::Key, Value::String(s)) => Ok(Cell::Str(s.clone())),
-        (Kind::Key, Value::Number(n)) if n.is_i64() || n.is_u64() => Ok(Cell::Str(n.to_string())),
+        // An integer id stays a number (it is written the same way), so that ingest can tell when
+        // a log names one id both as `1` and as `"1"`.
+        (Kind::Key, Value::Number(n)) if n.is_i64() => {
+            Ok(Cell::Int(n.as_i64().unwrap_or_default()))
+        }
+        (Kind::Key, Value::Number(n)) if n.is_u64() => Ok(Cell::Str(n.to_string())),
         (Kind::Int, Value::Number(n)) => match n.as_i64() {
             Some(v) => Ok(Cell::Int(v)),
             None => match n.as_f64() {
@@ -211,6 +224,9 @@ pub(crate) fn domain_error(field: &crate::schema::Field, cell: &Cell) -> Option<
     match (field.name, cell) {
         (COST, Cell::Float(c)) if *c <= 0.0 => Some(format!("expected a cost > 0, got {c}")),
         (N_TOKENS, Cell::Int(n)) if *n <= 0 => Some(format!("expected a token count > 0, got {n}")),
+        (STEP | ITERATION | SEGMENT, Cell::Int(n)) if *n < 0 => {
+            Some(format!("expected a {} ≥ 0, got {n}", field.name))
+        }
         _ => None,
     }
 }

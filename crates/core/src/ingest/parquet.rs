@@ -36,7 +36,41 @@ fn at(path: &Path, row: Option<u64>, column: Option<&str>) -> Location {
         path: path.to_path_buf(),
         line: row,
         unit: Unit::Row,
+        char_column: None,
         column: column.map(str::to_string),
+    }
+}
+
+thread_local! {
+    /// Set while [`guard`] runs polars' reader: its panics are caught and reported as errors, so
+    /// the panic hook stays quiet for them.
+    static GUARDED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Runs polars' reader; its errors and its panics (on damaged files) are an unreadable file.
+fn guard<T>(path: &Path, read: impl FnOnce() -> PolarsResult<T>) -> Result<T> {
+    static QUIET_HOOK: std::sync::Once = std::sync::Once::new();
+    QUIET_HOOK.call_once(|| {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if !GUARDED.with(|g| g.get()) {
+                previous(info);
+            }
+        }));
+    });
+    GUARDED.with(|g| g.set(true));
+    let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(read));
+    GUARDED.with(|g| g.set(false));
+    match outcome {
+        Ok(result) => result.map_err(|e| unreadable(path, e)),
+        Err(panic) => {
+            let what = panic
+                .downcast_ref::<String>()
+                .map(String::as_str)
+                .or_else(|| panic.downcast_ref::<&str>().copied())
+                .unwrap_or("the Parquet reader failed");
+            Err(unreadable(path, format!("damaged ({what})")))
+        }
     }
 }
 
@@ -53,14 +87,14 @@ fn unreadable(path: &Path, e: impl std::fmt::Display) -> Error {
 pub(crate) fn plan(path: &Path, file: u32, size: u64, columns: &ColumnMap) -> Result<Plan> {
     let handle = std::fs::File::open(path).map_err(|source| Error::Io {
         path: path.to_path_buf(),
-        source,
+        cause: source,
     })?;
     let mut reader = ParquetReader::new(handle);
-    let metadata = reader
-        .get_metadata()
-        .map_err(|e| unreadable(path, e))?
-        .clone();
-    let schema = reader.schema().map_err(|e| unreadable(path, e))?;
+    // polars' footer parser can panic on a damaged file: that is an unreadable file too.
+    let (metadata, schema) = guard(path, || {
+        let metadata = reader.get_metadata()?.clone();
+        Ok((metadata, reader.schema()?))
+    })?;
     let resolution = columns
         .resolve(schema.iter_names().map(|n| n.as_str()))
         .map_err(Error::Config)?;
@@ -82,6 +116,22 @@ pub(crate) fn plan(path: &Path, file: u32, size: u64, columns: &ColumnMap) -> Re
         .flatten()
         .flat_map(|f| std::iter::once(f.column.clone()).chain(f.agree.iter().cloned()))
         .collect();
+    // Only the projected columns are decoded; each must be of a type credit converts (polars
+    // panics on decimals, structs, dictionaries and a few more without their features).
+    for name in &projection {
+        if let Some(field) = schema.get(name.as_str()) {
+            if !readable(&field.dtype) {
+                return Err(Error::input(
+                    at(path, None, Some(name)),
+                    Reason::WrongType,
+                    format!(
+                        "a Parquet column of type {:?}, which credit does not read; store it as a number, boolean or string",
+                        field.dtype
+                    ),
+                ));
+            }
+        }
+    }
     let rows = metadata.num_rows;
     let decoded: usize = metadata
         .row_groups
@@ -102,6 +152,33 @@ pub(crate) fn plan(path: &Path, file: u32, size: u64, columns: &ColumnMap) -> Re
         slices,
         disk_bytes_per_row: size as f64 / rows.max(1) as f64,
     })
+}
+
+/// Whether credit reads a Parquet column of this Arrow type.
+fn readable(dtype: &ArrowDataType) -> bool {
+    use ArrowDataType as A;
+    match dtype {
+        A::Null
+        | A::Boolean
+        | A::Int8
+        | A::Int16
+        | A::Int32
+        | A::Int64
+        | A::UInt8
+        | A::UInt16
+        | A::UInt32
+        | A::UInt64
+        | A::Float32
+        | A::Float64
+        | A::Utf8
+        | A::LargeUtf8
+        | A::Utf8View
+        | A::Binary
+        | A::LargeBinary
+        | A::BinaryView => true,
+        A::List(inner) | A::LargeList(inner) => readable(&inner.dtype),
+        _ => false,
+    }
 }
 
 /// A column cast to its field's kind.
@@ -130,13 +207,13 @@ type Problems = Vec<(usize, usize, String, Reason, String)>;
 pub(crate) fn read_slice(path: &Path, plan: &Plan, (start, len): (usize, usize)) -> Result<Block> {
     let handle = std::fs::File::open(path).map_err(|source| Error::Io {
         path: path.to_path_buf(),
-        source,
+        cause: source,
     })?;
     let mut reader = ParquetReader::new(handle)
         .with_columns(Some(plan.projection.clone()))
         .with_slice(Some((start, len)));
     reader.set_metadata(plan.metadata.clone());
-    let frame = reader.finish().map_err(|e| unreadable(path, e))?;
+    let frame = guard(path, || reader.finish())?;
     let n = frame.height();
 
     let mut problems: Problems = Vec::new();
@@ -228,6 +305,16 @@ pub(crate) fn read_slice(path: &Path, plan: &Plan, (start, len): (usize, usize))
                 },
                 &values,
             );
+        }
+    }
+
+    // Ids stored as integers are numbers, as in JSONL (`1` vs `"1"`, see the assembler).
+    for (i, field) in FIELDS.iter().enumerate() {
+        if let (Kind::Key, Some(feed)) = (field.kind, &plan.resolution.feeds[i]) {
+            if frame.column(&feed.column)?.dtype().is_integer() {
+                rows.numbered[i] = true;
+                rows.named[i] = false;
+            }
         }
     }
 

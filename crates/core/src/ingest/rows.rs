@@ -65,16 +65,20 @@ impl Buffer {
         }
     }
 
-    /// Appends a value (of the column's kind: readers convert first) or a null.
+    /// Appends a value (of the column's kind: readers convert first; an id given as a number is
+    /// written as its digits) or a null.
     fn push(&mut self, value: Option<Value>) {
         match self {
             Buffer::Text { bytes, ends, valid } => {
-                if let Some(Value::Str(s)) = value {
-                    bytes.extend_from_slice(s.as_bytes());
-                    valid.push(true);
-                } else {
-                    valid.push(false);
+                match value {
+                    Some(Value::Str(s)) => bytes.extend_from_slice(s.as_bytes()),
+                    Some(Value::Int(v)) => {
+                        use std::io::Write as _;
+                        let _ = write!(bytes, "{v}");
+                    }
+                    _ => {}
                 }
+                valid.push(matches!(value, Some(Value::Str(_) | Value::Int(_))));
                 ends.push(bytes.len());
             }
             Buffer::Int(v) => v.push(match value {
@@ -114,6 +118,9 @@ pub(crate) struct Rows {
     columns: Vec<Buffer>,
     /// Whether any row has a value of each field.
     pub present: Vec<bool>,
+    /// Per field: whether an id was given as a number, and as a string (keys only).
+    pub numbered: Vec<bool>,
+    pub named: Vec<bool>,
 }
 
 impl Default for Rows {
@@ -123,6 +130,8 @@ impl Default for Rows {
             origin: Vec::new(),
             columns: FIELDS.iter().map(|f| Buffer::new(f.kind)).collect(),
             present: vec![false; FIELDS.len()],
+            numbered: vec![false; FIELDS.len()],
+            named: vec![false; FIELDS.len()],
         }
     }
 }
@@ -152,6 +161,11 @@ impl Rows {
     /// Appends one row: `values[i]` belongs to `FIELDS[i]` and is already of its kind.
     pub fn push(&mut self, seq: u64, origin: Origin, values: &[Option<Value>]) {
         for (i, (column, value)) in self.columns.iter_mut().zip(values).enumerate() {
+            match value {
+                Some(Value::Int(_)) if FIELDS[i].kind == Kind::Key => self.numbered[i] = true,
+                Some(Value::Str(_)) if FIELDS[i].kind == Kind::Key => self.named[i] = true,
+                _ => {}
+            }
             if value.is_some() {
                 self.present[i] = true;
             }

@@ -137,18 +137,15 @@ pub fn stream<R: Send, E: From<Error> + Send>(
 
 fn empty_input(paths: &[PathBuf], report: &IngestReport) -> Error {
     let what: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
-    let detail = if report.skipped_total() > 0 {
-        format!("; all {} rows were skipped as bad", report.skipped_total())
-    } else {
-        String::new()
+    let detail = match report.skipped_examples.first() {
+        Some(first) => format!(
+            "; all {} rows were skipped as bad (the first: {first})",
+            report.skipped_total()
+        ),
+        None => String::new(),
     };
     Error::input(
-        crate::error::Location {
-            path: PathBuf::from(what.join(", ")),
-            line: None,
-            unit: crate::error::Unit::Line,
-            column: None,
-        },
+        crate::error::Location::file(what.join(", ")),
         crate::error::Reason::EmptyInput,
         format!("no step rows found{detail}"),
     )

@@ -214,9 +214,10 @@ impl Method {
         }
     }
 
-    /// Runs the estimator.
+    /// Runs the estimator. A value that is not finite in any of its columns is an error naming
+    /// the row (rewards near the float limits overflow the sums and squares of every method).
     pub fn advantages(&self, batch: &StepBatch) -> Result<Advantages> {
-        match self {
+        let out = match self {
             Method::Grpo { label, params } => grpo::advantages(batch, params, label),
             Method::Rloo(p) => rloo::advantages(batch, p),
             Method::Gigpo(p) => gigpo::advantages(batch, p),
@@ -225,8 +226,38 @@ impl Method {
             Method::Mgr(p) => mgr::advantages(batch, p),
             Method::Spa(p) => spa::advantages(batch, p),
             Method::Hisr(p) => hisr::advantages(batch, p),
-        }
+        }?;
+        check_finite(batch, self.label(), &out)?;
+        Ok(out)
     }
+}
+
+/// Every float of a method's result is finite, or the error says where it is not and why.
+fn check_finite(batch: &StepBatch, label: &str, out: &Advantages) -> Result<()> {
+    for column in &out.columns {
+        let Values::F64(values) = &column.values else {
+            continue;
+        };
+        let Some(r) = values.iter().position(|v| !v.is_finite()) else {
+            continue;
+        };
+        let traj = &batch.trajs[batch.traj_of_row[r] as usize];
+        let group = &batch.groups[traj.group as usize];
+        let step = batch
+            .opt_i64s(crate::schema::columns::STEP)
+            .and_then(|s| s.get(r))
+            .unwrap_or_default();
+        let rewards = batch.f64s(crate::schema::columns::REWARD)?;
+        let largest = batch
+            .group_rows(traj.group as usize)
+            .map(|row| rewards[row as usize].abs())
+            .fold(0.0f64, f64::max);
+        return Err(Error::Numbers(format!(
+            "{label}: `{}` is {} at step {step} of trajectory `{}` (group `{}`): the group's rewards (largest |r| = {largest:e}) overflow the method's sums and squares; rescale the rewards",
+            column.name, values[r], traj.id, group.id
+        )));
+    }
+    Ok(())
 }
 
 /// A uniform number in [0, 1) from the seed and a key (splitmix64 over FNV-1a): a seeded draw that

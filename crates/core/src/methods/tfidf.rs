@@ -245,7 +245,9 @@ mod tests {
         assert_eq!(got, expected);
         assert_eq!(got[..4], ["you", "see", "mug_1", "apples"]);
         let mut unicode = Vec::new();
-        each_token("Café ÉTÉ ok", &mut String::new(), |t| unicode.push(t.to_string()));
+        each_token("Café ÉTÉ ok", &mut String::new(), |t| {
+            unicode.push(t.to_string())
+        });
         assert_eq!(unicode, ["café", "été", "ok"]);
     }
 

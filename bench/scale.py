@@ -1,0 +1,90 @@
+#!/usr/bin/env python3
+"""Throughput and peak memory of credit on large synthetic logs, side by side with polars.
+
+Usage:
+    python3 -m venv /tmp/bench && /tmp/bench/bin/pip install polars pyarrow
+    cargo build --release
+    /tmp/bench/bin/python bench/scale.py --rows 1000000 10000000 [--data DIR] [--credit target/release/credit]
+
+For each size it generates the log once with bench/synth_scale.py (JSONL, and Parquet when pyarrow
+is importable; deterministic), then runs, each as its own process: polars.read_ndjson and
+polars.read_parquet on the same files, and credit analyze, advantages (grpo,rloo,gigpo,proxmo,mgr,
+graphgpo), compare, graph --top 1 and report. It prints wall time, rows/s, MB/s of the input,
+peak RSS (from wait4) and the ratio to polars, as a Markdown table.
+"""
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+METHODS = "grpo,rloo,gigpo,proxmo,mgr,graphgpo"
+
+
+def measure(argv, env=None):
+    """Runs argv; returns (seconds, peak RSS in MB). Fails loudly on a non-zero exit."""
+    start = time.perf_counter()
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    _, status, usage = os.wait4(proc.pid, 0)
+    seconds = time.perf_counter() - start
+    err = proc.stderr.read().decode(errors="replace")
+    if os.waitstatus_to_exitcode(status) != 0:
+        sys.exit(f"failed: {' '.join(argv)}\n{err}")
+    return seconds, usage.ru_maxrss / 1024
+
+
+def polars_read(kind, path):
+    code = f"import polars as pl; pl.read_{kind}({path!r})"
+    return measure([sys.executable, "-c", code])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rows", type=int, nargs="+", default=[1_000_000])
+    ap.add_argument("--data", default=os.path.join(tempfile.gettempdir(), "credit-bench"))
+    ap.add_argument("--credit", default=os.path.join(HERE, "..", "target", "release", "credit"))
+    ap.add_argument("--skip", nargs="*", default=[], help="commands to leave out (e.g. report)")
+    a = ap.parse_args()
+    os.makedirs(a.data, exist_ok=True)
+    try:
+        import pyarrow  # noqa: F401
+        parquet = True
+    except ImportError:
+        parquet = False
+    print(f"credit: {a.credit}; {os.cpu_count()} CPUs; polars on the same files in the same run\n")
+    print("| rows | input | work | wall s | rows/s | MB/s | peak RSS MB | vs polars |")
+    print("|---|---|---|---|---|---|---|---|")
+    for rows in a.rows:
+        jsonl = os.path.join(a.data, f"synth{rows}.jsonl")
+        pq = os.path.join(a.data, f"synth{rows}.parquet")
+        if not os.path.exists(jsonl):
+            gen = [sys.executable, os.path.join(HERE, "synth_scale.py"), "--rows", str(rows), "--out", jsonl]
+            subprocess.run(gen + ([] if parquet else ["--no-parquet"]), check=True, stdout=subprocess.DEVNULL)
+        inputs = [("jsonl", jsonl, "ndjson")] + ([("parquet", pq, "parquet")] if parquet and os.path.exists(pq) else [])
+        out = tempfile.mkdtemp(dir=a.data)
+        for label, path, polars_kind in inputs:
+            mb = os.path.getsize(path) / 1e6
+            base, base_rss = polars_read(polars_kind, path)
+            print(f"| {rows:,} | {label} {mb:,.0f} MB | polars.read_{polars_kind} | {base:.2f} | {rows / base:,.0f} | {mb / base:,.0f} | {base_rss:,.0f} | 1.00 |")
+            commands = {
+                "analyze": ["analyze", path, "--format", "json"],
+                "advantages": ["advantages", path, "--methods", METHODS, "-o", os.path.join(out, "adv.parquet")],
+                "compare": ["compare", path, "--methods", "grpo,gigpo,proxmo", "--format", "json"],
+                "graph": ["graph", path, "--top", "1", "--out", os.path.join(out, "graphs")],
+                "report": ["report", path, "--out", os.path.join(out, "report")],
+            }
+            analyze = None
+            for name, args in commands.items():
+                if name in a.skip:
+                    continue
+                seconds, rss = measure([a.credit] + args)
+                analyze = analyze or seconds
+                extra = f" ({seconds / analyze:.2f}× analyze)" if name != "analyze" else ""
+                print(f"| {rows:,} | {label} | credit {name}{extra} | {seconds:.2f} | {rows / seconds:,.0f} | {mb / seconds:,.0f} | {rss:,.0f} | {base / seconds:.2f} |")
+            sys.stdout.flush()
+
+
+if __name__ == "__main__":
+    main()
