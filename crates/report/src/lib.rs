@@ -43,6 +43,40 @@ pub struct Inputs<'a> {
     pub metadata: serde_json::Value,
 }
 
+/// Per-iteration bars: a longer run is drawn as this many ranges of consecutive iterations.
+const MAX_ITERATION_BARS: usize = 40;
+
+/// Steps drawn in a method-against-method scatter.
+const SCATTER_POINTS: usize = 4000;
+
+/// (iteration, weight, values) in equal ranges of consecutive iterations, each the weighted mean
+/// of its iterations' values (weights: trajectories or steps); `None` when few enough to draw
+/// one bar each.
+fn by_iteration(
+    items: impl Iterator<Item = (i64, f64, Vec<f64>)>,
+) -> Option<Vec<(String, Vec<f64>)>> {
+    let mut items: Vec<(i64, f64, Vec<f64>)> = items.collect();
+    if items.len() <= MAX_ITERATION_BARS {
+        return None;
+    }
+    items.sort_by_key(|i| i.0);
+    let per_bar = items.len().div_ceil(MAX_ITERATION_BARS);
+    Some(
+        items
+            .chunks(per_bar)
+            .map(|chunk| {
+                let weight: f64 = chunk.iter().map(|c| c.1).sum();
+                let width = chunk[0].2.len();
+                let values = (0..width)
+                    .map(|k| chunk.iter().map(|c| c.1 * c.2[k]).sum::<f64>() / weight.max(1e-300))
+                    .collect();
+                let (first, last) = (chunk[0].0, chunk[chunk.len() - 1].0);
+                (format!("iterations {first}–{last}"), values)
+            })
+            .collect(),
+    )
+}
+
 /// Which figures to draw.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scope {
@@ -107,10 +141,19 @@ pub fn figures(
             ));
         }
         if !s.success.per_iteration.is_empty() {
+            let rows = match by_iteration(
+                s.success
+                    .per_iteration
+                    .iter()
+                    .map(|r| (r.key.parse().unwrap_or(i64::MAX), r.n as f64, vec![r.rate])),
+            ) {
+                Some(bins) => bins,
+                None => rates(&s.success.per_iteration),
+            };
             panels.push((
                 "success rate per iteration".into(),
                 "share of trajectories that succeeded".into(),
-                rates(&s.success.per_iteration),
+                rows,
                 vec![],
             ));
         }
@@ -157,12 +200,17 @@ pub fn figures(
             }),
         )?;
 
-        let mut rows: Vec<(String, Vec<f64>)> = s
+        let iterations = s
             .step_groups
             .per_iteration
             .iter()
-            .map(|(it, d)| (format!("iteration {it}"), d.pct_steps.to_vec()))
-            .collect();
+            .map(|(it, d)| (*it, d.steps as f64, d.pct_steps.to_vec()));
+        let mut rows: Vec<(String, Vec<f64>)> =
+            by_iteration(iterations.clone()).unwrap_or_else(|| {
+                iterations
+                    .map(|(it, _, pct)| (format!("iteration {it}"), pct))
+                    .collect()
+            });
         rows.push(("all steps".into(), s.step_groups.overall.pct_steps.to_vec()));
         add(
             Section::Figures,
@@ -350,10 +398,12 @@ pub fn figures(
                     },
                     x_desc: format!("adv_{}", p.a),
                     y_desc: format!("adv_{}", p.b),
+                    // An even stride of at most SCATTER_POINTS steps: all a picture can show.
                     points: column(&p.a)
                         .iter()
                         .copied()
                         .zip(column(&p.b).iter().copied())
+                        .step_by(column(&p.a).len().div_ceil(SCATTER_POINTS).max(1))
                         .collect(),
                     diagonal: false,
                 })
@@ -574,4 +624,22 @@ pub fn summary_json(
         "figures": figures,
         "checks": checks,
     })
+}
+
+#[cfg(test)]
+mod by_iteration_tests {
+    use super::*;
+
+    #[test]
+    fn long_runs_are_drawn_in_ranges_weighted_by_count() {
+        // 80 iterations, the k-th with weight k and value k: 40 bars of two iterations each; the
+        // first bar (iterations 1–2) is (1·1 + 2·2)/3.
+        let items = (1..=80).map(|k| (k as i64, k as f64, vec![k as f64]));
+        let bins = by_iteration(items).unwrap();
+        assert_eq!(bins.len(), 40);
+        assert_eq!(bins[0].0, "iterations 1–2");
+        assert!((bins[0].1[0] - 5.0 / 3.0).abs() < 1e-12);
+        assert_eq!(bins[39].0, "iterations 79–80");
+        assert!(by_iteration((1..=40).map(|k| (k, 1.0, vec![0.0]))).is_none());
+    }
 }
