@@ -82,6 +82,8 @@ fn write_log(path: &Path, rows: usize) {
 }
 
 /// Runs `credit ARGS` and returns its peak resident set size in kilobytes.
+// The child is reaped by `wait4` (which also gives its rusage), not by `Child::wait`.
+#[allow(clippy::zombie_processes)]
 fn peak_rss_kb(run: &Run, args: &[&str]) -> i64 {
     let child = Command::new(env!("CARGO_BIN_EXE_credit"))
         .args(args)

@@ -42,13 +42,13 @@ pub fn run(args: Args) -> Result<ExitCode> {
             comparison: Some(&comparison),
             advantages: &gathered.advantages,
             proxmo: proxmo_params(&plan),
-            metadata: metadata(&plan, &notes),
+            metadata: metadata(&plan, notes),
         };
         write_plots(dir, &inputs, credit_report::Scope::Compare, json)?;
     }
     if json {
         let mut value = serde_json::to_value(&comparison)?;
-        value["metadata"] = metadata(&plan, &notes);
+        value["metadata"] = metadata(&plan, notes);
         outln!("{}", serde_json::to_string_pretty(&value)?);
     } else {
         for note in notes {

@@ -31,7 +31,7 @@ pub struct Args {
 enum TrainCommand {
     /// Fine-tune a causal LM (Qwen2/Llama family) on the logged steps with the clipped PPO
     /// surrogate and one method's advantages; writes a Hugging Face checkpoint.
-    Policy(PolicyArgs),
+    Policy(Box<PolicyArgs>),
     /// Train SPA's progress estimator (per-step ĉ_t with Σĉ_t ≈ R) on the logged trajectories;
     /// `credit advantages --progress-model DIR` then fills the `progress` column from it.
     Progress(super::progress::ProgressArgs),
@@ -121,7 +121,7 @@ impl Args {
 
 pub fn run(args: Args) -> Result<ExitCode> {
     match args.command {
-        TrainCommand::Policy(args) => policy(args),
+        TrainCommand::Policy(args) => policy(*args),
         TrainCommand::Progress(args) => super::progress::train(args, Readout::Step),
         TrainCommand::Sprm(args) => super::progress::train(args, Readout::SegmentEnd),
     }

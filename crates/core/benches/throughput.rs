@@ -43,7 +43,8 @@ fn main() {
     let mut batch = None;
     for path in &paths {
         let start = Instant::now();
-        let ingested = read_paths(&[path.clone()], &IngestOptions::default()).expect("read");
+        let ingested =
+            read_paths(std::slice::from_ref(path), &IngestOptions::default()).expect("read");
         let secs = start.elapsed().as_secs_f64();
         let rows = ingested.batch.len();
         println!(

@@ -193,7 +193,7 @@ pub fn sidecar(path: &Path) -> PathBuf {
 }
 
 enum Sink {
-    Parquet(Option<polars::io::parquet::write::BatchedWriter<std::fs::File>>),
+    Parquet(Option<Box<polars::io::parquet::write::BatchedWriter<std::fs::File>>>),
     Jsonl,
     Csv { header: bool },
 }
@@ -244,7 +244,9 @@ impl TableWriter {
                         path: self.tmp.clone(),
                         cause: source,
                     })?;
-                    *writer = Some(ParquetWriter::new(handle).batched(frame.schema())?);
+                    *writer = Some(Box::new(
+                        ParquetWriter::new(handle).batched(frame.schema())?,
+                    ));
                 }
                 frame.rechunk_mut();
                 writer.as_mut().expect("created above").write_batch(frame)?;
@@ -278,7 +280,7 @@ impl TableWriter {
         match &mut self.sink {
             Sink::Parquet(writer) => {
                 let writer = match writer.take() {
-                    Some(w) => w,
+                    Some(w) => *w,
                     None => ParquetWriter::new(file.try_clone().map_err(|source| Error::Io {
                         path: self.tmp.clone(),
                         cause: source,

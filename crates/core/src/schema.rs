@@ -489,7 +489,7 @@ impl ColumnMap {
             let mut also = Vec::new();
             for &(_, other) in &list[1..] {
                 if let Some(&(_, into)) = DEMOTIONS.iter().find(|(s, _)| *s == other) {
-                    if rank > 0 || self.user.get(other).is_none() {
+                    if rank > 0 || !self.user.contains_key(other) {
                         demoted.push((f, other, into));
                         continue;
                     }

@@ -193,7 +193,7 @@ pub fn figures(
                 s.length.success.mean, s.length.failure.mean
             ),
             &draw(SmallHistograms {
-                series: vec![("successful trajectories".into(), lengths(true)), ("failed trajectories".into(), lengths(false))],
+                series: vec![("successful trajectories".into(), lengths(true).into()), ("failed trajectories".into(), lengths(false).into())],
                 x_desc: "steps per trajectory".into(),
                 y_desc: "share of trajectories".into(),
                 bins: 30,
@@ -378,7 +378,7 @@ pub fn figures(
                 "distributions",
                 "Advantage distribution per method".into(),
                 "The spread of per-step credit each method assigns, on one shared axis (1st–99th percentile). Tall bars at 0 mean many steps get no credit.".into(),
-                &draw(SmallHistograms { series: inputs.advantages.to_vec(), x_desc: "advantage".into(), y_desc: "share of steps".into(), bins: 50 }),
+                &draw(SmallHistograms { series: inputs.advantages.iter().map(|(m, v)| (m.clone(), v.as_slice().into())).collect(), x_desc: "advantage".into(), y_desc: "share of steps".into(), bins: 50 }),
             )?;
             let column = |m: &str| {
                 inputs

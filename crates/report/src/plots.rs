@@ -134,25 +134,30 @@ fn padded(lo: f64, hi: f64) -> (f64, f64) {
 }
 
 /// Histograms of several series sharing one x axis, one panel each (small multiples).
-pub struct SmallHistograms {
-    pub series: Vec<(String, Vec<f64>)>,
+pub struct SmallHistograms<'a> {
+    /// (name, values): borrowed, since a report's advantage columns hold every step.
+    pub series: Vec<(String, std::borrow::Cow<'a, [f64]>)>,
     pub x_desc: String,
     /// What each bar's height is a share of (steps, trajectories).
     pub y_desc: String,
     pub bins: usize,
 }
 
-impl Plot for SmallHistograms {
+impl Plot for SmallHistograms<'_> {
     fn size(&self) -> (u32, u32) {
         (900, 60 + 170 * self.series.len().max(1) as u32)
     }
 
     fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> PlotResult {
-        // Shared range: the 1st–99th percentile over every series, so outliers do not squash the rest.
+        // Shared range: the 1st–99th percentile over every series, so outliers do not squash the
+        // rest; past a million values, of an even stride through them (an axis needs no more).
+        let total: usize = self.series.iter().map(|(_, v)| v.len()).sum();
+        let stride = total.div_ceil(1_000_000).max(1);
         let mut all: Vec<f64> = self
             .series
             .iter()
             .flat_map(|(_, v)| v.iter().copied())
+            .step_by(stride)
             .filter(|x| x.is_finite())
             .collect();
         all.sort_by(f64::total_cmp);
@@ -166,7 +171,7 @@ impl Plot for SmallHistograms {
         let panels = area.split_evenly((self.series.len().max(1), 1));
         for (k, ((name, values), panel)) in self.series.iter().zip(&panels).enumerate() {
             let mut counts = vec![0usize; self.bins];
-            for &x in values {
+            for &x in values.iter() {
                 let b = (((x - lo) / width).floor().max(0.0) as usize).min(self.bins - 1);
                 counts[b] += 1;
             }

@@ -66,8 +66,10 @@ pub struct Calibration {
 pub struct ProgressPart {
     incomplete: usize,
     /// Per complete trajectory: its outcome, (bucket, ĉ_t, Φ_t) per step, and (R̂, R).
-    trajs: Vec<(bool, Vec<(usize, f64, f64)>, (f64, f64))>,
+    trajs: Vec<TrajProgress>,
 }
+
+type TrajProgress = (bool, Vec<(usize, f64, f64)>, (f64, f64));
 
 /// A window's part of [`ProgressStats`], when a `progress` column is logged.
 pub fn progress_part(batch: &StepBatch) -> Option<ProgressPart> {

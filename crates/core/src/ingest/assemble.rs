@@ -147,6 +147,9 @@ struct Fields {
     iteration: usize,
 }
 
+/// (iteration, traj_id) of a row.
+type TrajKey<'a> = (Option<i64>, &'a str);
+
 /// A window goes out once this many bytes of closed units are ready.
 const WINDOW_BYTES: usize = 8 << 20;
 
@@ -443,7 +446,7 @@ impl Assembler {
         let mut keep = vec![true; n];
         let mut first_of_step: HashMap<(Option<i64>, &str, i64), usize> = HashMap::default();
         let mut rejects = Vec::new();
-        for row in 0..n {
+        for (row, kept) in keep.iter_mut().enumerate() {
             let key = (
                 rows.int(itf, row),
                 rows.text(tf, row),
@@ -455,7 +458,7 @@ impl Assembler {
                 }
                 Some(&first) if rows.rows_equal(first, row) => {
                     self.report.padding_duplicates += 1;
-                    keep[row] = false;
+                    *kept = false;
                 }
                 Some(&first) => {
                     rejects.push(Error::input(
@@ -468,7 +471,7 @@ impl Assembler {
                             self.location(rows.origin(first), None)
                         ),
                     ));
-                    keep[row] = false;
+                    *kept = false;
                 }
             }
         }
@@ -478,8 +481,8 @@ impl Assembler {
         }
 
         // Steps must be contiguous from 0 or 1 within each trajectory.
-        let mut steps_of: HashMap<(Option<i64>, &str), Vec<(i64, usize)>> = HashMap::default();
-        let mut order: Vec<(Option<i64>, &str)> = Vec::new();
+        let mut steps_of: HashMap<TrajKey, Vec<(i64, usize)>> = HashMap::default();
+        let mut order: Vec<TrajKey> = Vec::new();
         for row in (0..n).filter(|&r| keep[r]) {
             let key = (rows.int(itf, row), rows.text(tf, row));
             steps_of

@@ -181,6 +181,9 @@ fn readable(dtype: &ArrowDataType) -> bool {
     }
 }
 
+/// A value that does not cast: (row, reason, message).
+type RowProblem = (usize, Reason, String);
+
 /// A column cast to its field's kind.
 enum Cast {
     Text(StringChunked),
@@ -217,7 +220,9 @@ pub(crate) fn read_slice(path: &Path, plan: &Plan, (start, len): (usize, usize))
     let n = frame.height();
 
     let mut problems: Problems = Vec::new();
-    let mut casts: Vec<Option<(Cast, Vec<(String, Cast)>)>> = Vec::with_capacity(FIELDS.len());
+    // Per field: the feeding column cast, and the agreeing ones with their names.
+    type Casts = Option<(Cast, Vec<(String, Cast)>)>;
+    let mut casts: Vec<Casts> = Vec::with_capacity(FIELDS.len());
     for (i, field) in FIELDS.iter().enumerate() {
         let Some(feed) = &plan.resolution.feeds[i] else {
             casts.push(None);
@@ -254,8 +259,8 @@ pub(crate) fn read_slice(path: &Path, plan: &Plan, (start, len): (usize, usize))
     }
     let mut rows = Rows::default();
     let mut values: Vec<Option<Typed>> = vec![None; FIELDS.len()];
-    for row in 0..n {
-        let mut bad = cast_bad[row];
+    for (row, &cast_failed) in cast_bad.iter().enumerate() {
+        let mut bad = cast_failed;
         for (i, field) in FIELDS.iter().enumerate() {
             values[i] = None;
             let Some((first, agree)) = &casts[i] else {
@@ -350,10 +355,10 @@ fn owned(value: Typed) -> Cell {
 }
 
 /// Casts a column to a field's kind. Values that fail to cast are problems; nulls stay `None`.
-fn cast_column(kind: Kind, column: &Column) -> Result<(Cast, Vec<(usize, Reason, String)>)> {
+fn cast_column(kind: Kind, column: &Column) -> Result<(Cast, Vec<RowProblem>)> {
     let dtype = column.dtype();
     let mut problems = Vec::new();
-    let wrong = |problems: &mut Vec<(usize, Reason, String)>, row: usize, got: String| {
+    let wrong = |problems: &mut Vec<RowProblem>, row: usize, got: String| {
         problems.push((
             row,
             Reason::WrongType,

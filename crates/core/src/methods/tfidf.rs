@@ -208,6 +208,7 @@ mod tests {
     const ROWS: [usize; 16] = [0, 1, 2, 0, 1, 3, 0, 3, 0, 1, 1, 4, 5, 4, 4, 5];
 
     #[test]
+    #[allow(clippy::needless_range_loop)] // a and b index the spec's table and its texts alike
     fn vector_4_2_cosine_similarities() {
         // spec-proxmo-gigpo.md §4.2 (checked there against scikit-learn 1.9.1).
         let corpus = fit_transform(ROWS.iter().map(|&i| Some(TEXTS[i])), 1024);
