@@ -47,19 +47,30 @@ thread_local! {
     static GUARDED: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
+/// How many [`guard`]s run now: polars decodes on its own pool threads (named `polars-…`), whose
+/// panics reach the guard through the pool, so those are quiet too while one runs.
+static GUARDS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+
 /// Runs polars' reader; its errors and its panics (on damaged files) are an unreadable file.
 fn guard<T>(path: &Path, read: impl FnOnce() -> PolarsResult<T>) -> Result<T> {
     static QUIET_HOOK: std::sync::Once = std::sync::Once::new();
     QUIET_HOOK.call_once(|| {
         let previous = std::panic::take_hook();
         std::panic::set_hook(Box::new(move |info| {
-            if !GUARDED.with(|g| g.get()) {
+            let pool = std::thread::current()
+                .name()
+                .is_some_and(|n| n.starts_with("polars-"));
+            let quiet = GUARDED.with(|g| g.get())
+                || (pool && GUARDS.load(std::sync::atomic::Ordering::SeqCst) > 0);
+            if !quiet {
                 previous(info);
             }
         }));
     });
     GUARDED.with(|g| g.set(true));
+    GUARDS.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
     let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(read));
+    GUARDS.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
     GUARDED.with(|g| g.set(false));
     match outcome {
         Ok(result) => result.map_err(|e| unreadable(path, e)),
