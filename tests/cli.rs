@@ -11,3 +11,4 @@ mod memory;
 mod report;
 mod train;
 mod util;
+mod verl;

@@ -91,6 +91,50 @@ fn buckets(d: &SizeDistribution, of_steps: bool) -> String {
     )
 }
 
+/// Single-turn logs: which groups teach anything, and the rewards by group size; the multi-turn
+/// sections are left out with one line saying why.
+fn render_single_turn(o: &mut String, t: &credit_core::analyses::summary::SingleTurn) {
+    use std::fmt::Write;
+    let _ = writeln!(
+        o,
+        "\nsingle-turn logs (one step per rollout): trajectory lengths, step groups and state graphs do not apply"
+    );
+    let _ = writeln!(
+        o,
+        "zero-std groups (all rewards equal, GRPO advantage 0): {} of {}; effective groups {}",
+        t.zero_std_groups,
+        t.groups,
+        pct(t.effective_group_fraction)
+    );
+    for rate in &t.zero_std_per_iteration {
+        let _ = writeln!(
+            o,
+            "    iteration {:<22} {:>7} zero-std  ({} groups)",
+            rate.key,
+            pct(rate.rate),
+            rate.n
+        );
+    }
+    let _ = writeln!(
+        o,
+        "rewards by group size   groups  rollouts    mean     min     max  values"
+    );
+    for g in &t.reward_by_group_size {
+        let values: Vec<String> = g.values.iter().map(|(v, n)| format!("{v}×{n}")).collect();
+        let _ = writeln!(
+            o,
+            "  {:<21} {:>6} {:>9} {:>7.3} {:>7.3} {:>7.3}  {}",
+            g.group_size,
+            g.groups,
+            g.rollouts,
+            g.mean,
+            g.min,
+            g.max,
+            values.join(" ")
+        );
+    }
+}
+
 /// `columns: group_id ← uid, …` (the renamed ones), then one line per field whose log carries
 /// several names for it.
 fn render_columns(uses: &[credit_core::schema::ColumnUse]) -> String {
@@ -142,16 +186,18 @@ pub fn render(s: &Summary) -> String {
             }
         }
     }
-    let _ = writeln!(o, "\ntrajectory length      n   mean  median  max");
-    for (name, l) in [
-        ("success", &s.length.success),
-        ("failure", &s.length.failure),
-    ] {
-        let _ = writeln!(
-            o,
-            "  {name:<16} {:>5} {:>6.1} {:>7.1} {:>4}",
-            l.trajectories, l.mean, l.median, l.max
-        );
+    if s.single_turn.is_none() {
+        let _ = writeln!(o, "\ntrajectory length      n   mean  median  max");
+        for (name, l) in [
+            ("success", &s.length.success),
+            ("failure", &s.length.failure),
+        ] {
+            let _ = writeln!(
+                o,
+                "  {name:<16} {:>5} {:>6.1} {:>7.1} {:>4}",
+                l.trajectories, l.mean, l.median, l.max
+            );
+        }
     }
     let inv = &s.invalid_actions;
     let logged = if inv.logged {
@@ -183,50 +229,54 @@ pub fn render(s: &Summary) -> String {
         pct(d.share_of_groups),
         pct(d.share_of_steps)
     );
-    let g = &s.step_groups;
-    let _ = writeln!(
-        o,
-        "\nexact-anchor step groups: {} clusters over {} steps, mean size {:.2}",
-        g.overall.clusters, g.overall.steps, g.overall.mean_size
-    );
-    let _ = writeln!(o, "                       size 1  size 2  size 3   >3");
-    let _ = writeln!(o, "  % of steps          {}", buckets(&g.overall, true));
-    let _ = writeln!(o, "  % of clusters       {}", buckets(&g.overall, false));
-    for (it, dist) in &g.per_iteration {
-        let _ = writeln!(o, "  iteration {it:<6} steps {}", buckets(dist, true));
+    if let Some(t) = &s.single_turn {
+        render_single_turn(&mut o, t);
+    } else {
+        let g = &s.step_groups;
+        let _ = writeln!(
+            o,
+            "\nexact-anchor step groups: {} clusters over {} steps, mean size {:.2}",
+            g.overall.clusters, g.overall.steps, g.overall.mean_size
+        );
+        let _ = writeln!(o, "                       size 1  size 2  size 3   >3");
+        let _ = writeln!(o, "  % of steps          {}", buckets(&g.overall, true));
+        let _ = writeln!(o, "  % of clusters       {}", buckets(&g.overall, false));
+        for (it, dist) in &g.per_iteration {
+            let _ = writeln!(o, "  iteration {it:<6} steps {}", buckets(dist, true));
+        }
+        let gr = &s.graph;
+        let _ = writeln!(
+            o,
+            "\nstate graphs (GraphGPO): {} state nodes, {} edges, {:.2} steps per node; {} of nodes reach success ({} of {} groups have one)",
+            gr.nodes,
+            gr.edges,
+            gr.steps_per_node,
+            pct(gr.share_nodes_reaching_success),
+            gr.groups_with_success,
+            gr.groups
+        );
+        let hist: Vec<String> = gr
+            .distance_histogram
+            .iter()
+            .map(|(d, n)| format!("{d}:{n}"))
+            .collect();
+        let _ = writeln!(o, "  distance to goal (d:nodes): {}", hist.join(" "));
+        let _ = writeln!(
+            o,
+            "  progress steps in failed trajectories: {} ({} of {}); non-progress steps in successful ones: {} ({} of {})",
+            pct(gr.share_progress_in_failures),
+            gr.progress_steps_in_failures,
+            gr.failed_steps,
+            pct(gr.share_non_progress_in_successes),
+            gr.non_progress_steps_in_successes,
+            gr.success_steps
+        );
+        let _ = writeln!(
+            o,
+            "  revisits: {} steps, {} trajectories with cycles; dead-end steps: {}",
+            gr.revisit_steps, gr.trajectories_with_cycles, gr.dead_end_steps
+        );
     }
-    let gr = &s.graph;
-    let _ = writeln!(
-        o,
-        "\nstate graphs (GraphGPO): {} state nodes, {} edges, {:.2} steps per node; {} of nodes reach success ({} of {} groups have one)",
-        gr.nodes,
-        gr.edges,
-        gr.steps_per_node,
-        pct(gr.share_nodes_reaching_success),
-        gr.groups_with_success,
-        gr.groups
-    );
-    let hist: Vec<String> = gr
-        .distance_histogram
-        .iter()
-        .map(|(d, n)| format!("{d}:{n}"))
-        .collect();
-    let _ = writeln!(o, "  distance to goal (d:nodes): {}", hist.join(" "));
-    let _ = writeln!(
-        o,
-        "  progress steps in failed trajectories: {} ({} of {}); non-progress steps in successful ones: {} ({} of {})",
-        pct(gr.share_progress_in_failures),
-        gr.progress_steps_in_failures,
-        gr.failed_steps,
-        pct(gr.share_non_progress_in_successes),
-        gr.non_progress_steps_in_successes,
-        gr.success_steps
-    );
-    let _ = writeln!(
-        o,
-        "  revisits: {} steps, {} trajectories with cycles; dead-end steps: {}",
-        gr.revisit_steps, gr.trajectories_with_cycles, gr.dead_end_steps
-    );
     if let Some(p) = &s.progress {
         let c = &p.calibration;
         let r = c.pearson.map_or("n/a".into(), |r| format!("{r:.3}"));

@@ -338,6 +338,40 @@ pub struct Feed {
     pub column: String,
     /// Further columns that must hold the same value on every row ([`Collision::Agree`]).
     pub agree: Vec<String>,
+    /// How the field's value comes from the column's.
+    pub derive: Derive,
+}
+
+/// How a field's value comes from its column's value.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Derive {
+    /// As it is.
+    #[default]
+    Value,
+    /// The sample part of a verl `uid` `"{sample}_{session}_{output}"` (the whole id otherwise).
+    SamplePart,
+    /// Always 0: a single-turn rollout has one step.
+    Zero,
+}
+
+impl Derive {
+    /// The derived text of a key (`SamplePart`); `None` when the value is kept.
+    pub fn key<'a>(self, id: &'a str) -> &'a str {
+        match self {
+            Derive::SamplePart => {
+                let mut parts = id.rsplitn(3, '_');
+                let (output, session, sample) = (parts.next(), parts.next(), parts.next());
+                let numeric = |p: Option<&str>| {
+                    p.is_some_and(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
+                };
+                match sample {
+                    Some(sample) if numeric(output) && numeric(session) => sample,
+                    _ => id,
+                }
+            }
+            _ => id,
+        }
+    }
 }
 
 /// How the columns of one file (or one JSONL row shape) map onto the fields.
@@ -354,6 +388,9 @@ pub struct Resolution {
 pub struct ColumnUse {
     pub field: &'static str,
     pub column: String,
+    /// How the value is taken from the column, when not as it is.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub how: String,
     /// Other columns of the log named for the same field.
     pub also: Vec<Also>,
 }
@@ -380,7 +417,11 @@ impl ColumnUse {
 
     /// `state (obs) ← anchor_obs`.
     pub fn short(&self) -> String {
-        format!("{} ← {}", self.label(), self.column)
+        if self.how.is_empty() {
+            format!("{} ← {}", self.label(), self.column)
+        } else {
+            format!("{} ← {} ({})", self.label(), self.column, self.how)
+        }
     }
 
     /// [`ColumnUse::short`] and what became of the other columns named for the field:
@@ -424,6 +465,84 @@ impl ColumnMap {
         Ok(out)
     }
 
+    /// verl's rollout dump with ids (`input, output, score, step, uid`, written by verl ≥ 0.9's
+    /// default trainer and 0.8's `main_ppo_sync` as `{global_step}.jsonl`): single-turn groups.
+    /// The group is the sample part of `uid` = `"{sample}_{session}_{output}"`, the trajectory the
+    /// whole `uid` (one per rollout and output), the reward `score` (`reward` on validation rows
+    /// agrees with it), the iteration verl's `step`, and every rollout has one step 0.
+    fn verl_dump(&self, names: &[&str]) -> Option<Resolution> {
+        let has = |n: &str| names.contains(&n);
+        let explicit_ids = FIELDS
+            .iter()
+            .filter(|f| f.name == GROUP_ID || f.name == TRAJ_ID)
+            .flat_map(|f| f.sources.iter())
+            .any(|s| *s != "uid" && has(s));
+        let mapped = self
+            .user
+            .values()
+            .any(|t| t == GROUP_ID || t == TRAJ_ID || t == STEP);
+        if !(has("input") && has("output") && has("score") && has("step") && has("uid"))
+            || explicit_ids
+            || mapped
+        {
+            return None;
+        }
+        let mut feeds: Vec<Option<Feed>> = vec![None; FIELDS.len()];
+        let mut uses = Vec::new();
+        let mut feed =
+            |field: &'static str, column: &str, agree: &[&str], derive: Derive, how: &str| {
+                let i = field_index(field).expect("canonical field");
+                let agree: Vec<String> = agree
+                    .iter()
+                    .filter(|a| has(a))
+                    .map(|a| a.to_string())
+                    .collect();
+                uses.push(ColumnUse {
+                    field,
+                    column: column.to_string(),
+                    how: how.to_string(),
+                    also: agree
+                        .iter()
+                        .map(|a| Also {
+                            column: a.clone(),
+                            outcome: "agrees".into(),
+                            why: String::new(),
+                        })
+                        .collect(),
+                });
+                feeds[i] = Some(Feed {
+                    column: column.to_string(),
+                    agree,
+                    derive,
+                });
+            };
+        feed(
+            GROUP_ID,
+            "uid",
+            &[],
+            Derive::SamplePart,
+            "its sample part: verl's uid is {sample}_{session}_{output}",
+        );
+        feed(
+            TRAJ_ID,
+            "uid",
+            &[],
+            Derive::Value,
+            "one trajectory per rollout",
+        );
+        feed(STEP, "step", &[], Derive::Zero, "0: one step per rollout");
+        feed(ITERATION, "step", &[], Derive::Value, "verl's global step");
+        feed(REWARD, "score", &["reward"], Derive::Value, "");
+        feed(EPISODE_REWARD, "score", &[], Derive::Value, "");
+        feed(ACTION, "output", &[], Derive::Value, "the response");
+        feed(PROMPT, "input", &[], Derive::Value, "");
+        if has("data_source") {
+            feed(TASK, "data_source", &[], Derive::Value, "");
+        }
+        uses.sort_by_key(|u| field_index(u.field));
+        Some(Resolution { feeds, uses })
+    }
+
     /// Checks that every mapping target is a canonical column.
     pub fn check(&self) -> Result<(), String> {
         for (source, target) in &self.user {
@@ -458,6 +577,10 @@ impl ColumnMap {
         &self,
         names: impl IntoIterator<Item = &'a str>,
     ) -> Result<Resolution, String> {
+        let names: Vec<&str> = names.into_iter().collect();
+        if let Some(resolution) = self.verl_dump(&names) {
+            return Ok(resolution);
+        }
         let mut candidates: Vec<Vec<(usize, &str)>> = vec![Vec::new(); FIELDS.len()];
         for name in names {
             if let Some((f, rank)) = self.candidate(name) {
@@ -485,6 +608,7 @@ impl ColumnMap {
             let mut feed = Feed {
                 column: chosen.to_string(),
                 agree: Vec::new(),
+                derive: Derive::Value,
             };
             let mut also = Vec::new();
             for &(_, other) in &list[1..] {
@@ -522,6 +646,7 @@ impl ColumnMap {
             uses.push(ColumnUse {
                 field: field.name,
                 column: chosen.to_string(),
+                how: String::new(),
                 also,
             });
             feeds[f] = Some(feed);
@@ -532,10 +657,12 @@ impl ColumnMap {
                 feeds[target] = Some(Feed {
                     column: column.to_string(),
                     agree: Vec::new(),
+                    derive: Derive::Value,
                 });
                 uses.push(ColumnUse {
                     field: FIELDS[target].name,
                     column: column.to_string(),
+                    how: String::new(),
                     also: Vec::new(),
                 });
                 (format!("feeds {into}"), String::new())

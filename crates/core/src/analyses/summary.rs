@@ -8,7 +8,7 @@ use super::progress::{
     SegmentPart, SegmentStats,
 };
 pub use super::stats::{size_distribution, LengthStats, SizeDistribution};
-use super::stats::{Counts, SizeCounts};
+use super::stats::{Counts, RunningSum, SizeCounts};
 use crate::batch::StepBatch;
 use crate::ingest::IngestReport;
 use crate::methods::gigpo::anchor_clusters;
@@ -40,6 +40,8 @@ pub struct Summary {
     pub progress: Option<ProgressStats>,
     /// HISR's segments, when a `segment` or `segment_reward` column is logged.
     pub segments: Option<SegmentStats>,
+    /// Single-turn logs (every rollout one step): zero-std groups and rewards by group size.
+    pub single_turn: Option<SingleTurn>,
     /// Exact copies of earlier rows dropped at ingest (verl-agent batch padding).
     pub padding_duplicates: u64,
     /// Rows skipped under `--lenient`, per reason.
@@ -101,6 +103,74 @@ pub struct Degenerate {
     pub share_of_steps: f64,
 }
 
+/// What matters in single-turn logs (one step per rollout, as verl's GRPO writes): which groups
+/// give a learning signal at all.
+#[derive(Clone, Debug, Serialize)]
+pub struct SingleTurn {
+    /// Groups whose rewards all equal (zero std: GRPO's advantage is 0 for every rollout).
+    pub zero_std_groups: usize,
+    pub groups: usize,
+    /// Share of groups with a reward spread: the groups that teach anything.
+    pub effective_group_fraction: f64,
+    /// Per iteration: `n` groups, `rate` the share with zero std.
+    pub zero_std_per_iteration: Vec<Rate>,
+    /// Rewards by the number of rollouts in their group.
+    pub reward_by_group_size: Vec<GroupSizeRewards>,
+}
+
+#[derive(Clone, Debug, Serialize)]
+pub struct GroupSizeRewards {
+    pub group_size: usize,
+    pub groups: usize,
+    pub rollouts: usize,
+    pub mean: f64,
+    pub min: f64,
+    pub max: f64,
+    /// reward → rollouts, while there are at most 20 distinct rewards (else empty).
+    pub values: Vec<(f64, usize)>,
+}
+
+/// The single-turn statistics of one group size, added up.
+#[derive(Clone, Debug)]
+struct SizeRewards {
+    groups: usize,
+    sum: RunningSum,
+    min: f64,
+    max: f64,
+    /// f64 bits → rollouts; `None` once more than 20 distinct values were seen.
+    values: Option<BTreeMap<u64, usize>>,
+}
+
+impl Default for SizeRewards {
+    fn default() -> Self {
+        SizeRewards {
+            groups: 0,
+            sum: RunningSum::default(),
+            min: f64::INFINITY,
+            max: f64::NEG_INFINITY,
+            values: Some(BTreeMap::new()),
+        }
+    }
+}
+
+impl SizeRewards {
+    fn add(&mut self, rewards: &[f64]) {
+        self.groups += 1;
+        for &r in rewards {
+            self.sum.add(r);
+            self.min = self.min.min(r);
+            self.max = self.max.max(r);
+            if let Some(values) = &mut self.values {
+                // +0.0 for −0.0, so one zero.
+                *values.entry((r + 0.0).to_bits()).or_default() += 1;
+                if values.len() > 20 {
+                    self.values = None;
+                }
+            }
+        }
+    }
+}
+
 #[derive(Clone, Debug, Serialize)]
 pub struct StepGroups {
     /// Whether an `obs` column was logged (otherwise every step is its own cluster).
@@ -131,6 +201,8 @@ pub struct SummaryPart {
     all_success: usize,
     all_fail: usize,
     degenerate_steps: usize,
+    /// Per group: (iteration, its rollouts' returns).
+    group_returns: Vec<(Option<i64>, Vec<f64>)>,
     clusters: SizeCounts,
     clusters_per_iteration: BTreeMap<i64, SizeCounts>,
     graph: GraphBuilder,
@@ -167,6 +239,18 @@ pub fn summary_part(batch: &StepBatch, hisr: &hisr::Params) -> SummaryPart {
         all_success: 0,
         all_fail: 0,
         degenerate_steps: 0,
+        group_returns: batch
+            .groups
+            .iter()
+            .map(|g| {
+                let returns = g
+                    .trajs
+                    .iter()
+                    .map(|&t| batch.trajs[t as usize].episode_return)
+                    .collect();
+                (g.iteration, returns)
+            })
+            .collect(),
         clusters: SizeCounts::default(),
         clusters_per_iteration: BTreeMap::new(),
         graph: GraphBuilder::of(batch),
@@ -249,6 +333,10 @@ pub struct SummaryBuilder {
     all_success: usize,
     all_fail: usize,
     degenerate_steps: usize,
+    zero_std: usize,
+    /// iteration key → (groups, zero-std groups).
+    zero_std_by_iteration: BTreeMap<String, (usize, usize)>,
+    by_group_size: BTreeMap<usize, SizeRewards>,
     clusters: SizeCounts,
     clusters_per_iteration: BTreeMap<i64, SizeCounts>,
     graph: GraphBuilder,
@@ -284,6 +372,16 @@ impl SummaryBuilder {
         self.all_success += part.all_success;
         self.all_fail += part.all_fail;
         self.degenerate_steps += part.degenerate_steps;
+        for (iteration, returns) in &part.group_returns {
+            let flat = returns.iter().all(|&r| r == returns[0]);
+            self.zero_std += flat as usize;
+            let key = iteration.map_or("(none)".into(), |i| i.to_string());
+            add_rate(&mut self.zero_std_by_iteration, key, 1, flat as usize);
+            self.by_group_size
+                .entry(returns.len())
+                .or_default()
+                .add(returns);
+        }
         self.clusters.merge(&part.clusters);
         for (it, c) in &part.clusters_per_iteration {
             self.clusters_per_iteration.entry(*it).or_default().merge(c);
@@ -351,9 +449,40 @@ impl SummaryBuilder {
                 .collect(),
         };
         let (graph, graph_per_iteration) = self.graph.finish();
+        let one_step = length
+            .histograms
+            .iter()
+            .all(|c| c.0.keys().all(|&l| l == 1));
+        let single_turn = (self.trajectories > 0 && one_step).then(|| SingleTurn {
+            zero_std_groups: self.zero_std,
+            groups: n_groups,
+            effective_group_fraction: (n_groups - self.zero_std) as f64 / n_groups.max(1) as f64,
+            zero_std_per_iteration: if self.has_iteration {
+                rates(self.zero_std_by_iteration)
+            } else {
+                Vec::new()
+            },
+            reward_by_group_size: self
+                .by_group_size
+                .into_iter()
+                .map(|(size, r)| GroupSizeRewards {
+                    group_size: size,
+                    groups: r.groups,
+                    rollouts: r.sum.n,
+                    mean: r.sum.mean(),
+                    min: r.min,
+                    max: r.max,
+                    values: r
+                        .values
+                        .map(|v| v.into_iter().map(|(b, n)| (f64::from_bits(b), n)).collect())
+                        .unwrap_or_default(),
+                })
+                .collect(),
+        });
 
         let mut diagnostics = Vec::new();
-        if step_groups.overall.pct_steps[0] > 40.0 {
+        // Single-turn logs have no step groups and log no validity: those notes would mislead.
+        if single_turn.is_none() && step_groups.overall.pct_steps[0] > 40.0 {
             diagnostics.push(format!(
                 "{:.1}% of steps are in singleton step groups: GiGPO's step term is 0 for those rows (ProxMO's PSA still gives them a soft baseline)",
                 step_groups.overall.pct_steps[0]
@@ -378,7 +507,7 @@ impl SummaryBuilder {
             }
             None => self.segments.finish(),
         };
-        if !invalid_actions.logged {
+        if !invalid_actions.logged && single_turn.is_none() {
             diagnostics.push("no `valid` column: every action counts as valid, so invalid-action statistics and penalties are empty".into());
         }
 
@@ -399,6 +528,7 @@ impl SummaryBuilder {
             graph_per_iteration,
             progress: self.progress.map(ProgressBuilder::finish),
             segments,
+            single_turn,
             padding_duplicates: report.padding_duplicates,
             skipped: report
                 .skipped

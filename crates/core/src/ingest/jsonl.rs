@@ -14,7 +14,7 @@ use super::rows::{Origin, Rows, Value as Typed};
 use super::{conflict_message, convert, domain_error, is_non_finite_word, Cell};
 use crate::error::{Error, Location, Reason, Result, Unit};
 use crate::schema::{
-    columns::*, describe_accepted, ColumnMap, ColumnUse, Field, Kind, Resolution, FIELDS,
+    columns::*, describe_accepted, ColumnMap, ColumnUse, Derive, Field, Kind, Resolution, FIELDS,
 };
 use serde_json::{Map, Value};
 use simd_json::{Node, StaticNode};
@@ -321,7 +321,7 @@ impl<'a> FastPath<'a> {
             match chosen {
                 None if field.required => return false,
                 Some(v) if out_of_domain(field, v) => return false,
-                _ => values[f] = chosen,
+                _ => values[f] = chosen.map(|v| derived(feed.derive, v)),
             }
         }
         rows.push(seq, origin, &values);
@@ -365,6 +365,15 @@ fn typed<'i>(kind: Kind, node: &Node<'i>) -> Option<Option<Typed<'i>>> {
         _ => return None,
     };
     Some(Some(value))
+}
+
+/// The field's value from its column's ([`Derive`]).
+fn derived(derive: Derive, value: Typed<'_>) -> Typed<'_> {
+    match (derive, value) {
+        (Derive::SamplePart, Typed::Str(id)) => Typed::Str(derive.key(id)),
+        (Derive::Zero, _) => Typed::Int(0),
+        (_, v) => v,
+    }
 }
 
 /// A value the field cannot take (the serde path words the message).
@@ -713,7 +722,11 @@ impl Resolver<'_> {
                     format!("`{}` is null; a value is required", field.name),
                 ));
             }
-            cells.push(cell);
+            cells.push(cell.map(|c| match (feed.derive, c) {
+                (Derive::SamplePart, Cell::Str(id)) => Cell::Str(feed.derive.key(&id).to_string()),
+                (Derive::Zero, _) => Cell::Int(0),
+                (_, c) => c,
+            }));
         }
         Ok(cells)
     }
@@ -721,17 +734,22 @@ impl Resolver<'_> {
 
 fn missing_message(field: &crate::schema::Field, object: &Map<String, Value>) -> String {
     let has = |k: &str| object.contains_key(k);
+    let accepted = |name: &str| crate::schema::field(name).map_or(String::new(), describe_accepted);
     if (field.name == GROUP_ID || field.name == TRAJ_ID)
         && has("input")
         && has("output")
         && has("score")
+        && has("step")
     {
         return format!(
-            "this looks like verl-agent's rollout dump (`input, output, score, step`), which has no group or \
-             trajectory ids: columns {} and {} are missing. Log `uid` and `traj_uid` from the batch's \
-             non_tensor_batch with each row, or map your own id columns with `--schema map.toml`",
-            crate::schema::field(GROUP_ID).map_or(String::new(), describe_accepted),
-            crate::schema::field(TRAJ_ID).map_or(String::new(), describe_accepted),
+            "this is a rollout dump (`input, output, score, step`) without ids: columns {} and {} are missing. \
+             verl's classic trainer (verl 0.4–0.8, `trainer.use_v1=false`) writes no `uid` and reorders a prompt's \
+             rollouts, so they cannot be grouped; verl ≥ 0.9 (its default trainer) and 0.8's `main_ppo_sync` write \
+             `uid` = `{{sample}}_{{session}}_{{output}}`, which credit reads as it is. verl-agent's dump has no ids either: \
+             write per-step rows with `integrations/verl_agent_dump.py` (docs/formats.md), or map your own id columns \
+             with `--schema map.toml`",
+            accepted(GROUP_ID),
+            accepted(TRAJ_ID),
         );
     }
     format!(

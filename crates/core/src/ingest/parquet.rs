@@ -7,7 +7,7 @@ use super::jsonl::Block;
 use super::rows::{Origin, Rows, Value as Typed};
 use super::{conflict_message, domain_error, Cell};
 use crate::error::{Error, Location, Reason, Result, Unit};
-use crate::schema::{describe_accepted, ColumnMap, Kind, Resolution, FIELDS};
+use crate::schema::{describe_accepted, ColumnMap, Derive, Kind, Resolution, FIELDS};
 use polars::prelude::*;
 use std::path::Path;
 
@@ -310,7 +310,11 @@ pub(crate) fn read_slice(path: &Path, plan: &Plan, (start, len): (usize, usize))
                 ));
                 bad = true;
             }
-            values[i] = chosen;
+            values[i] = chosen.map(|v| match (feed.derive, v) {
+                (Derive::SamplePart, Typed::Str(id)) => Typed::Str(feed.derive.key(id)),
+                (Derive::Zero, _) => Typed::Int(0),
+                (_, v) => v,
+            });
         }
         if !bad {
             rows.push(

@@ -1,0 +1,201 @@
+//! Logs as trainers write them: verl's rollout dumps (`{global_step}.jsonl` with `uid`) read with
+//! no configuration, the refusal of dumps without ids, and `integrations/verl_agent_dump.py`'s
+//! per-step rows from a batch built here.
+
+use crate::util::{fixture, json, read_jsonl, stderr, Run};
+use std::collections::{BTreeMap, BTreeSet};
+
+#[test]
+fn verl_dumps_are_single_turn_groups() {
+    // Expected numbers from the files themselves: a group is (step, the sample part of uid).
+    let dir = fixture("verl/with_uid/rollout_data_dir");
+    let mut groups: BTreeMap<(i64, String), Vec<f64>> = BTreeMap::new();
+    for step in 1..=3 {
+        for row in read_jsonl(&dir.join(format!("{step}.jsonl"))) {
+            let uid = row["uid"].as_str().unwrap();
+            let sample = uid.rsplitn(3, '_').nth(2).unwrap().to_string();
+            groups
+                .entry((row["step"].as_i64().unwrap(), sample))
+                .or_default()
+                .push(row["score"].as_f64().unwrap());
+        }
+    }
+    let rollouts: usize = groups.values().map(Vec::len).sum();
+    let flat = |r: &Vec<f64>| r.iter().all(|&x| x == r[0]);
+    let zero_std = groups.values().filter(|r| flat(r)).count();
+    let successes = groups.values().flatten().filter(|&&s| s > 0.5).count();
+
+    let run = Run::new();
+    let s = json(&run.credit(["analyze", dir.to_str().unwrap(), "--format", "json"]));
+    assert_eq!(s["rows"], rollouts);
+    assert_eq!(s["groups"], groups.len());
+    assert_eq!(s["trajectories"], rollouts);
+    assert_eq!(s["iterations"], 3);
+    assert!(
+        (s["success"]["overall"].as_f64().unwrap() - successes as f64 / rollouts as f64).abs()
+            < 1e-12
+    );
+    let t = &s["single_turn"];
+    assert_eq!(t["zero_std_groups"], zero_std);
+    assert!(
+        zero_std > 0 && zero_std < groups.len(),
+        "the fixture has both kinds"
+    );
+    let effective = (groups.len() - zero_std) as f64 / groups.len() as f64;
+    assert!((t["effective_group_fraction"].as_f64().unwrap() - effective).abs() < 1e-12);
+    for rate in t["zero_std_per_iteration"].as_array().unwrap() {
+        let it: i64 = rate["key"].as_str().unwrap().parse().unwrap();
+        let of_it: Vec<_> = groups.iter().filter(|((s, _), _)| *s == it).collect();
+        let flat_of_it = of_it.iter().filter(|(_, r)| flat(r)).count();
+        assert_eq!(rate["n"], of_it.len());
+        assert!(
+            (rate["rate"].as_f64().unwrap() - flat_of_it as f64 / of_it.len() as f64).abs() < 1e-12
+        );
+    }
+    let by_size = &t["reward_by_group_size"][0];
+    assert_eq!(by_size["group_size"], 4);
+    assert_eq!(by_size["rollouts"], rollouts);
+    let mean = groups.values().flatten().sum::<f64>() / rollouts as f64;
+    assert!((by_size["mean"].as_f64().unwrap() - mean).abs() < 1e-12);
+    let uses = s["columns"].as_array().unwrap();
+    let group = uses.iter().find(|u| u["field"] == "group_id").unwrap();
+    assert_eq!(group["column"], "uid");
+    assert!(group["how"].as_str().unwrap().contains("sample part"));
+    // The text says why the multi-turn sections are left out.
+    let text = crate::util::stdout(&run.credit(["analyze", dir.to_str().unwrap()]));
+    assert!(
+        text.contains("single-turn logs (one step per rollout)"),
+        "{text}"
+    );
+    assert!(!text.contains("exact-anchor step groups"), "{text}");
+
+    // GRPO under `verl` on these groups: (score − μ)/(σ + 1e-6), σ with ddof 1 over the group.
+    let out = run.path("adv.jsonl");
+    let o = run.credit([
+        "advantages",
+        dir.to_str().unwrap(),
+        "--methods",
+        "grpo",
+        "--preset",
+        "verl",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let rows = read_jsonl(&out);
+    assert_eq!(rows.len(), rollouts);
+    let first = read_jsonl(&dir.join("1.jsonl"));
+    let sample = |uid: &str| uid.rsplitn(3, '_').nth(2).unwrap().to_string();
+    let scores = &groups[&(1, sample(first[0]["uid"].as_str().unwrap()))];
+    let mu = scores.iter().sum::<f64>() / scores.len() as f64;
+    let sd = (scores.iter().map(|x| (x - mu) * (x - mu)).sum::<f64>() / (scores.len() - 1) as f64)
+        .sqrt();
+    let expected = (first[0]["score"].as_f64().unwrap() - mu) / (sd + 1e-6);
+    assert!((rows[0]["adv_grpo"].as_f64().unwrap() - expected).abs() < 1e-9);
+}
+
+#[test]
+fn dumps_without_ids_are_refused_naming_the_verl_version() {
+    let run = Run::new();
+    let out = run.credit([
+        "analyze",
+        fixture("verl/without_uid/rollout_data_dir")
+            .to_str()
+            .unwrap(),
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(err.contains("1.jsonl:1 (group_id)"), "{err}");
+    assert!(
+        err.contains("verl ≥ 0.9") && err.contains("trainer.use_v1=false"),
+        "{err}"
+    );
+    assert!(err.contains("integrations/verl_agent_dump.py"), "{err}");
+}
+
+/// A verl-agent batch built in Python: 2 groups × 2 trajectories of lengths 3, 2, 1, 2, rows
+/// gathered trajectory by trajectory as verl-agent's rollout loop does.
+const BATCH: &str = r#"
+import sys
+sys.path.insert(0, sys.argv[1])
+from verl_agent_dump import dump_steps
+
+class Batch:
+    def __init__(self, batch, non_tensor_batch):
+        self.batch, self.non_tensor_batch = batch, non_tensor_batch
+
+class Tokenizer:
+    def batch_decode(self, ids, skip_special_tokens=True):
+        return ["text " + " ".join(str(t) for t in row) for row in ids]
+
+lengths = {"t1": 3, "t2": 2, "t3": 1, "t4": 2}
+group = {"t1": "g1", "t2": "g1", "t3": "g2", "t4": "g2"}
+won = {"t1": True, "t2": False, "t3": True, "t4": False}
+rows = [(t, k) for t in ["t1", "t2", "t3", "t4"] for k in range(lengths[t])]
+last = lambda t, k: k == lengths[t] - 1
+nt = {
+    "uid": [group[t] for t, _ in rows],
+    "traj_uid": [t for t, _ in rows],
+    "anchor_obs": [f"room {k} of {group[t]}" for t, k in rows],
+    "rewards": [10.0 if won[t] and last(t, k) else 0.0 for t, k in rows],
+    "is_action_valid": [k != 1 for t, k in rows],
+    "episode_rewards": [10.0 if won[t] else 0.0 for t, _ in rows],
+    "episode_lengths": [float(lengths[t]) for t, _ in rows],
+    "data_source": ["alfworld" for _ in rows],
+}
+batch = Batch({"prompts": [[1, 2]] * len(rows), "responses": [[k, 7] for _, k in rows]}, nt)
+print(dump_steps(batch, Tokenizer(), 5, sys.argv[2]))
+"#;
+
+#[test]
+fn the_verl_agent_dump_writes_what_credit_reads() {
+    let run = Run::new();
+    let integrations = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("integrations");
+    let out = std::process::Command::new("python3")
+        .args([
+            "-c",
+            BATCH,
+            integrations.to_str().unwrap(),
+            run.path("logs").to_str().unwrap(),
+        ])
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(run.path("logs/5.jsonl.gz").exists());
+    let s = json(&run.credit(["analyze", "logs", "--format", "json"]));
+    // Counted from the batch above: 8 turns, 2 groups, 4 trajectories (2 won), one iteration,
+    // one invalid action per trajectory with a second turn (t1, t2, t4).
+    assert_eq!(s["rows"], 8);
+    assert_eq!(s["groups"], 2);
+    assert_eq!(s["trajectories"], 4);
+    assert_eq!(s["iterations"], 1);
+    assert_eq!(s["success"]["overall"], 0.5);
+    assert_eq!(s["invalid_actions"]["steps"], 3);
+    assert_eq!(s["length"]["success"]["max"], 3);
+    assert_eq!(s["length"]["failure"]["trajectories"], 2);
+    let steps: BTreeSet<i64> = {
+        let out = run.path("adv.jsonl");
+        let o = run.credit([
+            "advantages",
+            "logs",
+            "--methods",
+            "gigpo",
+            "-o",
+            out.to_str().unwrap(),
+        ]);
+        assert!(o.status.success(), "{}", stderr(&o));
+        read_jsonl(&out)
+            .iter()
+            .map(|r| r["step"].as_i64().unwrap())
+            .collect()
+    };
+    assert_eq!(
+        steps,
+        BTreeSet::from([0, 1, 2]),
+        "turns numbered from row order"
+    );
+}
