@@ -353,3 +353,64 @@ fn window_sizes_do_not_change_any_number() {
         }
     }
 }
+
+/// `--similarity`: the cluster counts and singleton shares at each threshold are those of
+/// verl-agent's own `build_step_group` (the step-group sizes in the reference files), and nothing
+/// is computed without the flag.
+#[test]
+fn similarity_table_matches_verl_agent_groups() {
+    let run = Run::new();
+    let mut expected: BTreeMap<String, (usize, usize, usize)> = BTreeMap::new();
+    for name in ["textworld", "sokoban"] {
+        let rows = read_jsonl(&fixture(&format!(
+            "reference/{name}.gigpo-similarity-ref.jsonl"
+        )));
+        for tag in ["sim095", "sim090", "sim080"] {
+            let groups: BTreeSet<String> = rows
+                .iter()
+                .map(|r| r[format!("{tag}_group")].to_string())
+                .collect();
+            let singletons = rows
+                .iter()
+                .filter(|r| r[format!("{tag}_group_size")] == 1)
+                .count();
+            let e = expected.entry(tag.to_string()).or_default();
+            e.0 += groups.len();
+            e.1 += singletons;
+            e.2 += rows.len();
+        }
+    }
+    let out = run.credit([
+        "analyze",
+        fixture("real").to_str().unwrap(),
+        "--similarity=0.95,0.9,0.8",
+        "--format",
+        "json",
+    ]);
+    let got = json(&out);
+    let table = got["step_groups"]["similarity"].as_array().unwrap();
+    assert_eq!(table.len(), 3);
+    for (row, (tag, theta)) in table
+        .iter()
+        .zip([("sim095", 0.95), ("sim090", 0.9), ("sim080", 0.8)])
+    {
+        let (clusters, singletons, steps) = expected[tag];
+        assert_eq!(f(&row["threshold"]), theta);
+        assert_eq!(row["overall"]["clusters"], clusters, "{tag}");
+        assert_eq!(row["overall"]["steps"], steps, "{tag}");
+        let pct = f(&row["overall"]["pct_steps"][0]);
+        assert!(
+            (pct - 100.0 * singletons as f64 / steps as f64).abs() < 1e-9,
+            "{tag}: {pct}% singleton steps, reference {singletons} of {steps}"
+        );
+    }
+    let plain = json(&run.credit([
+        "analyze",
+        fixture("real").to_str().unwrap(),
+        "--format",
+        "json",
+    ]));
+    assert_eq!(plain["step_groups"]["similarity"], serde_json::json!([]));
+    let bad = run.credit(["analyze", fixture("real").to_str().unwrap(), "--similarity=1"]);
+    assert_eq!(bad.status.code(), Some(2));
+}

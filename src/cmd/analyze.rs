@@ -16,8 +16,28 @@ pub struct Args {
     /// Also draw the analysis' figures (PNG and SVG) into this folder.
     #[arg(long, value_name = "DIR")]
     pub plots: Option<std::path::PathBuf>,
+    /// Also group steps as verl-agent's GiGPO similarity groups do (`--set gigpo.similarity`) at
+    /// these thresholds, and show how the singleton share falls as the threshold drops. Costs a
+    /// string-similarity ratio per pair of distinct states in a group (minutes per million rows).
+    #[arg(
+        long,
+        value_name = "THRESHOLDS",
+        value_delimiter = ',',
+        num_args = 0..,
+        require_equals = true,
+        default_missing_value = "0.95,0.9,0.8",
+        value_parser = similarity_threshold
+    )]
+    pub similarity: Option<Vec<f64>>,
     #[command(flatten)]
     pub models: super::progress::SignalModels,
+}
+
+fn similarity_threshold(text: &str) -> std::result::Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(t) if t > 0.0 && t < 1.0 => Ok(t),
+        _ => Err(format!("{text:?} is not a threshold in (0, 1)")),
+    }
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
@@ -27,13 +47,15 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let fillers = args.models.load(&hisr)?;
     let mut builder = SummaryBuilder::default();
     let mut notes = Notes::default();
+    let thresholds = args.similarity.as_deref().unwrap_or_default();
     let report = read_windows(
         &args.globals,
         &project,
         UnitKind::Group,
         |window| {
             let (batch, notes) = fillers.fill(&window.batch)?;
-            Ok((summary_part(&batch, &hisr), notes))
+            let part = summary_part(&batch, &hisr);
+            Ok((part.with_similarity(&batch, thresholds), notes))
         },
         |event| {
             match event {
@@ -243,6 +265,21 @@ pub fn render(s: &Summary) -> String {
         let _ = writeln!(o, "  % of clusters       {}", buckets(&g.overall, false));
         for (it, dist) in &g.per_iteration {
             let _ = writeln!(o, "  iteration {it:<6} steps {}", buckets(dist, true));
+        }
+        if !g.similarity.is_empty() {
+            let _ = writeln!(
+                o,
+                "  similarity groups (gigpo.similarity; % of steps by size, clusters):"
+            );
+            for t in &g.similarity {
+                let _ = writeln!(
+                    o,
+                    "  θ = {:<16} {}  {}",
+                    t.threshold,
+                    buckets(&t.overall, true),
+                    t.overall.clusters
+                );
+            }
         }
         let gr = &s.graph;
         let _ = writeln!(

@@ -29,6 +29,7 @@ pub mod columns {
     pub const SEGMENT_REWARD: &str = "segment_reward";
     pub const PROGRESS: &str = "progress";
     pub const VALUE: &str = "value";
+    pub const ENTROPY: &str = "entropy";
     /// The observation text shown to the policy, when it differs from the state (`obs`).
     pub const POLICY_OBS: &str = "policy_obs";
     pub const PROMPT: &str = "prompt";
@@ -284,6 +285,13 @@ pub const FIELDS: &[Field] = &[
         kind: Kind::Float,
         required: false,
         sources: &[VALUE, "values", "critic_value"],
+        collision: Collision::Agree,
+    },
+    Field {
+        name: ENTROPY,
+        kind: Kind::Float,
+        required: false,
+        sources: &[ENTROPY, "step_entropy", "mean_entropy"],
         collision: Collision::Agree,
     },
     Field {

@@ -243,11 +243,126 @@ fn proxmo_paper_step_part_is_profile_independent() {
     }
 }
 
+/// The difflib port against CPython 3.11's `difflib.SequenceMatcher(None, a, b).ratio()` on 300
+/// pairs of the fixtures' states and 200 random texts over a small alphabet with `√` and `é`
+/// (`fixtures/reference/difflib-ratios.jsonl`): equal to the last bit.
+#[test]
+fn difflib_ratios_match_cpython() {
+    use credit_core::methods::sequence_matcher::{Matcher, Text};
+    let text = std::fs::read_to_string(fixture("reference/difflib-ratios.jsonl")).unwrap();
+    let mut n = 0;
+    for (i, line) in text.lines().enumerate() {
+        let row: serde_json::Value = serde_json::from_str(line).unwrap();
+        let (a, b) = (row["a"].as_str().unwrap(), row["b"].as_str().unwrap());
+        let got = Matcher::new(b).ratio(&Text::new(a));
+        assert_eq!(got, row["ratio"].as_f64().unwrap(), "pair {i}");
+        n += 1;
+    }
+    assert_eq!(n, 500);
+}
+
+/// verl-agent's similarity-based GiGPO (`enable_similarity=True`, `build_step_group` run unchanged,
+/// `fixtures/reference/generator/`): the clusters, row by row, and both modes at θ = 0.95, 0.9, 0.8.
+fn gigpo_similarity(name: &str) {
+    let batch = load(name);
+    let file = format!("{name}.gigpo-similarity-ref.jsonl");
+    let rows = reference(&batch, &file);
+    for (tag, theta) in [("sim095", "0.95"), ("sim090", "0.9"), ("sim080", "0.8")] {
+        let what = format!("{file} verl gigpo similarity {theta}");
+        let settings = [("invalid_penalty", "0"), ("similarity", theta)];
+        let a = run(&batch, "gigpo", Profile::Verl, &settings);
+        assert_matches(a.advantage(), &rows, &format!("{tag}_gigpo_mean_std_norm"), &what);
+        let sizes = match a.column("gigpo_group_size") {
+            Some(Values::I64(v)) => v,
+            _ => panic!("no gigpo_group_size"),
+        };
+        // Same partition: the reference numbers clusters by first appearance, so map ours.
+        let mut ours_to_theirs = std::collections::HashMap::new();
+        let clusters =
+            credit_core::methods::gigpo::anchor_clusters(&batch, Some(theta.parse().unwrap()));
+        let mut cluster_of = vec![0usize; batch.len()];
+        for (k, c) in clusters.iter().enumerate() {
+            for &r in c {
+                cluster_of[r as usize] = k;
+            }
+        }
+        for (i, r) in rows.iter().enumerate() {
+            assert_eq!(
+                sizes[i],
+                r[format!("{tag}_group_size")].as_i64().unwrap(),
+                "{what}: cluster size of row {i}"
+            );
+            let theirs = r[format!("{tag}_group")].as_i64().unwrap();
+            let mapped = *ours_to_theirs.entry(cluster_of[i]).or_insert(theirs);
+            assert_eq!(mapped, theirs, "{what}: row {i} is in another cluster");
+        }
+        let settings = [
+            ("invalid_penalty", "0"),
+            ("similarity", theta),
+            ("mode", "mean_norm"),
+        ];
+        let a = run(&batch, "gigpo", Profile::Verl, &settings);
+        assert_matches(a.advantage(), &rows, &format!("{tag}_gigpo_mean_norm"), &what);
+    }
+}
+
+#[test]
+fn textworld_gigpo_similarity_verl() {
+    gigpo_similarity("textworld");
+}
+
+#[test]
+fn sokoban_gigpo_similarity_verl() {
+    gigpo_similarity("sokoban");
+}
+
+/// verl-agent's HGPO recipe (`core_hgpo.compute_hgpo_outcome_advantage` run unchanged, penalty 0,
+/// `fixtures/reference/generator/`): K = 2 and 4, both modes, with and without the base group.
+fn hgpo(name: &str) {
+    let batch = load(name);
+    let file = format!("{name}.hgpo-ref.jsonl");
+    let rows = reference(&batch, &file);
+    for k in ["2", "4"] {
+        for mode in ["mean_std_norm", "mean_norm"] {
+            for base in [false, true] {
+                let settings = [
+                    ("invalid_penalty", "0"),
+                    ("history_length", k),
+                    ("mode", mode),
+                    ("base_group", if base { "true" } else { "false" }),
+                ];
+                let a = run(&batch, "hgpo", Profile::Verl, &settings);
+                let key = format!("hgpo_k{k}_{mode}{}", if base { "_base" } else { "" });
+                assert_matches(a.advantage(), &rows, &key, &format!("{file} verl {key}"));
+            }
+        }
+    }
+    let a = run(&batch, "hgpo", Profile::Verl, &[("invalid_penalty", "0")]);
+    assert_matches(
+        column(&a, "hgpo_step_return"),
+        &rows,
+        "step_return",
+        &format!("{file} verl hgpo"),
+    );
+}
+
+#[test]
+fn textworld_hgpo_verl() {
+    hgpo("textworld");
+}
+
+#[test]
+fn sokoban_hgpo_verl() {
+    hgpo("sokoban");
+}
+
 /// Every method's columns on `name`'s fixture with `progress` and `segment_reward` filled in (ĉ_t =
-/// r_t, one segment per turn with r̂ = r_t), so that SPA and HISR run as well.
+/// r_t, one segment per turn with r̂ = r_t) and an `entropy`, so that SPA, HISR and EMPG run as well.
 fn every_method(batch: &mut StepBatch, profile: Profile) -> Vec<(String, Vec<Values>)> {
     let rewards = batch.f64s("reward").unwrap().to_vec();
     batch.with_column_f64("progress", rewards.clone()).unwrap();
+    let entropy = (0..batch.len()).map(|r| (r % 7) as f64 / 3.0).collect();
+    batch.with_column_f64("entropy", entropy).unwrap();
     batch
         .with_column_opt_f64("segment_reward", rewards.into_iter().map(Some).collect())
         .unwrap();
@@ -294,7 +409,7 @@ fn obs_beside_anchor_obs_changes_no_advantage() {
             let mut other = with_obs.batch.clone();
             let expected = every_method(&mut plain, profile);
             let got = every_method(&mut other, profile);
-            assert_eq!(expected.len(), 9);
+            assert_eq!(expected.len(), credit_core::methods::ALL.len());
             for ((method, a), (_, b)) in expected.iter().zip(&got) {
                 for (x, y) in a.iter().zip(b) {
                     match (x, y) {

@@ -177,7 +177,22 @@ pub struct StepGroups {
     pub obs_logged: bool,
     pub overall: SizeDistribution,
     pub per_iteration: Vec<(i64, SizeDistribution)>,
+    /// The same with verl-agent's similarity groups (`--set gigpo.similarity=θ`), one entry per
+    /// threshold asked for ([`SummaryPart::with_similarity`]); empty unless asked or without `obs`.
+    pub similarity: Vec<SimilarityGroups>,
 }
+
+/// Step groups merged at a similarity threshold.
+#[derive(Clone, Debug, Serialize)]
+pub struct SimilarityGroups {
+    pub threshold: f64,
+    pub overall: SizeDistribution,
+}
+
+/// The thresholds `analyze --similarity` tries by default: verl-agent's default (0.95), the one
+/// its released search script uses (0.9), and a looser one. Opt-in because similarity groups
+/// cost a ratio per pair of distinct states in a group (about 50 s per 200k synthetic rows).
+pub const SIMILARITY_THRESHOLDS: [f64; 3] = [0.95, 0.9, 0.8];
 
 /// One window's share of the summary, in a form that adds up exactly ([`SummaryBuilder`]).
 pub struct SummaryPart {
@@ -205,6 +220,8 @@ pub struct SummaryPart {
     group_returns: Vec<(Option<i64>, Vec<f64>)>,
     clusters: SizeCounts,
     clusters_per_iteration: BTreeMap<i64, SizeCounts>,
+    /// Per similarity threshold asked for (none without `obs`).
+    similar_clusters: Vec<(f64, SizeCounts)>,
     graph: GraphBuilder,
     progress: Option<ProgressPart>,
     segments: std::result::Result<Option<SegmentPart>, String>,
@@ -253,6 +270,7 @@ pub fn summary_part(batch: &StepBatch, hisr: &hisr::Params) -> SummaryPart {
             .collect(),
         clusters: SizeCounts::default(),
         clusters_per_iteration: BTreeMap::new(),
+        similar_clusters: Vec::new(),
         graph: GraphBuilder::of(batch),
         progress: progress_part(batch),
         segments: segment_part(batch, hisr).map_err(|e| e.to_string()),
@@ -297,7 +315,7 @@ pub fn summary_part(batch: &StepBatch, hisr: &hisr::Params) -> SummaryPart {
         }
         part.degenerate_steps += g.n_rows;
     }
-    for c in anchor_clusters(batch) {
+    for c in anchor_clusters(batch, None) {
         part.clusters.add(c.len());
         if part.has_iteration {
             let it = batch.groups[batch.group_of_row[c[0] as usize] as usize]
@@ -310,6 +328,26 @@ pub fn summary_part(batch: &StepBatch, hisr: &hisr::Params) -> SummaryPart {
         }
     }
     part
+}
+
+impl SummaryPart {
+    /// Adds the step-group sizes with similarity groups at each threshold (nothing without
+    /// `obs`). Every window of a summary must be given the same thresholds.
+    pub fn with_similarity(mut self, batch: &StepBatch, thresholds: &[f64]) -> Self {
+        if batch.has(crate::schema::columns::OBS) {
+            self.similar_clusters = thresholds
+                .iter()
+                .map(|&t| {
+                    let mut counts = SizeCounts::default();
+                    for c in anchor_clusters(batch, Some(t)) {
+                        counts.add(c.len());
+                    }
+                    (t, counts)
+                })
+                .collect();
+        }
+        self
+    }
 }
 
 /// The summary added up window by window, in input order: [`SummaryBuilder::finish`] gives what
@@ -339,6 +377,7 @@ pub struct SummaryBuilder {
     by_group_size: BTreeMap<usize, SizeRewards>,
     clusters: SizeCounts,
     clusters_per_iteration: BTreeMap<i64, SizeCounts>,
+    similar_clusters: Vec<(f64, SizeCounts)>,
     graph: GraphBuilder,
     progress: Option<ProgressBuilder>,
     segments: SegmentBuilder,
@@ -383,6 +422,13 @@ impl SummaryBuilder {
                 .add(returns);
         }
         self.clusters.merge(&part.clusters);
+        if self.similar_clusters.is_empty() {
+            self.similar_clusters = part.similar_clusters.clone();
+        } else {
+            for ((_, sum), (_, c)) in self.similar_clusters.iter_mut().zip(&part.similar_clusters) {
+                sum.merge(c);
+            }
+        }
         for (it, c) in &part.clusters_per_iteration {
             self.clusters_per_iteration.entry(*it).or_default().merge(c);
         }
@@ -446,6 +492,14 @@ impl SummaryBuilder {
                 .clusters_per_iteration
                 .iter()
                 .map(|(it, c)| (*it, c.finish()))
+                .collect(),
+            similarity: self
+                .similar_clusters
+                .iter()
+                .map(|&(threshold, ref c)| SimilarityGroups {
+                    threshold,
+                    overall: c.finish(),
+                })
                 .collect(),
         };
         let (graph, graph_per_iteration) = self.graph.finish();

@@ -13,16 +13,27 @@
 //! - `paper`: A^E over trajectories, no penalty.
 //! - `verl`: A^E over step rows; invalid rows lose 0.1 from their episode score and from their
 //!   already-discounted R_t (`apply_invalid_action_penalty`).
+//!
+//! Similarity groups (`similarity = θ`, verl-agent's `algorithm.gigpo.enable_similarity` with
+//! `similarity_thresh`; `build_step_group`, PR #159): instead of byte equality, a step joins the
+//! first cluster, in creation order, whose representative (its first member, never updated) it
+//! matches with `difflib.SequenceMatcher(None, obs, representative).ratio() ≥ θ`
+//! ([`super::sequence_matcher`]); otherwise it founds a cluster. Steps are scanned in batch order:
+//! trajectory by trajectory as they first appear in the log, each in step order (verl-agent's
+//! rollout order). Nothing else changes. The merge is order-dependent and not transitive, as in
+//! the reference; θ must lie in (0, 1).
 
 use super::group_stats::{
     cluster_advantages, episode_advantages, episode_scores, episode_stats, step_returns, Norm,
 };
+use super::sequence_matcher::{similar, Matcher, Text};
 use super::{Advantages, Values};
 use crate::batch::StepBatch;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::profile::{Conventions, Profile};
 use crate::schema::columns::OBS;
-use polars::prelude::PlHashMap;
+use polars::prelude::{PlHashMap, StringChunked};
+use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
@@ -33,6 +44,9 @@ pub struct Params {
     pub mode: Norm,
     /// ω, the weight of the step term (`step_advantage_w`).
     pub omega: f64,
+    /// θ of similarity-based anchor groups (`similarity_thresh`); `None` groups byte-identical
+    /// states (`enable_similarity: False`, both presets).
+    pub similarity: Option<f64>,
 }
 
 impl Params {
@@ -41,6 +55,7 @@ impl Params {
             conv: Conventions::of(Profile::Paper),
             mode: Norm::MeanStd,
             omega: 1.0,
+            similarity: None,
         }
     }
 
@@ -49,6 +64,7 @@ impl Params {
             conv: Conventions::of(Profile::Verl),
             mode: Norm::MeanStd,
             omega: 1.0,
+            similarity: None,
         }
     }
 
@@ -58,28 +74,70 @@ impl Params {
             Profile::Verl => Self::verl(),
         }
     }
+
+    pub fn check(&self) -> Result<()> {
+        match self.similarity {
+            Some(t) if !(t > 0.0 && t < 1.0) => Err(Error::Param(format!(
+                "gigpo.similarity = {t}: the similarity threshold must lie in (0, 1) (leave it unset for byte-identical anchors)"
+            ))),
+            _ => Ok(()),
+        }
+    }
 }
 
-/// The exact-anchor clusters of every group: lists of row indices. Rows without `obs` are
-/// singletons. Shared with the analyses (step-group size distribution).
-pub fn anchor_clusters(batch: &StepBatch) -> Vec<Vec<u32>> {
+/// The anchor-state clusters of every group, as lists of row indices: byte-identical `obs`
+/// (`similarity` = None) or verl-agent's first-match similarity clusters. Rows without `obs` are
+/// singletons. Shared with the analyses (step-group size distributions).
+pub fn anchor_clusters(batch: &StepBatch, similarity: Option<f64>) -> Vec<Vec<u32>> {
     let obs = batch.texts(OBS);
+    // Groups are independent, and similarity groups cost a ratio per pair of distinct texts:
+    // clustered in parallel, concatenated in group order.
+    let per_group: Vec<Vec<Vec<u32>>> = (0..batch.groups.len())
+        .into_par_iter()
+        .map(|g| group_clusters(batch.group_rows(g), obs, similarity))
+        .collect();
+    per_group.into_iter().flatten().collect()
+}
+
+/// One group's clusters, in the order of their first rows.
+fn group_clusters(
+    rows: impl Iterator<Item = u32>,
+    obs: Option<&StringChunked>,
+    similarity: Option<f64>,
+) -> Vec<Vec<u32>> {
     let mut clusters: Vec<Vec<u32>> = Vec::new();
+    // State text → its cluster. With similarity groups a repeated text lands where its first
+    // occurrence did (the clusters before that one did not match it then and cannot now), so
+    // each distinct text is compared once.
     let mut index: PlHashMap<&str, usize> = PlHashMap::default();
-    for g in 0..batch.groups.len() {
-        index.clear();
-        for r in batch.group_rows(g) {
-            match obs.and_then(|o| o.get(r as usize)) {
-                Some(text) => {
-                    let k = *index.entry(text).or_insert_with(|| {
-                        clusters.push(Vec::new());
-                        clusters.len() - 1
-                    });
-                    clusters[k].push(r);
-                }
-                None => clusters.push(vec![r]),
+    let mut representatives: Vec<(usize, Matcher)> = Vec::new();
+    for r in rows {
+        let Some(text) = obs.and_then(|o| o.get(r as usize)) else {
+            clusters.push(vec![r]);
+            continue;
+        };
+        let k = match index.get(text) {
+            Some(&k) => k,
+            None => {
+                let found = similarity.and_then(|threshold| {
+                    let text = Text::new(text);
+                    representatives
+                        .iter()
+                        .find(|(_, rep)| similar(&text, rep, threshold))
+                        .map(|(k, _)| *k)
+                });
+                let k = found.unwrap_or_else(|| {
+                    clusters.push(Vec::new());
+                    if similarity.is_some() {
+                        representatives.push((clusters.len() - 1, Matcher::new(text)));
+                    }
+                    clusters.len() - 1
+                });
+                index.insert(text, k);
+                k
             }
-        }
+        };
+        clusters[k].push(r);
     }
     clusters
 }
@@ -91,7 +149,7 @@ pub fn advantages(batch: &StepBatch, params: &Params) -> Result<Advantages> {
     let stats = episode_stats(batch, &scores, conv.stats_over, conv.std_ddof);
     let episode = episode_advantages(batch, &scores, &stats, params.mode, conv.eps);
     let returns = step_returns(batch, conv)?;
-    let clusters = anchor_clusters(batch);
+    let clusters = anchor_clusters(batch, params.similarity);
     let mut step = vec![0.0; batch.len()];
     cluster_advantages(
         &returns,
@@ -204,6 +262,42 @@ mod tests {
             ],
             1e-4,
         );
+    }
+
+    // Similarity groups, derived by hand. difflib ratios against the representatives:
+    // "abxy"~"abcd" = 2·2/8 = 0.5 (new cluster); "abxyd"~"abcd" = 2·3/9 = 0.667 (joins the first
+    // cluster, though "abxyd"~"abxy" = 8/9 is better: first match, not best); "zzzz" matches none.
+    #[test]
+    fn similarity_groups_first_match_in_batch_order() {
+        let rows = [
+            ("g", "1", 1, "abcd", 0.0, true),
+            ("g", "1", 2, "abxy", 1.0, true),
+            ("g", "2", 1, "abxyd", 0.0, true),
+            ("g", "2", 2, "zzzz", 0.0, true),
+        ];
+        let batch = crate::batch::testing::batch(&rows);
+        assert_eq!(
+            anchor_clusters(&batch, Some(0.6)),
+            vec![vec![0, 2], vec![1], vec![3]]
+        );
+        // At 0.7 "abxyd" misses "abcd" and joins "abxy"; at 0.9 it misses both.
+        assert_eq!(
+            anchor_clusters(&batch, Some(0.7)),
+            vec![vec![0], vec![1, 2], vec![3]]
+        );
+        assert_eq!(anchor_clusters(&batch, Some(0.9)).len(), 4);
+        let p = Params {
+            similarity: Some(0.6),
+            ..Params::paper()
+        };
+        let a = advantages(&batch, &p).unwrap();
+        // R = 0.95 (τ1, t1) and 0 (τ2, t1): μ = 0.475, σ = 0.475·√2, A^S = ±1/√2.
+        let s = std::f64::consts::FRAC_1_SQRT_2;
+        assert_close(part(&a, "gigpo_step"), &[s, 0.0, -s, 0.0], 1e-5);
+        let exact = advantages(&batch, &Params::paper()).unwrap();
+        assert_close(part(&exact, "gigpo_step"), &[0.0; 4], 0.0);
+        assert!(Params { similarity: Some(1.0), ..Params::paper() }.check().is_err());
+        assert!(Params { similarity: Some(0.0), ..Params::paper() }.check().is_err());
     }
 
     // spec-mgr.md §3: one group, m = 4, rewards 10 on success, penalty 0.1, γ = 0.95.

@@ -2,14 +2,17 @@
 //! columns (`advantages(&StepBatch, &Params) -> Result<Advantages>`), its presets (`Params::paper()`,
 //! `Params::verl()`) beside the equations they set. [`Method`] is the closed set the CLI dispatches on.
 
+pub mod empg;
 pub mod gigpo;
 pub mod graphgpo;
 pub mod group_stats;
 pub mod grpo;
+pub mod hgpo;
 pub mod hisr;
 pub mod mgr;
 pub mod proxmo;
 pub mod rloo;
+pub mod sequence_matcher;
 pub mod spa;
 pub mod tfidf;
 
@@ -76,12 +79,12 @@ impl Advantages {
 
 /// Every method `credit` knows, in the order `--methods all` runs them (less [`LOGGED_SIGNALS`]).
 pub const ALL: &[&str] = &[
-    "grpo", "drgrpo", "rloo", "gigpo", "proxmo", "graphgpo", "mgr", "spa", "hisr",
+    "grpo", "drgrpo", "rloo", "gigpo", "hgpo", "proxmo", "graphgpo", "mgr", "spa", "hisr", "empg",
 ];
 
-/// Methods that need signals beyond the rewards (`progress`, `segment_reward`): `--methods all`
-/// leaves them out, so that it runs on any logs; name them to run them.
-pub const LOGGED_SIGNALS: &[&str] = &["spa", "hisr"];
+/// Methods that need signals beyond the rewards (`progress`, `segment_reward`, `entropy`):
+/// `--methods all` leaves them out, so that it runs on any logs; name them to run them.
+pub const LOGGED_SIGNALS: &[&str] = &["spa", "hisr", "empg"];
 
 /// A configured estimator.
 #[derive(Clone, Debug)]
@@ -92,11 +95,13 @@ pub enum Method {
     },
     Rloo(rloo::Params),
     Gigpo(gigpo::Params),
+    Hgpo(hgpo::Params),
     Graphgpo(graphgpo::Params),
     Proxmo(proxmo::Params),
     Mgr(mgr::Params),
     Spa(spa::Params),
     Hisr(hisr::Params),
+    Empg(empg::Params),
 }
 
 impl Method {
@@ -116,6 +121,8 @@ impl Method {
             },
             "rloo" => Method::Rloo(rloo::Params::preset(profile)),
             "gigpo" => Method::Gigpo(gigpo::Params::preset(profile)),
+            "hgpo" => Method::Hgpo(hgpo::Params::preset(profile)),
+            "empg" => Method::Empg(empg::Params::preset(profile)),
             "graphgpo" => Method::Graphgpo(graphgpo::Params::preset(profile)),
             "proxmo" => Method::Proxmo(proxmo::Params::preset(profile)),
             "mgr" => Method::Mgr(mgr::Params::preset(profile)),
@@ -136,6 +143,8 @@ impl Method {
             Method::Grpo { label, .. } => label,
             Method::Rloo(_) => "rloo",
             Method::Gigpo(_) => "gigpo",
+            Method::Hgpo(_) => "hgpo",
+            Method::Empg(_) => "empg",
             Method::Graphgpo(_) => "graphgpo",
             Method::Proxmo(_) => "proxmo",
             Method::Mgr(_) => "mgr",
@@ -151,6 +160,8 @@ impl Method {
             Method::Grpo { params, .. } => set_field(params, label, key, value),
             Method::Rloo(p) => set_field(p, label, key, value),
             Method::Gigpo(p) => set_field(p, label, key, value),
+            Method::Hgpo(p) => set_field(p, label, key, value),
+            Method::Empg(p) => set_field(p, label, key, value),
             Method::Graphgpo(p) => set_field(p, label, key, value),
             Method::Proxmo(p) => set_field(p, label, key, value),
             Method::Mgr(p) => set_field(p, label, key, value),
@@ -170,6 +181,8 @@ impl Method {
             Method::Grpo { params, .. } => serde_json::to_value(params),
             Method::Rloo(p) => serde_json::to_value(p),
             Method::Gigpo(p) => serde_json::to_value(p),
+            Method::Hgpo(p) => serde_json::to_value(p),
+            Method::Empg(p) => serde_json::to_value(p),
             Method::Graphgpo(p) => serde_json::to_value(p),
             Method::Proxmo(p) => serde_json::to_value(p),
             Method::Mgr(p) => serde_json::to_value(p),
@@ -181,11 +194,12 @@ impl Method {
 
     /// Whether the method takes statistics over the whole training batch (an iteration) rather
     /// than within each group: ProxMO's TF-IDF fit, MGR's batch completion and validity rates,
-    /// SPA's and HISR's whitening. Such a method needs every group of an iteration at once.
+    /// SPA's and HISR's whitening, EMPG's entropy range and mean. Such a method needs every group
+    /// of an iteration at once.
     pub fn batch_scoped(&self) -> bool {
         matches!(
             self,
-            Method::Proxmo(_) | Method::Mgr(_) | Method::Spa(_) | Method::Hisr(_)
+            Method::Proxmo(_) | Method::Mgr(_) | Method::Spa(_) | Method::Hisr(_) | Method::Empg(_)
         )
     }
 
@@ -206,6 +220,9 @@ impl Method {
             }
         }
         match self {
+            Method::Gigpo(p) => p.check(),
+            Method::Hgpo(p) => p.check(),
+            Method::Empg(p) => p.check(),
             Method::Proxmo(p) => p.check(),
             Method::Mgr(p) => p.check(),
             Method::Spa(p) => p.check(),
@@ -221,6 +238,8 @@ impl Method {
             Method::Grpo { label, params } => grpo::advantages(batch, params, label),
             Method::Rloo(p) => rloo::advantages(batch, p),
             Method::Gigpo(p) => gigpo::advantages(batch, p),
+            Method::Hgpo(p) => hgpo::advantages(batch, p),
+            Method::Empg(p) => empg::advantages(batch, p),
             Method::Graphgpo(p) => graphgpo::advantages(batch, p),
             Method::Proxmo(p) => proxmo::advantages(batch, p),
             Method::Mgr(p) => mgr::advantages(batch, p),
