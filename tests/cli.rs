@@ -5,6 +5,7 @@ mod advantages;
 mod analyze;
 mod compare;
 mod errors;
+mod explorer;
 mod fuzz;
 mod graph;
 mod memory;

@@ -15,7 +15,12 @@ pub struct Args {
     #[command(flatten)]
     pub methods: MethodArgs,
     /// Output file: .parquet, .jsonl or .csv (written atomically; JSONL and CSV get a .meta.json).
-    #[arg(short = 'o', long = "output", value_name = "FILE")]
+    #[arg(
+        short = 'o',
+        long = "out",
+        visible_alias = "output",
+        value_name = "FILE"
+    )]
     pub output: PathBuf,
     #[command(flatten)]
     pub models: super::progress::SignalModels,

@@ -180,8 +180,12 @@ pub fn render(s: &Summary) -> String {
         .map_or(String::new(), |i| format!(", {i} iterations"));
     let _ = writeln!(
         o,
-        "{} files, {} rows{iterations}, {} groups, {} trajectories",
-        s.files, s.rows, s.groups, s.trajectories
+        "{} {}, {} rows{iterations}, {} groups, {} trajectories",
+        s.files,
+        if s.files == 1 { "file" } else { "files" },
+        s.rows,
+        s.groups,
+        s.trajectories
     );
     let _ = writeln!(o, "{}", render_columns(&s.columns));
     let r = &s.rollouts_per_group;

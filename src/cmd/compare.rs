@@ -54,6 +54,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
         for note in notes {
             eprintln!("note: {note}");
         }
+        outln!(
+            "methods: {} (preset {})",
+            comparison.methods.join(", "),
+            plan.profile
+        );
         out!("{}", render(&comparison));
     }
     Ok(ExitCode::Ok)

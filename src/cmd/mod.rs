@@ -18,7 +18,8 @@ use credit_core::analyses::summary::{summary_part, Summary, SummaryBuilder};
 use credit_core::ingest::{
     read_paths, stream, Event, IngestOptions, IngestReport, Ingested, UnitKind, Window,
 };
-use credit_core::methods::{hisr, parse_list, Method};
+use credit_core::methods::{hisr, Advantages, Method};
+pub use credit_core::plan::Plan;
 use credit_core::output::InOrder;
 use credit_core::profile::Profile;
 use credit_core::StepBatch;
@@ -82,7 +83,7 @@ pub struct Globals {
 /// Flags of the commands that run methods.
 #[derive(Clone, Debug, Default, Args)]
 pub struct MethodArgs {
-    /// Methods, comma-separated, or `all` (grpo, drgrpo, rloo, gigpo, proxmo, graphgpo, mgr); spa and hisr read logged signals and run when named.
+    /// Methods, comma-separated, or `all` (grpo, drgrpo, rloo, gigpo, hgpo, proxmo, graphgpo, mgr); spa, hisr and empg read logged signals and run when named.
     #[arg(long, value_name = "LIST")]
     pub methods: Option<String>,
     /// `paper` (the papers' equations) or `verl` (what the reference training code computes).
@@ -204,33 +205,37 @@ pub fn read_windows<R: Send>(
     Ok(report)
 }
 
-/// The resolved methods: preset < credit.toml < flags.
-pub struct Plan {
-    pub profile: Profile,
-    pub methods: Vec<Method>,
-}
-
 impl MethodArgs {
+    /// The methods to run: preset < credit.toml < flags ([`Plan::new`]).
     pub fn plan(&self, project: &ProjectFile, default_methods: &str) -> Result<Plan> {
-        let preset = self
-            .preset
-            .as_deref()
-            .or(project.preset.as_deref())
-            .unwrap_or("paper");
-        let profile: Profile = preset.parse().map_err(anyhow::Error::msg)?;
         let list = match (&self.methods, &project.methods) {
             (Some(list), _) => list.clone(),
             (None, Some(list)) => list.join(","),
             (None, None) => default_methods.to_string(),
         };
-        let mut methods = parse_list(&list)?
-            .iter()
-            .map(|n| Method::preset(n, profile))
-            .collect::<Result<Vec<_>, _>>()?;
+        Ok(Plan::new(self.profile(project)?, &list, &self.settings(project)?)?)
+    }
 
-        // Keys every method may have: the file's values, then the flags' on top.
-        let mut shared: Vec<(&str, String)> = Vec::new();
+    /// HISR's parameters as `--methods hisr` would resolve them (preset < credit.toml < flags):
+    /// the segment statistics segment the logs as the method does.
+    pub fn hisr_params(&self, project: &ProjectFile) -> Result<hisr::Params> {
+        Ok(Plan::hisr(self.profile(project)?, &self.settings(project)?)?)
+    }
+
+    fn profile(&self, project: &ProjectFile) -> Result<Profile> {
+        let preset = self
+            .preset
+            .as_deref()
+            .or(project.preset.as_deref())
+            .unwrap_or("paper");
+        preset.parse().map_err(anyhow::Error::msg)
+    }
+
+    /// Every setting in the order it applies: credit.toml's shared keys, the flags' shared keys,
+    /// credit.toml's `[params]`, then `--set`.
+    fn settings(&self, project: &ProjectFile) -> Result<Vec<(String, String)>> {
         let text = |v: Option<f64>| v.map(|x| x.to_string());
+        let mut settings = Vec::new();
         for (key, file, flag) in [
             (
                 "invalid_penalty",
@@ -244,62 +249,16 @@ impl MethodArgs {
                 self.seed.map(|s| s.to_string()),
             ),
         ] {
-            shared.extend([file, flag].into_iter().flatten().map(|v| (key, v)));
+            settings.extend([file, flag].into_iter().flatten().map(|v| (key.to_string(), v)));
         }
-        let mut settings = project.param_settings()?;
+        settings.extend(project.param_settings()?);
         for item in &self.set {
             let (key, value) = item.split_once('=').with_context(|| {
                 format!("`--set {item}`: expected METHOD.PARAM=VALUE, e.g. `--set gigpo.omega=0.5`")
             })?;
             settings.push((key.trim().to_string(), value.trim().to_string()));
         }
-        // Shared keys first, then per-method settings (file, then flags).
-        for method in &mut methods {
-            for (key, value) in &shared {
-                if method.has_param(key) {
-                    method.set(key, value)?;
-                }
-            }
-        }
-        for (key, value) in &settings {
-            let (label, param) = key.split_once('.').with_context(|| {
-                format!("`{key}={value}`: expected METHOD.PARAM=VALUE, e.g. `gigpo.omega=0.5`")
-            })?;
-            let mut matched = false;
-            for method in methods.iter_mut().filter(|m| m.label() == label) {
-                method.set(param, value)?;
-                matched = true;
-            }
-            if !matched {
-                if !credit_core::methods::ALL.contains(&label) {
-                    anyhow::bail!("`{key}={value}`: unknown method `{label}`");
-                }
-                // A setting for a method that does not run is still checked: a typo must not
-                // pass silently.
-                let mut probe = Method::preset(label, profile)?;
-                probe.set(param, value)?;
-                probe.check()?;
-            }
-        }
-        for method in &methods {
-            method.check()?;
-        }
-        Ok(Plan { profile, methods })
-    }
-}
-
-impl MethodArgs {
-    /// HISR's parameters as `--methods hisr` would resolve them (preset < credit.toml < flags):
-    /// the segment statistics segment the logs as the method does.
-    pub fn hisr_params(&self, project: &ProjectFile) -> Result<hisr::Params> {
-        let only_hisr = MethodArgs {
-            methods: Some("hisr".into()),
-            ..self.clone()
-        };
-        match only_hisr.plan(project, "hisr")?.methods.into_iter().next() {
-            Some(Method::Hisr(params)) => Ok(params),
-            _ => unreachable!("`--methods hisr` plans hisr"),
-        }
+        Ok(settings)
     }
 }
 
@@ -325,28 +284,6 @@ impl Notes {
     }
 }
 
-impl Plan {
-    /// What a window must hold whole for every planned method.
-    pub fn unit(&self) -> UnitKind {
-        if self.methods.iter().any(Method::batch_scoped) {
-            UnitKind::Iteration
-        } else {
-            UnitKind::Group
-        }
-    }
-
-    /// Every planned method's result on one batch.
-    pub fn run(&self, batch: &StepBatch) -> Result<Vec<credit_core::methods::Advantages>> {
-        self.methods
-            .iter()
-            .map(|m| {
-                m.advantages(batch)
-                    .with_context(|| format!("computing {}", m.label()))
-            })
-            .collect()
-    }
-}
-
 /// Every planned method on every window of the logs, gathered in input order: what `compare`
 /// and `report` keep per row (a few bytes, plus 8 per method), and the summary when asked for.
 pub struct Gathered {
@@ -365,6 +302,32 @@ pub fn gather(
     hisr: &hisr::Params,
     with_summary: bool,
 ) -> Result<Gathered> {
+    gather_with(
+        globals,
+        project,
+        plan,
+        fillers,
+        hisr,
+        with_summary,
+        |_, _, _| Ok(()),
+        |_| Ok(()),
+    )
+}
+
+/// As [`gather`], and more of each window: `look` gets the window, its batch (with any filled
+/// signals) and every method's whole result, in parallel; `keep` gets what `look` made of it in
+/// input order, and `None` when the logs are read again from the start (forget everything kept).
+#[allow(clippy::too_many_arguments)]
+pub fn gather_with<X: Send>(
+    globals: &Globals,
+    project: &ProjectFile,
+    plan: &Plan,
+    fillers: &progress::Fillers,
+    hisr: &hisr::Params,
+    with_summary: bool,
+    look: impl Fn(&Window, &StepBatch, &[Advantages]) -> Result<X> + Sync,
+    mut keep: impl FnMut(Option<X>) -> Result<()>,
+) -> Result<Gathered> {
     let labels: Vec<String> = plan.methods.iter().map(|m| m.label().to_string()).collect();
     let mut rows = CompareRows::default();
     let mut columns: Vec<Vec<f64>> = vec![Vec::new(); labels.len()];
@@ -379,13 +342,20 @@ pub fn gather(
             let (batch, mut window_notes) = fillers.fill(&window.batch)?;
             let results = plan.run(&batch)?;
             window_notes.extend(results.iter().flat_map(|r| r.notes.iter().cloned()));
+            let looked = look(window, &batch, &results)?;
             let advantages = results.iter().map(|r| r.advantage().to_vec()).collect();
             let part = with_summary.then(|| summary_part(&batch, hisr));
-            Ok((CompareChunk::of(&batch, advantages), part, window_notes))
+            Ok((
+                CompareChunk::of(&batch, advantages),
+                part,
+                window_notes,
+                looked,
+            ))
         },
         |event| {
             match event {
-                Event::Window(window, (chunk, part, window_notes)) => {
+                Event::Window(window, (chunk, part, window_notes, looked)) => {
+                    keep(Some(looked))?;
                     notes.extend(window_notes);
                     if let Some(part) = part {
                         builder.add(part);
@@ -397,6 +367,7 @@ pub fn gather(
                     })?;
                 }
                 Event::Restart => {
+                    keep(None)?;
                     rows = CompareRows::default();
                     columns.iter_mut().for_each(Vec::clear);
                     in_order.clear();
@@ -463,15 +434,5 @@ pub fn proxmo_params(plan: &Plan) -> Option<credit_core::methods::proxmo::Params
 
 /// The metadata written with every result: preset and every parameter in use.
 pub fn metadata(plan: &Plan, notes: &[String]) -> serde_json::Value {
-    let params: serde_json::Map<String, serde_json::Value> = plan
-        .methods
-        .iter()
-        .map(|m| (m.label().to_string(), m.params_json()))
-        .collect();
-    serde_json::json!({
-        "credit_version": env!("CARGO_PKG_VERSION"),
-        "preset": plan.profile,
-        "params": params,
-        "notes": notes,
-    })
+    plan.metadata(notes)
 }

@@ -63,7 +63,7 @@ fn trajectories(
 ) -> Result<Vec<Trajectory>> {
     let segments = match readout {
         Readout::Step => None,
-        Readout::SegmentEnd => Some(hisr::segmentation(batch, hisr)?.ranges),
+        Readout::SegmentEnd => Some(hisr::segmentation(batch, hisr.segments, &hisr.rl)?.ranges),
     };
     // The model reads what the policy read: `policy_obs` beside a logged state, else the state.
     let columns = [batch.texts(TASK), batch.policy_texts(), batch.texts(ACTION)];

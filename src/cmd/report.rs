@@ -1,14 +1,16 @@
-//! `credit report [PATHS] --methods … --out DIR [--check thresholds.toml] [--baseline OLD/summary.json]`:
-//! `report.html` (self-contained), `report.md` (PNGs in `figures/`), `summary.json`; exit 1 when a
-//! threshold rule fails.
+//! `credit report [PATHS] --methods … --out DIR [--check thresholds.toml] [--baseline OLD/summary.json]
+//! [--explore GROUP] [--explore-max N]`: `report.html` (self-contained, with the explorer of chosen
+//! groups), `report.md` (PNGs in `figures/`), `summary.json`; exit 1 when a threshold rule fails.
 
-use super::{gather, metadata, proxmo_params, Format, Globals, MethodArgs};
+use super::{gather_with, metadata, proxmo_params, Format, Globals, MethodArgs};
 use crate::config::ProjectFile;
 use crate::exit::ExitCode;
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use credit_core::analyses::compare::compare;
 use credit_core::output::write_atomic;
-use credit_report::{check, figures, html, markdown, summary_json, Inputs, Scope};
+use credit_report::explorer::{DrawSvg, Selection, Selector};
+use credit_report::trends::{self, Trends};
+use credit_report::{check, dot, figures, html, markdown, summary_json, Inputs, Scope};
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, clap::Args)]
@@ -26,6 +28,14 @@ pub struct Args {
     /// An earlier run's summary.json: adds a before/after column.
     #[arg(long, value_name = "OLD/summary.json")]
     pub baseline: Option<PathBuf>,
+    /// A group for the explorer, by its `group_id` (repeatable); in logs with iterations, every
+    /// iteration's group of that id, earliest first.
+    #[arg(long = "explore", value_name = "GROUP")]
+    pub explore: Vec<String>,
+    /// The most groups the explorer embeds (each adds its steps and state graph, about 0.2–0.7 MB);
+    /// 0 leaves it out.
+    #[arg(long, value_name = "N", default_value_t = 12)]
+    pub explore_max: usize,
     #[command(flatten)]
     pub models: super::progress::SignalModels,
 }
@@ -65,10 +75,58 @@ pub fn run(args: Args) -> Result<ExitCode> {
         }
         None => None,
     };
+    if args.explore_max == 0 && !args.explore.is_empty() {
+        bail!("--explore needs room: --explore-max is 0");
+    }
     let json = args.globals.format == Format::Json;
     let hisr = args.methods.hisr_params(&project)?;
     let fillers = args.models.load(&hisr)?;
-    let gathered = gather(&args.globals, &project, &plan, &fillers, &hisr, true)?;
+    let labels: Vec<String> = plan.methods.iter().map(|m| m.label().to_string()).collect();
+    let selector = (args.explore_max > 0)
+        .then(|| Selector::new(&args.explore, args.explore_max, labels.clone()));
+    let mut selection = Selection::default();
+    let mut trends = Trends::default();
+    let gathered = gather_with(
+        &args.globals,
+        &project,
+        &plan,
+        &fillers,
+        &hisr,
+        true,
+        |window, batch, results| {
+            let candidates = selector
+                .as_ref()
+                .map(|s| s.look(batch, &window.seq, results));
+            let columns: Vec<&[f64]> = results.iter().map(|r| r.advantage()).collect();
+            Ok((candidates, Trends::of(batch, &columns)))
+        },
+        |kept| {
+            match kept {
+                Some((candidates, part)) => {
+                    if let (Some(s), Some(c)) = (&selector, candidates) {
+                        selection.add(s, c);
+                    }
+                    trends.add(part);
+                }
+                None => {
+                    if let Some(s) = &selector {
+                        selection.restart(s);
+                    }
+                    trends = Trends::default();
+                }
+            }
+            Ok(())
+        },
+    )?;
+    if let Some(s) = &selector {
+        let unmatched = selection.unmatched(s);
+        if !unmatched.is_empty() {
+            bail!(
+                "--explore: no group `{}` in the logs",
+                unmatched.join("`, `")
+            );
+        }
+    }
     let summary = gathered.summary.as_ref().expect("asked for the summary");
     let comparison = compare(&gathered.rows, &gathered.advantages);
     let inputs = Inputs {
@@ -85,13 +143,28 @@ pub fn run(args: Args) -> Result<ExitCode> {
         .as_ref()
         .map(|r| check::evaluate(r, &summary_json(&inputs, &[], None), baseline.as_ref()))
         .transpose()?;
+    let dot_available = selector.is_some() && dot::available();
     let staging = credit_core::output::temporary(&args.out);
     let built = (|| -> Result<Vec<credit_report::plots::Figure>> {
         let figure_dir = staging.join("figures");
         std::fs::create_dir_all(&figure_dir)
             .with_context(|| format!("creating {}", figure_dir.display()))?;
         let bar = crate::progress::spinner("drawing figures", json);
-        let figures = figures(&inputs, Scope::All, Some(&figure_dir))?;
+        let mut figures = figures(&inputs, Scope::All, Some(&figure_dir))?;
+        figures.extend(trends::figure(
+            &trends,
+            summary,
+            &labels,
+            Some(&figure_dir),
+        )?);
+        let explorer = match &selector {
+            Some(s) => {
+                let draw: &DrawSvg = &dot::svg;
+                let draw = dot_available.then_some(draw);
+                Some(selection.finish(s, &comparison, draw)?)
+            }
+            None => None,
+        };
         bar.finish_and_clear();
         for figure in &figures {
             write_text(&figure_dir.join(format!("{}.svg", figure.id)), &figure.svg)?;
@@ -103,11 +176,23 @@ pub fn run(args: Args) -> Result<ExitCode> {
         )?;
         write_text(
             &staging.join("report.html"),
-            &html::write(&inputs, &figures, outcome.as_ref(), baseline.as_ref()),
+            &html::write(
+                &inputs,
+                &figures,
+                outcome.as_ref(),
+                baseline.as_ref(),
+                explorer.as_ref(),
+            ),
         )?;
         write_text(
             &staging.join("report.md"),
-            &markdown::write(&inputs, &figures, outcome.as_ref(), baseline.as_ref()),
+            &markdown::write(
+                &inputs,
+                &figures,
+                outcome.as_ref(),
+                baseline.as_ref(),
+                explorer.as_ref().map_or(0, |e| e.groups.len()),
+            ),
         )?;
         swap_in(&staging, &args.out)?;
         Ok(figures)
@@ -135,6 +220,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
             args.out.display(),
             figures.len()
         );
+        if selector.is_some() && !dot_available {
+            eprintln!("note: Graphviz `dot` is not installed: the explorer shows no state graphs (install graphviz)");
+        }
         if let Some(o) = &outcome {
             for r in &o.rules {
                 outln!(

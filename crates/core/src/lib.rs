@@ -8,6 +8,7 @@ pub mod batch;
 pub mod error;
 pub mod ingest;
 pub mod schema;
+pub mod segments;
 
 pub use batch::StepBatch;
 pub use error::{Error, Result};
@@ -15,4 +16,5 @@ pub mod analyses;
 pub mod graph;
 pub mod methods;
 pub mod output;
+pub mod plan;
 pub mod profile;

@@ -30,6 +30,15 @@ impl std::str::FromStr for Profile {
     }
 }
 
+impl std::fmt::Display for Profile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Profile::Paper => "paper",
+            Profile::Verl => "verl",
+        })
+    }
+}
+
 /// Whose values enter a group's mean and std.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

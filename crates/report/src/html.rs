@@ -1,7 +1,9 @@
-//! `report.html`: one self-contained file (inline CSS and SVG, no scripts, fonts or external
-//! images) with the analyze and compare results, every figure with its caption, and the checks.
+//! `report.html`: one self-contained file (inline CSS, SVG and script, no fonts, external files or
+//! network) with the analyze and compare results, every figure with its caption, the checks, and
+//! the explorer of chosen groups.
 
 use crate::check::Outcome;
+use crate::explorer::Explorer;
 use crate::plots::{Figure, Section};
 use crate::Inputs;
 use std::fmt::Write;
@@ -31,6 +33,7 @@ pub fn write(
     figures: &[Figure],
     checks: Option<&Outcome>,
     baseline: Option<&serde_json::Value>,
+    explorer: Option<&Explorer>,
 ) -> String {
     let s = inputs.summary;
     let mut o = String::new();
@@ -47,6 +50,13 @@ pub fn write(
         esc(preset),
         esc(&inputs.advantages.iter().map(|(m, _)| m.as_str()).collect::<Vec<_>>().join(", "))
     );
+    if let Some(e) = explorer.filter(|e| !e.groups.is_empty()) {
+        let _ = writeln!(
+            o,
+            "<p><a href=\"#explore\">Explore {} groups</a> step by step: what the agent saw and did, every method's credit, the state graph.</p>",
+            e.groups.len()
+        );
+    }
     let _ = writeln!(
         o,
         "<p class=\"columns\">Columns: {}.</p>",
@@ -216,6 +226,13 @@ pub fn write(
             esc(&fig.caption)
         );
     };
+    let trends: Vec<&Figure> = in_section(Section::Trends).collect();
+    if !trends.is_empty() {
+        let _ = writeln!(o, "<h2 id=\"trends\">Per-iteration trends</h2>");
+        for fig in trends {
+            figure(&mut o, fig);
+        }
+    }
     let _ = writeln!(o, "<h2 id=\"figures\">Figures</h2>");
     for fig in in_section(Section::Figures) {
         figure(&mut o, fig);
@@ -234,6 +251,9 @@ pub fn write(
             figure(&mut o, fig);
         }
     }
+    if let Some(e) = explorer {
+        explore(&mut o, e, s.groups);
+    }
     let params = serde_json::to_string_pretty(&inputs.metadata).unwrap_or_default();
     let _ = writeln!(
         o,
@@ -246,4 +266,41 @@ pub fn write(
         env!("CARGO_PKG_VERSION")
     );
     o
+}
+
+/// The explorer: heading and notes outside the container, then the stylesheet, the data, the
+/// container and the script, in the order `explorer.js` expects.
+fn explore(o: &mut String, e: &Explorer, groups_in_logs: usize) {
+    let _ = writeln!(
+        o,
+        "<h2 id=\"explore\">Explore groups, trajectories and steps</h2>"
+    );
+    if e.groups.is_empty() {
+        let _ = writeln!(o, "<p class=\"note\">None of the logs' {groups_in_logs} groups is one the explorer picks on its own (a group where the methods' ranks can disagree needs {} steps; none has singleton states or failed yet made progress): name groups with <code>--explore GROUP</code>.</p>", crate::explorer::MIN_STEPS_FOR_RANKS);
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "<p>{} of the logs' {} groups: those named with <code>--explore</code>, then in turns the groups where the methods disagree most (the lowest Spearman ρ between two methods' advantages over the group's steps), the most singleton-heavy (steps whose exact observation occurs once in the group: GiGPO's step term is 0) and failed groups that still made progress (<code>--explore-max</code> bounds how many). Pick a group, then a step (click, or ←/→ and ↑/↓): the panel shows what the agent saw and did, every method's advantage and its parts, and the step's state in the group's graph (nodes by distance to success, edges by mean <code>adv_{}</code>). Steps are coloured by the chosen method's advantage (keys 1–9), full colour at its 95th-percentile |A| over the logs; the address reopens the same step.</p>",
+        e.groups.len(),
+        groups_in_logs,
+        esc(&e.default_method)
+    );
+    if e.graphviz_missing {
+        let _ = writeln!(o, "<p class=\"note\">Graphviz <code>dot</code> was not found when this report was built: the groups' state graphs are left out (install graphviz and build the report again).</p>");
+    }
+    if e.named_left_out > 0 {
+        let _ = writeln!(
+            o,
+            "<p class=\"note\">{} more groups matched <code>--explore</code> than <code>--explore-max</code> allows: the earliest in the input are here.</p>",
+            e.named_left_out
+        );
+    }
+    let _ = writeln!(
+        o,
+        "<style>{}</style>\n<script type=\"application/json\" id=\"credit-explorer-data\">{}</script>\n<div id=\"explorer\"></div>\n<script>{}</script>",
+        crate::explorer::CSS,
+        e.json(),
+        crate::explorer::JS
+    );
 }

@@ -6,9 +6,12 @@
 //! [`check::evaluate`] applies `thresholds.toml`, and [`html`] / [`markdown`] write the documents.
 
 pub mod check;
+pub mod dot;
+pub mod explorer;
 pub mod html;
 pub mod markdown;
 pub mod plots;
+pub mod trends;
 
 use credit_core::analyses::compare::{Comparison, POSITION_CAP};
 use credit_core::analyses::progress::{Curve, ProgressPosition};
@@ -29,6 +32,8 @@ pub enum Error {
     File { path: PathBuf, message: String },
     #[error("{0}")]
     Check(String),
+    #[error("Graphviz: {0}")]
+    Graphviz(String),
 }
 
 /// Everything a report is made of.
@@ -77,6 +82,37 @@ fn by_iteration(
     )
 }
 
+/// Draws one figure: `plot` returns the SVG and writes a PNG where it is told; PNGs go to
+/// `png_dir/<id>.png` when given (written through a temporary name, then renamed).
+fn figure(
+    png_dir: Option<&Path>,
+    section: Section,
+    id: &str,
+    title: String,
+    caption: String,
+    plot: &dyn Fn(Option<&Path>) -> Result<String, String>,
+) -> Result<Figure, Error> {
+    let png = png_dir.map(|d| d.join(format!(".{id}.tmp.png")));
+    let svg = plot(png.as_deref()).map_err(|message| Error::Plot {
+        figure: id.to_string(),
+        message,
+    })?;
+    if let (Some(tmp), Some(dir)) = (png, png_dir) {
+        let target = dir.join(format!("{id}.png"));
+        std::fs::rename(&tmp, &target).map_err(|e| Error::File {
+            path: target,
+            message: e.to_string(),
+        })?;
+    }
+    Ok(Figure {
+        id: id.to_string(),
+        title,
+        caption,
+        svg,
+        section,
+    })
+}
+
 /// Which figures to draw.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scope {
@@ -99,25 +135,7 @@ pub fn figures(
                    caption: String,
                    plot: &dyn Fn(Option<&Path>) -> Result<String, String>|
      -> Result<(), Error> {
-        let png = png_dir.map(|d| d.join(format!(".{id}.tmp.png")));
-        let svg = plot(png.as_deref()).map_err(|message| Error::Plot {
-            figure: id.to_string(),
-            message,
-        })?;
-        if let (Some(tmp), Some(dir)) = (png, png_dir) {
-            let target = dir.join(format!("{id}.png"));
-            std::fs::rename(&tmp, &target).map_err(|e| Error::File {
-                path: target,
-                message: e.to_string(),
-            })?;
-        }
-        out.push(Figure {
-            id: id.to_string(),
-            title,
-            caption,
-            svg,
-            section,
-        });
+        out.push(figure(png_dir, section, id, title, caption, plot)?);
         Ok(())
     };
     fn draw<P: Plot>(p: P) -> impl Fn(Option<&Path>) -> Result<String, String> {

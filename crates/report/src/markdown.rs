@@ -14,6 +14,7 @@ pub fn write(
     figures: &[Figure],
     checks: Option<&Outcome>,
     baseline: Option<&serde_json::Value>,
+    explored: usize,
 ) -> String {
     let s = inputs.summary;
     let mut o = String::new();
@@ -41,6 +42,12 @@ pub fn write(
             .collect::<Vec<_>>()
             .join(", ")
     );
+    if explored > 0 {
+        let _ = writeln!(
+            o,
+            "`report.html` explores {explored} chosen groups step by step: what the agent saw and did, every method's credit, the state graph.\n"
+        );
+    }
     for u in s.columns.iter().filter(|u| !u.also.is_empty()) {
         let _ = writeln!(o, "- {}", u.describe());
     }
@@ -156,6 +163,13 @@ pub fn write(
             f.title, f.title, f.id, f.caption
         );
     };
+    let trends: Vec<&Figure> = in_section(Section::Trends).collect();
+    if !trends.is_empty() {
+        let _ = writeln!(o, "\n## Per-iteration trends\n");
+        for f in trends {
+            figure(&mut o, f);
+        }
+    }
     let _ = writeln!(o, "\n## Figures\n");
     for f in in_section(Section::Figures) {
         figure(&mut o, f);

@@ -30,6 +30,8 @@ pub enum Section {
     Figures,
     /// "Progress and segments": SPA's progress and HISR's segments, when the logs carry them.
     ProgressSegments,
+    /// "Per-iteration trends", when the logs have iterations.
+    Trends,
 }
 
 /// A figure's drawing, for any backend.

@@ -239,7 +239,7 @@ pub fn segment_part(
     {
         return Ok(None);
     }
-    let segments = hisr::segmentation(batch, params)?;
+    let segments = hisr::segmentation(batch, params.segments, &params.rl)?;
     let trajs = batch
         .trajs
         .iter()

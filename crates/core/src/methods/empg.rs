@@ -18,7 +18,7 @@
 //! (`verl`: statistics over step rows and the 0.1 invalid penalty).
 
 use super::group_stats::{episode_advantages, episode_scores, episode_stats, Norm};
-use super::spa::row_name;
+use super::step_rl::row_name;
 use super::{Advantages, Values};
 use crate::batch::StepBatch;
 use crate::error::{Error, Result};
@@ -125,9 +125,7 @@ pub fn advantages(batch: &StepBatch, params: &Params) -> Result<Advantages> {
             bonus[pair[0] as usize] = params.zeta * (-params.k_f * next).exp();
         }
     }
-    let modulated: Vec<f64> = (0..n)
-        .map(|r| scale[r] * episode[r] + bonus[r])
-        .collect();
+    let modulated: Vec<f64> = (0..n).map(|r| scale[r] * episode[r] + bonus[r]).collect();
     let mean = modulated.iter().sum::<f64>() / n.max(1) as f64;
     let advantage = modulated.iter().map(|a| a - mean).collect();
     Ok(Advantages::new("empg", advantage)
@@ -165,12 +163,16 @@ mod tests {
         let a = advantages(&b, &Params::paper()).unwrap();
         assert_close(
             part(&a, "empg_scale"),
-            &[1.372736, 0.704786, 0.983609, 0.505001, 1.372736, 1.372736, 0.704786, 0.983609],
+            &[
+                1.372736, 0.704786, 0.983609, 0.505001, 1.372736, 1.372736, 0.704786, 0.983609,
+            ],
             1e-5,
         );
         assert_close(
             a.advantage(),
-            &[1.08672, 0.563067, -0.594019, -0.192381, -0.905961, 1.035378, -0.361997, -0.630807],
+            &[
+                1.08672, 0.563067, -0.594019, -0.192381, -0.905961, 1.035378, -0.361997, -0.630807,
+            ],
             1e-5,
         );
         assert!(a.advantage().iter().sum::<f64>().abs() < 1e-12);

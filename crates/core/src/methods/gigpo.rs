@@ -296,8 +296,18 @@ mod tests {
         assert_close(part(&a, "gigpo_step"), &[s, 0.0, -s, 0.0], 1e-5);
         let exact = advantages(&batch, &Params::paper()).unwrap();
         assert_close(part(&exact, "gigpo_step"), &[0.0; 4], 0.0);
-        assert!(Params { similarity: Some(1.0), ..Params::paper() }.check().is_err());
-        assert!(Params { similarity: Some(0.0), ..Params::paper() }.check().is_err());
+        assert!(Params {
+            similarity: Some(1.0),
+            ..Params::paper()
+        }
+        .check()
+        .is_err());
+        assert!(Params {
+            similarity: Some(0.0),
+            ..Params::paper()
+        }
+        .check()
+        .is_err());
     }
 
     // spec-mgr.md §3: one group, m = 4, rewards 10 on success, penalty 0.1, γ = 0.95.

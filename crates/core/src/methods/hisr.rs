@@ -16,39 +16,25 @@
 //!   products 0 give r^him = 0.
 //! - r_t = (1−α)·r̂^him_{seg(t)}·[t = last turn of seg(t)] + α·g_t             (Eq. 8, B7; α = 0.3)
 //!   `place = spread` puts r̂_i^him/|s_i| on every turn of the segment instead. g_t as SPA's.
-//! - G_t and A_t as SPA's ([`super::spa::StepRl`]): GAE (γ = 0.99, λ = 0.95) against `value`, or
+//! - G_t and A_t as SPA's ([`super::step_rl::StepRl`]): GAE (γ = 0.99, λ = 0.95) against `value`, or
 //!   critic-free.
 //!
-//! Segments (`segments`, B3):
-//! - `logged` (default): runs of equal `segment` ids along each trajectory (the paper's GPT-4o
-//!   segmentation). Without a `segment` column every turn is its own segment; a trajectory whose
-//!   ids are missing or come back after another id (not contiguous) falls back to one segment per
-//!   turn, with a note.
-//! - `per_turn`: every turn is its own segment (the "w/o SPR" granularity, what the paper's WebShop
-//!   runs amount to).
-//! - `rule`: a heuristic for ALFWorld-style commands, *not* the paper's segmentation (B3's tool
-//!   rules). A segment closes after each executed state-changing action, so the navigation and
-//!   failed turns before it join its segment; the turns after the last one form the final segment.
-//!   State-changing: the command's first word is take, put, clean, heat, cool, toggle, use
-//!   (ALFWorld's text command for toggling, `use desklamp 1`) or open. The command is the text
-//!   inside `<action>…</action>` or `\boxed{…}` when present, else after the last `Action:`, else
-//!   the whole `action`. Executed: `valid`, and the feedback after the action (`feedback`, else
-//!   `next_obs`) does not contain `grounding_pattern` ("Nothing happens").
+//! Segments (`segments`, B3): `logged` (the `segment` column), `per_turn` or `rule` (a heuristic
+//! for ALFWorld-style commands), as [`crate::segments`] describes them.
 //!
 //! r̂_i is the `segment_reward` on the segment's last row that has one.
 //!
 //! Profiles: no public code exists, so `verl` equals `paper`.
 
-use super::spa::{row_name, StepRl};
+use super::step_rl::{row_name, StepRl};
 use super::{Advantages, Values};
 use crate::batch::{StepBatch, Traj};
 use crate::error::{Error, Result};
 use crate::profile::Profile;
-use crate::schema::columns::{
-    ACTION, HINDSIGHT_LOGPROB, LOGPROB, N_TOKENS, SEGMENT, SEGMENT_REWARD,
-};
+use crate::schema::columns::{HINDSIGHT_LOGPROB, LOGPROB, N_TOKENS, SEGMENT_REWARD};
+use crate::segments::STATE_CHANGING;
+pub use crate::segments::{segmentation, Segmentation, Segments};
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeSet;
 use std::ops::Range;
 
 /// ‖·‖ of Eq. 7.
@@ -78,23 +64,6 @@ pub enum SegAgg {
     Sum,
     Mean,
 }
-
-/// Where the segments come from (see the module's *Segments*).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Segments {
-    /// The `segment` column; one segment per turn without it.
-    Logged,
-    /// One segment per turn.
-    PerTurn,
-    /// A segment closes after each executed state-changing action (a heuristic).
-    Rule,
-}
-
-/// First words of the commands that change ALFWorld's state (`rule` segments).
-const STATE_CHANGING: &[&str] = &[
-    "take", "put", "clean", "heat", "cool", "toggle", "use", "open",
-];
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
 pub struct Params {
@@ -153,136 +122,6 @@ impl Params {
         }
         self.rl.check("hisr")
     }
-}
-
-/// Each trajectory's segments, as ranges of positions in its `rows` (contiguous, covering them).
-#[derive(Clone, Debug)]
-pub struct Segmentation {
-    /// Per trajectory, in batch order.
-    pub ranges: Vec<Vec<Range<usize>>>,
-    /// What made them: `logged` only when the `segment` column was read.
-    pub segmenter: Segments,
-    /// Trajectories whose logged ids were missing or not contiguous: one segment per turn.
-    pub fallback: usize,
-}
-
-/// The segments of every trajectory by `params.segments` (see the module's *Segments*); `rule`
-/// also reads `params.rl.grounding_pattern`. The method and `analyze`'s segment statistics both
-/// segment through here.
-pub fn segmentation(batch: &StepBatch, params: &Params) -> Result<Segmentation> {
-    let per_turn =
-        |traj: &Traj| -> Vec<Range<usize>> { (0..traj.rows.len()).map(|k| k..k + 1).collect() };
-    Ok(match (params.segments, batch.opt_i64s(SEGMENT)) {
-        (Segments::Logged, Some(ids)) => {
-            let mut fallback = 0;
-            let ranges = batch
-                .trajs
-                .iter()
-                .map(|traj| {
-                    runs(traj.rows.iter().map(|&r| ids.get(r as usize))).unwrap_or_else(|| {
-                        fallback += 1;
-                        per_turn(traj)
-                    })
-                })
-                .collect();
-            Segmentation {
-                ranges,
-                segmenter: Segments::Logged,
-                fallback,
-            }
-        }
-        (Segments::Logged | Segments::PerTurn, _) => Segmentation {
-            ranges: batch.trajs.iter().map(per_turn).collect(),
-            segmenter: Segments::PerTurn,
-            fallback: 0,
-        },
-        (Segments::Rule, _) => Segmentation {
-            ranges: rule_segments(batch, &params.rl)?,
-            segmenter: Segments::Rule,
-            fallback: 0,
-        },
-    })
-}
-
-/// `rule` segments: each closes after an executed state-changing action; the rest form the last.
-fn rule_segments(batch: &StepBatch, rl: &StepRl) -> Result<Vec<Vec<Range<usize>>>> {
-    let actions = batch.texts(ACTION).ok_or_else(|| {
-        Error::Param(
-            "`hisr.segments = rule` reads the commands from an `action` column, which the logs lack (`logged` or `per_turn` need none)".into(),
-        )
-    })?;
-    let valid = batch.valid();
-    let failed = rl.feedback_failed(batch);
-    let closes = |r: usize| {
-        valid[r]
-            && !failed[r]
-            && actions
-                .get(r)
-                .and_then(command_verb)
-                .is_some_and(|verb| STATE_CHANGING.contains(&verb.as_str()))
-    };
-    Ok(batch
-        .trajs
-        .iter()
-        .map(|traj| {
-            let mut ranges = Vec::new();
-            let mut start = 0;
-            for (k, &r) in traj.rows.iter().enumerate() {
-                if closes(r as usize) {
-                    ranges.push(start..k + 1);
-                    start = k + 1;
-                }
-            }
-            if start < traj.rows.len() {
-                ranges.push(start..traj.rows.len());
-            }
-            ranges
-        })
-        .collect())
-}
-
-/// The first word of the command in an action, lower-cased: the command is inside
-/// `<action>…</action>` or `\boxed{…}` when present, else after the last `Action:` (ReAct), else
-/// the whole text.
-fn command_verb(action: &str) -> Option<String> {
-    let text = action.to_lowercase();
-    let command = between(&text, "<action>", "</action>")
-        .or_else(|| between(&text, "\\boxed{", "}"))
-        .or_else(|| text.rfind("action:").map(|i| &text[i + "action:".len()..]))
-        .unwrap_or(&text);
-    command
-        .split_whitespace()
-        .map(|w| w.trim_matches(|c: char| !c.is_alphanumeric()))
-        .find(|w| !w.is_empty())
-        .map(str::to_string)
-}
-
-/// The text after the first `open` up to the next `close` (or the end).
-fn between<'a>(text: &'a str, open: &str, close: &str) -> Option<&'a str> {
-    let rest = &text[text.find(open)? + open.len()..];
-    Some(rest.find(close).map_or(rest, |end| &rest[..end]))
-}
-
-/// Runs of equal ids; `None` when an id is missing or comes back after another one.
-fn runs(ids: impl Iterator<Item = Option<i64>>) -> Option<Vec<Range<usize>>> {
-    let mut out: Vec<Range<usize>> = Vec::new();
-    let mut seen = BTreeSet::new();
-    let mut current = None;
-    for (k, id) in ids.enumerate() {
-        let id = id?;
-        if current == Some(id) {
-            if let Some(last) = out.last_mut() {
-                last.end = k + 1;
-            }
-        } else {
-            if !seen.insert(id) {
-                return None;
-            }
-            out.push(k..k + 1);
-            current = Some(id);
-        }
-    }
-    Some(out)
 }
 
 /// r̂_i of every segment (the `segment_reward` on its last row that has one, `None` where no row
@@ -407,7 +246,7 @@ pub fn modulate(rewards: &[f64], log_importance: &[f64], norm: HimNorm) -> Vec<f
 /// segment), `hisr_modulated` (r̂^him of the row's segment), `hisr_grounding` (g_t), `hisr_reward`
 /// (r_t), `hisr_return` (G_t), `hisr_segment` (0-based segment index in the trajectory).
 pub fn advantages(batch: &StepBatch, params: &Params) -> Result<Advantages> {
-    let segments = segmentation(batch, params)?;
+    let segments = segmentation(batch, params.segments, &params.rl)?;
     let (rewards, disagreeing) = segment_rewards(batch, &segments).ok_or_else(|| {
         Error::Param(
             "hisr needs the segment rewards r̂_i: log a `segment_reward` column (the SPRM's reward of each segment, on its rows)".into(),
@@ -503,6 +342,8 @@ mod tests {
     use super::*;
     use crate::batch::testing::{assert_close, batch, batch_with_columns, part, Row};
     use crate::schema::columns::VALUE;
+    use crate::schema::columns::{ACTION, SEGMENT};
+    use crate::segments::command_verb;
     use polars::prelude::Column;
 
     /// T-HISR-1's trajectory (B9): 5 turns, tokens [10, 8, 12, 6, 9], lp_pol, lp_hind, g =
@@ -731,7 +572,7 @@ mod tests {
                 Column::new(SEGMENT_REWARD.into(), [0.2, 0.2, 0.6]),
             ],
         );
-        let s = segmentation(&b, &Params::paper()).unwrap();
+        let s = segmentation(&b, Segments::Logged, &StepRl::paper()).unwrap();
         assert_eq!(
             (s.ranges[0].clone(), s.fallback),
             (vec![0..1, 1..2, 2..3], 1)
@@ -904,16 +745,7 @@ mod tests {
     #[test]
     fn segmenters_logged_per_turn_and_rule() {
         let b = alfworld_like();
-        let with = |segments| {
-            segmentation(
-                &b,
-                &Params {
-                    segments,
-                    ..Params::paper()
-                },
-            )
-            .unwrap()
-        };
+        let with = |segments| segmentation(&b, segments, &StepRl::paper()).unwrap();
         let logged = with(Segments::Logged);
         assert_eq!(
             logged.ranges,
@@ -1026,7 +858,7 @@ mod tests {
             segments: Segments::Rule,
             ..Params::paper()
         };
-        match segmentation(&b, &p) {
+        match segmentation(&b, p.segments, &p.rl) {
             Err(Error::Param(m)) => assert!(m.contains("`action`"), "{m}"),
             other => panic!("expected a parameter error, got {other:?}"),
         }

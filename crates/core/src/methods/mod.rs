@@ -14,6 +14,7 @@ pub mod proxmo;
 pub mod rloo;
 pub mod sequence_matcher;
 pub mod spa;
+pub mod step_rl;
 pub mod tfidf;
 
 use crate::batch::StepBatch;

@@ -1,0 +1,188 @@
+//! The methods a command runs, resolved once: each method's preset, then every layer of settings
+//! in order (`credit.toml`, then flags; the Python package passes its `params`), each key checked
+//! against the method's own parameters and each method's `Params::check` run at the end.
+//!
+//! A parameter's path: `--set gigpo.omega=0.5` (or `[params.gigpo] omega = 0.5`) becomes the
+//! setting `("gigpo.omega", "0.5")`; [`Plan::new`] finds the planned `gigpo`, whose
+//! [`Method::set`] parses "0.5" as the type `gigpo::Params::omega` has (unknown keys are errors
+//! listing the known ones), and [`Method::check`] validates the whole `gigpo::Params` that
+//! `gigpo::advantages` then receives.
+
+use crate::batch::StepBatch;
+use crate::error::{Error, Result};
+use crate::ingest::UnitKind;
+use crate::methods::{hisr, parse_list, Advantages, Method, ALL};
+use crate::profile::Profile;
+
+/// Keys every method may have, set on each planned method that has them (`--gamma`,
+/// `--invalid-penalty`, `--seed`, or a bare `gamma = 0.9` in `credit.toml`'s `[params]`).
+pub const SHARED_KEYS: [&str; 3] = ["invalid_penalty", "gamma", "seed"];
+
+/// The resolved methods.
+#[derive(Clone, Debug)]
+pub struct Plan {
+    pub profile: Profile,
+    pub methods: Vec<Method>,
+}
+
+impl Plan {
+    /// The methods of `list` (`grpo,gigpo`, `all`) under `profile`, then `settings` in order:
+    /// `("method.param", value)` for one method, or a [`SHARED_KEYS`] key for every planned
+    /// method that has it. A later setting of the same key wins. A setting for a method that does
+    /// not run is still checked, so a typo cannot pass silently.
+    pub fn new(profile: Profile, list: &str, settings: &[(String, String)]) -> Result<Plan> {
+        let mut methods = parse_list(list)?
+            .iter()
+            .map(|n| Method::preset(n, profile))
+            .collect::<Result<Vec<_>>>()?;
+        // Shared keys first (they are defaults for every method), then per-method keys.
+        for (key, value) in settings.iter().filter(|(k, _)| is_shared(k)) {
+            for method in methods.iter_mut().filter(|m| m.has_param(key)) {
+                method.set(key, value)?;
+            }
+        }
+        for (key, value) in settings.iter().filter(|(k, _)| !is_shared(k)) {
+            let (label, param) = key.split_once('.').ok_or_else(|| {
+                Error::Param(format!(
+                    "`{key}={value}`: expected METHOD.PARAM=VALUE, e.g. `gigpo.omega=0.5`, or one of {}",
+                    SHARED_KEYS.join(", ")
+                ))
+            })?;
+            let mut matched = false;
+            for method in methods.iter_mut().filter(|m| m.label() == label) {
+                method.set(param, value)?;
+                matched = true;
+            }
+            if !matched {
+                if !ALL.contains(&label) {
+                    return Err(Error::Param(format!(
+                        "`{key}={value}`: unknown method `{label}` (expected one of {})",
+                        ALL.join(", ")
+                    )));
+                }
+                let mut probe = Method::preset(label, profile)?;
+                probe.set(param, value)?;
+                probe.check()?;
+            }
+        }
+        for method in &methods {
+            method.check()?;
+        }
+        Ok(Plan { profile, methods })
+    }
+
+    /// HISR's parameters under the same settings, planned or not: the segment statistics of
+    /// `analyze`, `compare` and `report` segment the logs as the method does.
+    pub fn hisr(profile: Profile, settings: &[(String, String)]) -> Result<hisr::Params> {
+        match Plan::new(profile, "hisr", settings)?.methods.into_iter().next() {
+            Some(Method::Hisr(params)) => Ok(params),
+            _ => unreachable!("the list `hisr` plans hisr"),
+        }
+    }
+
+    /// The planned labels, in order.
+    pub fn labels(&self) -> Vec<String> {
+        self.methods.iter().map(|m| m.label().to_string()).collect()
+    }
+
+    /// What every result carries: the version, the preset, every parameter used and the notes
+    /// (Parquet metadata, `.meta.json`, `metadata` in JSON output).
+    pub fn metadata(&self, notes: &[String]) -> serde_json::Value {
+        let params: serde_json::Map<String, serde_json::Value> = self
+            .methods
+            .iter()
+            .map(|m| (m.label().to_string(), m.params_json()))
+            .collect();
+        serde_json::json!({
+            "credit_version": env!("CARGO_PKG_VERSION"),
+            "preset": self.profile,
+            "params": params,
+            "notes": notes,
+        })
+    }
+
+    /// What a window must hold whole for every planned method.
+    pub fn unit(&self) -> UnitKind {
+        if self.methods.iter().any(Method::batch_scoped) {
+            UnitKind::Iteration
+        } else {
+            UnitKind::Group
+        }
+    }
+
+    /// Every planned method's result on one batch; an error names the method.
+    pub fn run(&self, batch: &StepBatch) -> Result<Vec<Advantages>> {
+        self.methods
+            .iter()
+            .map(|m| {
+                m.advantages(batch).map_err(|e| match e {
+                    Error::Param(message) => {
+                        Error::Param(format!("computing {}: {message}", m.label()))
+                    }
+                    other => other,
+                })
+            })
+            .collect()
+    }
+}
+
+fn is_shared(key: &str) -> bool {
+    SHARED_KEYS.contains(&key)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn set(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn layers_apply_in_order_and_shared_keys_reach_every_method() {
+        let plan = Plan::new(
+            Profile::Verl,
+            "grpo,gigpo",
+            &set(&[
+                ("gigpo.omega", "0.5"),
+                ("gamma", "0.9"),
+                ("gigpo.omega", "0.25"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(plan.labels(), ["grpo", "gigpo"]);
+        let json = plan.methods[1].params_json();
+        assert_eq!(json["omega"], 0.25);
+        assert_eq!(json["gamma"], 0.9);
+        // The verl preset's penalty stays where no layer set it.
+        assert_eq!(json["invalid_penalty"], 0.1);
+    }
+
+    #[test]
+    fn unknown_keys_methods_and_bad_values_are_errors() {
+        let err = |pairs: &[(&str, &str)]| {
+            Plan::new(Profile::Paper, "gigpo", &set(pairs))
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(err(&[("gigpo.omegaa", "1")]).contains("known:"));
+        assert!(err(&[("gipgo.omega", "1")]).contains("unknown method `gipgo`"));
+        assert!(err(&[("gigpo.omega", "abc")]).contains("gigpo.omega=abc"));
+        // A method that does not run is checked all the same.
+        assert!(err(&[("proxmo.tau", "x")]).contains("proxmo.tau=x"));
+        assert!(err(&[("omega", "1")]).contains("expected METHOD.PARAM=VALUE"));
+    }
+
+    #[test]
+    fn units_follow_the_methods_scope() {
+        let group = Plan::new(Profile::Paper, "grpo,gigpo", &[]).unwrap();
+        assert_eq!(group.unit(), UnitKind::Group);
+        let iteration = Plan::new(Profile::Paper, "grpo,proxmo", &[]).unwrap();
+        assert_eq!(iteration.unit(), UnitKind::Iteration);
+        let hisr = Plan::hisr(Profile::Paper, &set(&[("hisr.segments", "rule")])).unwrap();
+        assert_eq!(hisr.segments, hisr::Segments::Rule);
+    }
+}
