@@ -120,6 +120,45 @@ fn trains_checkpoints_and_resumes() {
     );
 }
 
+/// `--lora-rank`: a PEFT adapter folder (no full weights), `--merge` adds the merged model, a
+/// resume continues it, and a resume with other LoRA flags is refused naming them.
+#[test]
+fn lora_adapters_merge_and_resume() {
+    let run = Run::new();
+    let model = tiny_model(&run);
+    let lora = ["--lora-rank", "4", "--lora-targets", "q,v,down", "--merge"];
+    let first: Vec<&str> = ["--steps", "2"].iter().chain(&lora).copied().collect();
+    let o = run.credit(policy_args(&run, &model, &first));
+    assert!(o.status.success(), "{}", stderr(&o));
+    let ckpt = run.path("ckpt");
+    for file in ["adapter_config.json", "adapter_model.safetensors"] {
+        assert!(ckpt.join(file).is_file(), "{file} missing");
+    }
+    assert!(!ckpt.join("model.safetensors").exists());
+    let config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(ckpt.join("adapter_config.json")).unwrap())
+            .unwrap();
+    assert_eq!(config["r"], 4);
+    assert!(ckpt.join("merged").join("model.safetensors").is_file());
+
+    let resumed: Vec<&str> = ["--steps", "3", "--resume"]
+        .iter()
+        .chain(&lora)
+        .copied()
+        .collect();
+    let o = run.credit(policy_args(&run, &model, &resumed));
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(read_jsonl(&ckpt.join("metrics.jsonl")).len(), 3);
+
+    let o = run.credit(policy_args(
+        &run,
+        &model,
+        &["--steps", "4", "--resume", "--lora-rank", "8"],
+    ));
+    assert_eq!(o.status.code(), Some(2));
+    assert!(stderr(&o).contains("lora"), "{}", stderr(&o));
+}
+
 #[test]
 fn handoff_carries_the_library_advantages() {
     let run = Run::new();

@@ -31,7 +31,7 @@ pub struct Args {
     #[arg(long, value_name = "METHOD", default_value = "graphgpo")]
     pub color_by: String,
     /// Output folder (created if missing).
-    #[arg(long, value_name = "DIR")]
+    #[arg(short = 'o', long, value_name = "DIR")]
     pub out: PathBuf,
 }
 

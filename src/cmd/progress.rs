@@ -14,8 +14,11 @@ use credit_core::methods::hisr;
 use credit_core::schema::columns::{ACTION, PROGRESS, SEGMENT_REWARD, TASK};
 use credit_core::StepBatch;
 use credit_train::progress::{
-    train_progress, ProgressModel, ProgressTrain, Readout, StepText, Trajectory,
+    load_step_model, train_progress, ProgressReport, ProgressTrain, Readout, StepModel, StepText,
+    Trajectory,
 };
+use credit_train::progress_lm::{train_backbone_progress, BackboneTrain};
+use credit_train::DeviceKind;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, clap::Args)]
@@ -52,6 +55,27 @@ pub struct ProgressArgs {
     /// HISR parameters that place the segments (`sprm`): `--set hisr.segments=rule`.
     #[arg(long = "set", value_name = "hisr.PARAM=VALUE")]
     set: Vec<String>,
+    /// Train the estimator on this Hugging Face LM (LoRA + a regression head on each step's last
+    /// token) instead of the small model [defaults then: --epochs 5, --lr 1e-4].
+    #[arg(long, value_name = "MODEL_DIR", conflicts_with_all = ["hidden", "buckets", "dropout"])]
+    backbone: Option<PathBuf>,
+    /// LoRA rank of the backbone's adapters (α = 2r, every projection) [default: 8].
+    #[arg(long, value_name = "R", requires = "backbone")]
+    lora_rank: Option<usize>,
+    /// A step's text keeps its last N tokens on the backbone [default: 256].
+    #[arg(long, value_name = "N", requires = "backbone")]
+    max_step_tokens: Option<usize>,
+    /// `cpu`, or `cuda` in a build with `--features cuda`, for the backbone.
+    #[arg(
+        long,
+        value_name = "DEVICE",
+        default_value = "cpu",
+        requires = "backbone"
+    )]
+    device: String,
+    /// Recompute each backbone block in the backward pass (less memory, more compute).
+    #[arg(long, requires = "backbone")]
+    checkpoint_layers: bool,
 }
 
 /// Each trajectory's steps as the model reads them, in `batch.trajs` order; `readout` marks every
@@ -115,8 +139,55 @@ pub fn train(args: ProgressArgs, readout: Readout) -> Result<ExitCode> {
     }
     .hisr_params(&project)?;
     let ingested = load(&args.globals, &project)?;
+    let trajs = trajectories(&ingested.batch, readout, &hisr)?;
+    let what = match readout {
+        Readout::Step => "the progress estimator",
+        Readout::SegmentEnd => "the segment reward model",
+    };
+    let bar = crate::progress::spinner(&format!("training {what}"), json);
+    let report = match &args.backbone {
+        Some(dir) => {
+            let d = BackboneTrain::new(dir.clone());
+            let rank = args.lora_rank.unwrap_or(d.lora.rank);
+            let opts = BackboneTrain {
+                readout,
+                lora: credit_train::lora::LoraConfig {
+                    rank,
+                    alpha: 2.0 * rank as f64,
+                    ..d.lora.clone()
+                },
+                epochs: args.epochs.unwrap_or(d.epochs),
+                lr: args.lr.unwrap_or(d.lr),
+                batch: args.batch_size.unwrap_or(d.batch),
+                max_step_tokens: args.max_step_tokens.unwrap_or(d.max_step_tokens),
+                folds: args.folds.unwrap_or(d.folds),
+                seed: args.seed.unwrap_or(d.seed),
+                device: args.device.parse::<DeviceKind>()?,
+                checkpoint_layers: args.checkpoint_layers,
+                ..d
+            };
+            let (model, report) = train_backbone_progress(&trajs, &opts)?;
+            model
+                .save(&args.out)
+                .with_context(|| format!("saving to {}", args.out.display()))?;
+            report
+        }
+        None => {
+            let (model, report) = train_progress(&trajs, &small_model_opts(&args, readout))?;
+            model
+                .save(&args.out)
+                .with_context(|| format!("saving to {}", args.out.display()))?;
+            report
+        }
+    };
+    bar.finish_and_clear();
+    print_report(&args, what, readout, &report, json)
+}
+
+/// The small model's flags over its defaults.
+fn small_model_opts(args: &ProgressArgs, readout: Readout) -> ProgressTrain {
     let defaults = ProgressTrain::default();
-    let opts = ProgressTrain {
+    ProgressTrain {
         readout,
         epochs: args.epochs.unwrap_or(defaults.epochs),
         lr: args.lr.unwrap_or(defaults.lr),
@@ -127,17 +198,16 @@ pub fn train(args: ProgressArgs, readout: Readout) -> Result<ExitCode> {
         folds: args.folds.unwrap_or(defaults.folds),
         seed: args.seed.unwrap_or(defaults.seed),
         ..defaults
-    };
-    let what = match readout {
-        Readout::Step => "the progress estimator",
-        Readout::SegmentEnd => "the segment reward model",
-    };
-    let bar = crate::progress::spinner(&format!("training {what}"), json);
-    let (model, report) = train_progress(&trajectories(&ingested.batch, readout, &hisr)?, &opts)?;
-    bar.finish_and_clear();
-    model
-        .save(&args.out)
-        .with_context(|| format!("saving to {}", args.out.display()))?;
+    }
+}
+
+fn print_report(
+    args: &ProgressArgs,
+    what: &str,
+    readout: Readout,
+    report: &ProgressReport,
+    json: bool,
+) -> Result<ExitCode> {
     if json {
         outln!(
             "{}",
@@ -176,19 +246,20 @@ impl ProgressArgs {
     }
 }
 
-/// A model given with `--progress-model` / `--sprm-model`, loaded once.
+/// A model given with `--progress-model` / `--sprm-model`, loaded once (a backbone estimator's
+/// LM on the CPU).
 struct SignalModel {
     dir: PathBuf,
-    model: ProgressModel,
+    model: Box<dyn StepModel>,
     column: &'static str,
 }
 
 impl SignalModel {
     /// Loads the model in `dir`, which must be of the `expected` kind.
     fn load(dir: &Path, expected: Readout) -> Result<Self> {
-        let model = ProgressModel::load(dir)
+        let model = load_step_model(dir, DeviceKind::Cpu)
             .with_context(|| format!("loading the model in {}", dir.display()))?;
-        let readout = model.config().readout;
+        let readout = model.readout();
         if readout != expected {
             let (flag, trained_by) = match readout {
                 Readout::Step => ("--progress-model", "credit train progress"),
@@ -217,7 +288,7 @@ impl SignalModel {
         if batch.has(self.column) {
             return Ok(false);
         }
-        let readout = self.model.config().readout;
+        let readout = self.model.readout();
         let mut values = vec![None; batch.len()];
         for (traj, t) in trajectories(batch, readout, hisr)?.iter().zip(&batch.trajs) {
             let predicted = self.model.predict(&traj.steps)?;

@@ -20,7 +20,7 @@ pub struct Args {
     #[command(flatten)]
     pub methods: MethodArgs,
     /// Output folder: report.html, report.md, summary.json, figures/.
-    #[arg(long, value_name = "DIR")]
+    #[arg(short = 'o', long, value_name = "DIR")]
     pub out: PathBuf,
     /// Threshold rules over summary.json keys; the exit code is 1 when any fails.
     #[arg(long, value_name = "thresholds.toml")]

@@ -14,6 +14,7 @@ use anyhow::{bail, Context, Result};
 use credit_core::schema::columns::{ACTION, LOGPROB, PROMPT, TASK};
 use credit_core::StepBatch;
 use credit_train::load::{ChatFormat, Tokenizer};
+use credit_train::lora::LoraConfig;
 use credit_train::progress::Readout;
 use credit_train::train::Event;
 use credit_train::{DeviceKind, RunOptions, Sample, TrainConfig};
@@ -102,6 +103,26 @@ pub struct PolicyArgs {
     /// (e.g. on a GPU machine) instead of training here.
     #[arg(long, value_name = "FILE")]
     handoff: Option<PathBuf>,
+    /// Train LoRA adapters of rank R over the frozen model instead of every weight; the
+    /// checkpoint is a PEFT adapter (adapter_config.json, adapter_model.safetensors).
+    #[arg(long, value_name = "R")]
+    lora_rank: Option<usize>,
+    /// LoRA's α: the update is scaled by α/r [default: 16].
+    #[arg(long, value_name = "A", requires = "lora_rank")]
+    lora_alpha: Option<f64>,
+    /// Dropout on the adapters' input while training [default: 0.05].
+    #[arg(long, value_name = "P", requires = "lora_rank")]
+    lora_dropout: Option<f64>,
+    /// The projections to adapt [default: q,k,v,o,gate,up,down].
+    #[arg(long, value_name = "LIST", requires = "lora_rank")]
+    lora_targets: Option<String>,
+    /// Also write the base weights with the adapter folded in (W + B·A·α/r) to OUT/merged/.
+    #[arg(long, requires = "lora_rank")]
+    merge: bool,
+    /// Recompute each transformer block in the backward pass instead of keeping its
+    /// activations: less memory for long prompts, about a third more compute.
+    #[arg(long)]
+    checkpoint_layers: bool,
 }
 
 const DEFAULT_MAX_PROMPT_TOKENS: usize = 1024;
@@ -142,7 +163,7 @@ fn policy(mut args: PolicyArgs) -> Result<ExitCode> {
     let [method] = plan.methods.as_slice() else {
         bail!("`credit train policy` trains on one method's advantages, got {}: pass a single `--method NAME`", plan.methods.len());
     };
-    let config = train_config(&args, &project);
+    let config = train_config(&args, &project)?;
     config.check()?;
     let device: DeviceKind = args.device.parse()?;
     let json = args.globals.format == Format::Json;
@@ -246,11 +267,18 @@ fn policy(mut args: PolicyArgs) -> Result<ExitCode> {
     bar.finish_and_clear();
 
     let metrics = out.join(credit_train::checkpoint::METRICS);
+    let merged = config
+        .lora
+        .as_ref()
+        .filter(|l| l.merge)
+        .map(|_| out.join(credit_train::lora::MERGED_DIR));
     if json {
         outln!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({
                 "out": out,
+                "lora": config.lora.is_some(),
+                "merged": merged,
                 "metrics": metrics,
                 "method": method.label(),
                 "preset": plan.profile,
@@ -263,14 +291,22 @@ fn policy(mut args: PolicyArgs) -> Result<ExitCode> {
         );
     } else {
         outln!(
-            "trained steps {}..{} on {} samples ({} advantages, preset {}); checkpoint in {}",
+            "trained steps {}..{} on {} samples ({} advantages, preset {}); {} in {}",
             summary.start_step + 1,
             summary.steps,
             samples.len(),
             method.label(),
             serde_json::to_value(plan.profile)?.as_str().unwrap_or(""),
+            if config.lora.is_some() {
+                "PEFT adapter"
+            } else {
+                "checkpoint"
+            },
             out.display()
         );
+        if let Some(dir) = &merged {
+            outln!("merged model in {}", dir.display());
+        }
         if let Some(m) = &summary.last {
             outln!(
                 "last step: loss {:.4}, kl {}, clip fraction {:.3}, grad norm {:.3}",
@@ -289,10 +325,27 @@ fn policy(mut args: PolicyArgs) -> Result<ExitCode> {
     Ok(ExitCode::Ok)
 }
 
-/// The flags over `TrainConfig`'s defaults; `--seed` (shared with MGR's gate) seeds the shuffle.
-fn train_config(args: &PolicyArgs, project: &ProjectFile) -> TrainConfig {
+/// The flags over `TrainConfig`'s defaults; `--seed` (shared with MGR's gate) seeds the shuffle
+/// (and LoRA's initial A).
+fn train_config(args: &PolicyArgs, project: &ProjectFile) -> Result<TrainConfig> {
     let d = TrainConfig::default();
-    TrainConfig {
+    let lora = match args.lora_rank {
+        None => None,
+        Some(rank) => {
+            let l = LoraConfig::default();
+            Some(LoraConfig {
+                rank,
+                alpha: args.lora_alpha.unwrap_or(l.alpha),
+                dropout: args.lora_dropout.unwrap_or(l.dropout),
+                targets: match &args.lora_targets {
+                    Some(list) => credit_train::lora::parse_targets(list)?,
+                    None => l.targets,
+                },
+                merge: args.merge,
+            })
+        }
+    };
+    Ok(TrainConfig {
         lr: args.lr.unwrap_or(d.lr),
         epochs: args.epochs.unwrap_or(d.epochs),
         steps: args.steps,
@@ -305,7 +358,9 @@ fn train_config(args: &PolicyArgs, project: &ProjectFile) -> TrainConfig {
         seed: args.methods.seed.or(project.seed).unwrap_or(d.seed),
         save_every: args.save_every,
         adamw: d.adamw,
-    }
+        lora,
+        checkpoint_layers: args.checkpoint_layers,
+    })
 }
 
 /// One sample per row with an action, in input order: (samples, rows skipped for lack of one).

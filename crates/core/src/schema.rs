@@ -364,7 +364,7 @@ pub enum Derive {
 
 impl Derive {
     /// The derived text of a key (`SamplePart`); `None` when the value is kept.
-    pub fn key<'a>(self, id: &'a str) -> &'a str {
+    pub fn key(self, id: &str) -> &str {
         match self {
             Derive::SamplePart => {
                 let mut parts = id.rsplitn(3, '_');

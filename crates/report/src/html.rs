@@ -122,34 +122,9 @@ pub fn write(
         let _ = write!(o, "<th>baseline</th>");
     }
     let _ = writeln!(o, "</tr>");
-    let headline = crate::headline(s, inputs.comparison);
-    for (label, key) in [
-        ("success rate", "success_rate"),
-        ("invalid-action rate", "invalid_action_rate"),
-        ("steps in singleton step groups", "singleton_step_share"),
-        (
-            "singleton step groups (of clusters)",
-            "singleton_cluster_share",
-        ),
-        (
-            "degenerate groups (all-success or all-fail)",
-            "degenerate_group_share",
-        ),
-        ("steps in degenerate groups", "degenerate_step_share"),
-        (
-            "progress steps in failed trajectories (graph)",
-            "graph_progress_share_in_failures",
-        ),
-        (
-            "non-progress steps in successful trajectories (graph)",
-            "graph_non_progress_share_in_successes",
-        ),
-    ] {
-        let _ = write!(
-            o,
-            "<tr><td>{label}</td><td>{}</td>",
-            pct(headline[key].as_f64().unwrap_or(0.0))
-        );
+    let headline = crate::Headline::of(s, inputs.comparison);
+    for (label, key, value) in headline.shares() {
+        let _ = write!(o, "<tr><td>{label}</td><td>{}</td>", pct(value));
         if let Some(b) = baseline {
             let _ = write!(
                 o,

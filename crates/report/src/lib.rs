@@ -13,7 +13,7 @@ pub mod markdown;
 pub mod plots;
 pub mod trends;
 
-use credit_core::analyses::compare::{Comparison, POSITION_CAP};
+use credit_core::analyses::compare::{Comparison, InvalidCredit, POSITION_CAP};
 use credit_core::analyses::progress::{Curve, ProgressPosition};
 use credit_core::analyses::summary::{SizeDistribution, Summary};
 use credit_core::methods::hisr::Segments;
@@ -22,6 +22,8 @@ use plots::{
     render, BarPanels, Figure, HeatTable, LinePanels, Plot, Scatter, ScatterPanel, Section,
     SmallHistograms,
 };
+use serde::Serialize;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
@@ -518,49 +520,115 @@ pub fn figures(
     Ok(out)
 }
 
-/// The headline numbers CI rules usually gate on, with short stable keys.
-pub fn headline(summary: &Summary, comparison: Option<&Comparison>) -> serde_json::Value {
-    let per_method =
-        |f: &dyn Fn(&credit_core::analyses::compare::InvalidCredit) -> f64| -> serde_json::Value {
-            comparison.map_or(serde_json::json!({}), |c| {
+/// The headline numbers CI rules usually gate on, with short stable keys: `summary.json`'s
+/// `headline`, the reports' headline tables and `--check`'s `headline.*` keys. Keys the logs do
+/// not allow are absent, so a rule on them fails loudly rather than on a made-up 0.
+#[derive(Clone, Debug, Serialize)]
+pub struct Headline {
+    pub rows: usize,
+    pub groups: usize,
+    pub trajectories: usize,
+    pub success_rate: f64,
+    pub invalid_action_rate: f64,
+    pub singleton_step_share: f64,
+    pub singleton_cluster_share: f64,
+    pub degenerate_group_share: f64,
+    pub degenerate_step_share: f64,
+    pub graph_progress_share_in_failures: f64,
+    pub graph_non_progress_share_in_successes: f64,
+    /// Per method (with a comparison).
+    pub invalid_positive_share: BTreeMap<String, f64>,
+    pub invalid_positive_share_in_success: BTreeMap<String, f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub progress_negative_share_in_successes: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub progress_calibration_mse: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub progress_pearson: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_segment_share_before: Option<f64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub first_segment_share_after: Option<f64>,
+}
+
+impl Headline {
+    pub fn of(summary: &Summary, comparison: Option<&Comparison>) -> Self {
+        let per_method = |f: fn(&InvalidCredit) -> f64| -> BTreeMap<String, f64> {
+            comparison.map_or_else(BTreeMap::new, |c| {
                 c.invalid_credit
                     .iter()
-                    .map(|(m, i)| (m.clone(), serde_json::json!(f(i))))
+                    .map(|(m, i)| (m.clone(), f(i)))
                     .collect()
             })
         };
-    let mut headline = serde_json::json!({
-        "rows": summary.rows,
-        "groups": summary.groups,
-        "trajectories": summary.trajectories,
-        "success_rate": summary.success.overall,
-        "invalid_action_rate": summary.invalid_actions.rate,
-        "singleton_step_share": summary.step_groups.overall.pct_steps[0] / 100.0,
-        "singleton_cluster_share": summary.step_groups.overall.pct_clusters[0] / 100.0,
-        "degenerate_group_share": summary.degenerate.share_of_groups,
-        "degenerate_step_share": summary.degenerate.share_of_steps,
-        "graph_progress_share_in_failures": summary.graph.share_progress_in_failures,
-        "graph_non_progress_share_in_successes": summary.graph.share_non_progress_in_successes,
-        "invalid_positive_share": per_method(&|i| i.invalid_positive_share),
-        "invalid_positive_share_in_success": per_method(&|i| i.invalid_positive_share_in_success),
-    });
-    // Only what the logs allow: a rule on a missing key fails loudly rather than on a made-up 0.
-    if let Some(p) = &summary.progress {
-        headline["progress_negative_share_in_successes"] = p.share_negative_in_success.into();
-        headline["progress_calibration_mse"] = p.calibration.mse.into();
-        if let Some(r) = p.calibration.pearson {
-            headline["progress_pearson"] = r.into();
+        let progress = summary.progress.as_ref();
+        let share = summary
+            .segments
+            .as_ref()
+            .and_then(|s| s.reward_share.as_ref());
+        Headline {
+            rows: summary.rows,
+            groups: summary.groups,
+            trajectories: summary.trajectories,
+            success_rate: summary.success.overall,
+            invalid_action_rate: summary.invalid_actions.rate,
+            singleton_step_share: summary.step_groups.overall.pct_steps[0] / 100.0,
+            singleton_cluster_share: summary.step_groups.overall.pct_clusters[0] / 100.0,
+            degenerate_group_share: summary.degenerate.share_of_groups,
+            degenerate_step_share: summary.degenerate.share_of_steps,
+            graph_progress_share_in_failures: summary.graph.share_progress_in_failures,
+            graph_non_progress_share_in_successes: summary.graph.share_non_progress_in_successes,
+            invalid_positive_share: per_method(|i| i.invalid_positive_share),
+            invalid_positive_share_in_success: per_method(|i| i.invalid_positive_share_in_success),
+            progress_negative_share_in_successes: progress.map(|p| p.share_negative_in_success),
+            progress_calibration_mse: progress.map(|p| p.calibration.mse),
+            progress_pearson: progress.and_then(|p| p.calibration.pearson),
+            first_segment_share_before: share.map(|s| s.raw[0]),
+            first_segment_share_after: share.map(|s| s.modulated[0]),
         }
     }
-    if let Some(share) = summary
-        .segments
-        .as_ref()
-        .and_then(|s| s.reward_share.as_ref())
-    {
-        headline["first_segment_share_before"] = share.raw[0].into();
-        headline["first_segment_share_after"] = share.modulated[0].into();
+
+    /// The shares both reports tabulate, as (label, `headline` key, value).
+    pub fn shares(&self) -> [(&'static str, &'static str, f64); 8] {
+        [
+            ("success rate", "success_rate", self.success_rate),
+            (
+                "invalid-action rate",
+                "invalid_action_rate",
+                self.invalid_action_rate,
+            ),
+            (
+                "steps in singleton step groups",
+                "singleton_step_share",
+                self.singleton_step_share,
+            ),
+            (
+                "singleton step groups (of clusters)",
+                "singleton_cluster_share",
+                self.singleton_cluster_share,
+            ),
+            (
+                "degenerate groups (all-success or all-fail)",
+                "degenerate_group_share",
+                self.degenerate_group_share,
+            ),
+            (
+                "steps in degenerate groups",
+                "degenerate_step_share",
+                self.degenerate_step_share,
+            ),
+            (
+                "progress steps in failed trajectories (graph)",
+                "graph_progress_share_in_failures",
+                self.graph_progress_share_in_failures,
+            ),
+            (
+                "non-progress steps in successful trajectories (graph)",
+                "graph_non_progress_share_in_successes",
+                self.graph_non_progress_share_in_successes,
+            ),
+        ]
     }
-    headline
 }
 
 /// The "Progress and segments" section's key numbers as (label, value), when the logs carry
@@ -636,7 +704,7 @@ pub fn summary_json(
     serde_json::json!({
         "schema": "credit-report/1",
         "metadata": inputs.metadata,
-        "headline": headline(inputs.summary, inputs.comparison),
+        "headline": Headline::of(inputs.summary, inputs.comparison),
         "analyze": inputs.summary,
         "compare": inputs.comparison,
         "figures": figures,

@@ -100,7 +100,7 @@ pub fn write(
         let _ = writeln!(o);
     }
     let _ = writeln!(o, "## Headline\n");
-    let headline = crate::headline(s, inputs.comparison);
+    let headline = crate::Headline::of(s, inputs.comparison);
     let _ = writeln!(
         o,
         "| figure | value |{}",
@@ -115,21 +115,7 @@ pub fn write(
         "|---|---|{}",
         if baseline.is_some() { "---|" } else { "" }
     );
-    let rows = [
-        ("success rate", "success_rate"),
-        ("invalid-action rate", "invalid_action_rate"),
-        ("steps in singleton step groups", "singleton_step_share"),
-        (
-            "degenerate groups (all-success or all-fail)",
-            "degenerate_group_share",
-        ),
-        (
-            "progress steps in failed trajectories (graph)",
-            "graph_progress_share_in_failures",
-        ),
-    ];
-    for (label, key) in rows {
-        let v = headline[key].as_f64().unwrap_or(0.0);
+    for (label, key, v) in headline.shares() {
         let base = baseline
             .and_then(|b| b["headline"][key].as_f64())
             .map_or(String::new(), |b| format!(" {} |", pct(b)));

@@ -6,11 +6,16 @@
 //! (AdamW moments `m.*`/`v.*` and the initial model's action-token log-probs `init_logprobs`),
 //! `trainer_state.json` and `metrics.jsonl`. So `OUT/` loads wherever the source model did.
 //!
+//! Under LoRA, `config.json` and `model.safetensors` give way to PEFT's `adapter_config.json` and
+//! `adapter_model.safetensors` (the optimizer's moments are the adapters'), and `--merge` adds
+//! `OUT/merged/`, a model folder with the adapter folded into the base weights.
+//!
 //! Every file is written to a temporary name in `OUT/` and renamed. Both safetensors files carry
 //! the step in their metadata and `trainer_state.json` is written last, so a run interrupted
 //! while saving leaves either the previous checkpoint or one that resuming reports as incomplete.
 
 use crate::error::{Error, Result};
+use crate::lora::{LoraConfig, ADAPTER_CONFIG, ADAPTER_WEIGHTS, MERGED_DIR};
 use crate::model::Model;
 use crate::optim::AdamW;
 use crate::train::TrainConfig;
@@ -165,34 +170,37 @@ pub struct Saved<'a> {
     pub config_json: &'a serde_json::Value,
     pub optimizer: &'a AdamW,
     pub init_logprobs: Option<&'a [f32]>,
+    /// Write `merged/` too, when the run asked for it (`LoraConfig::merge`): done at the last save
+    /// only, since it reads the whole base model again.
+    pub merge: bool,
 }
 
-/// Writes the checkpoint of `model` at `saved.state.step` into `dir`.
+/// Writes the checkpoint of `model` at `saved.state.step` into `dir`: the model in the Hugging
+/// Face layout, or under LoRA the PEFT adapter (and with `--merge`, `merged/`, a model folder).
 pub fn save(dir: &Path, model: &Model, saved: &Saved) -> Result<()> {
     std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
     let step = saved.state.step;
-    let mut config = saved.config_json.clone();
-    config["torch_dtype"] = serde_json::Value::String("float32".into());
-    write_json(&dir.join(crate::load::CONFIG), &config)?;
     let source = &saved.state.source_model;
-    if source.canonicalize().ok() != dir.canonicalize().ok() {
-        for name in COPIED {
-            let from = source.join(name);
-            if from.is_file() {
-                let bytes = std::fs::read(&from).map_err(|e| Error::io(&from, e))?;
-                let to = dir.join(name);
-                write_atomic(&to, |f| {
-                    std::io::Write::write_all(f, &bytes).map_err(|e| Error::io(&to, e))
-                })?;
-            }
-        }
-    }
-    let weights = model
+    copy_model_files(source, dir)?;
+    let trained = model
         .params()
         .iter()
         .map(|(n, v)| (n.clone(), v.as_tensor().clone()))
-        .collect();
-    write_safetensors(&dir.join(crate::load::WEIGHTS), weights, step)?;
+        .collect::<Vec<_>>();
+    match model.lora() {
+        None => {
+            write_model_config(dir, saved.config_json)?;
+            write_safetensors(&dir.join(crate::load::WEIGHTS), trained, step)?;
+        }
+        Some(lora) => {
+            let base = source.display().to_string();
+            write_json(&dir.join(ADAPTER_CONFIG), &lora.peft_config(&base))?;
+            write_safetensors(&dir.join(ADAPTER_WEIGHTS), trained, step)?;
+            if saved.merge && lora.merge {
+                write_merged(&dir.join(MERGED_DIR), model, lora, saved, step)?;
+            }
+        }
+    }
     let mut optimizer = saved.optimizer.state();
     if let Some(lp) = saved.init_logprobs {
         let t = Tensor::from_slice(lp, lp.len(), &Device::Cpu)
@@ -201,6 +209,61 @@ pub fn save(dir: &Path, model: &Model, saved: &Saved) -> Result<()> {
     }
     write_safetensors(&dir.join(OPTIMIZER), optimizer, step)?;
     write_json(&dir.join(TRAINER_STATE), &saved.state)
+}
+
+/// `config.json` of the source with `torch_dtype` `float32`, the dtype of the weights written.
+fn write_model_config(dir: &Path, config_json: &serde_json::Value) -> Result<()> {
+    let mut config = config_json.clone();
+    config["torch_dtype"] = serde_json::Value::String("float32".into());
+    write_json(&dir.join(crate::load::CONFIG), &config)
+}
+
+/// The tokenizer and generation files of `source`, so that `dir` is a complete model folder.
+fn copy_model_files(source: &Path, dir: &Path) -> Result<()> {
+    if source.canonicalize().ok() == dir.canonicalize().ok() {
+        return Ok(());
+    }
+    for name in COPIED {
+        let from = source.join(name);
+        if from.is_file() {
+            let bytes = std::fs::read(&from).map_err(|e| Error::io(&from, e))?;
+            let to = dir.join(name);
+            write_atomic(&to, |f| {
+                std::io::Write::write_all(f, &bytes).map_err(|e| Error::io(&to, e))
+            })?;
+        }
+    }
+    Ok(())
+}
+
+/// `dir` as a plain Hugging Face model folder holding the source's weights with the adapter
+/// folded in (f32). The base is read again from the source files, not from the model's frozen
+/// copy, which is bf16 on a GPU.
+fn write_merged(
+    dir: &Path,
+    model: &Model,
+    lora: &LoraConfig,
+    saved: &Saved,
+    step: u64,
+) -> Result<()> {
+    std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+    let source = &saved.state.source_model;
+    copy_model_files(source, dir)?;
+    write_model_config(dir, saved.config_json)?;
+    let base = crate::load::read_tensors(&crate::load::weight_files(source)?)?;
+    let adapters = model
+        .params()
+        .iter()
+        .map(|(n, v)| {
+            let t = v
+                .as_tensor()
+                .to_device(&Device::Cpu)
+                .map_err(|e| Error::candle("merging LoRA", e))?;
+            Ok((n.clone(), t))
+        })
+        .collect::<Result<HashMap<_, _>>>()?;
+    let merged = crate::lora::merge(base, &adapters, model.config(), lora)?;
+    write_safetensors(&dir.join(crate::load::WEIGHTS), merged, step)
 }
 
 fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {

@@ -10,11 +10,13 @@
 //!   Hugging Face parameter names, so real weights load unchanged and every parameter trains.
 //! - [`load`]: `config.json`, single or sharded `*.safetensors`, `tokenizer.json` and the chat
 //!   markup of `tokenizer_config.json`.
+//! - [`lora`]: LoRA adapters over frozen base weights, saved as a PEFT adapter, and merging.
 //! - [`objective`]: the clipped PPO surrogate, the low-variance KL estimator, token-level mean.
 //! - [`optim`]: AdamW with global-norm clipping and linear warm-up, whose state is checkpointed.
 //! - [`checkpoint`]: the Hugging Face layout written atomically, plus the state to resume.
 //! - [`train`]: the loop (micro-batches, gradient accumulation, metrics JSONL, progress events).
 //! - [`progress`]: SPA's progress estimator (a causal transformer over hashed step n-grams).
+//! - [`progress_lm`]: the same estimator on the LM backbone (LoRA + a regression head).
 //! - [`random`]: random-weight model directories for tests, benchmarks and smoke runs.
 //!
 //! # Example
@@ -37,10 +39,12 @@ pub mod checkpoint;
 pub mod data;
 mod error;
 pub mod load;
+pub mod lora;
 pub mod model;
 pub mod objective;
 pub mod optim;
 pub mod progress;
+pub mod progress_lm;
 pub mod random;
 pub mod train;
 

@@ -3,6 +3,7 @@
 //! the chat markup that `tokenizer_config.json`'s `chat_template` uses.
 
 use crate::error::{Error, Result};
+use crate::lora::LoraConfig;
 use crate::model::{Config, HfConfig, Model};
 use crate::DeviceKind;
 use candle_core::{Device, Tensor};
@@ -107,6 +108,27 @@ pub fn load_model(dir: &Path, device: DeviceKind) -> Result<Model> {
     Model::from_tensors(
         config,
         tensors,
+        &device.device()?,
+        device.compute_dtype(),
+        dir,
+    )
+}
+
+/// Loads the model of `dir` frozen, with LoRA `adapters` over it (PEFT names; fresh ones from
+/// [`crate::lora::init_adapters`]).
+pub fn load_model_lora(
+    dir: &Path,
+    device: DeviceKind,
+    lora: &LoraConfig,
+    adapters: HashMap<String, Tensor>,
+) -> Result<Model> {
+    let (_, config) = read_config(dir)?;
+    let tensors = read_tensors(&weight_files(dir)?)?;
+    Model::from_tensors_lora(
+        config,
+        tensors,
+        adapters,
+        lora,
         &device.device()?,
         device.compute_dtype(),
         dir,

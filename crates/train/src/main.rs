@@ -1,5 +1,6 @@
 //! `credit-train`: trains from a hand-off file written by `credit train policy … --handoff FILE`,
-//! for a GPU machine that has the model but not the logs (or not polars): build it there with
+//! for a GPU machine that has the model but not the logs (or not polars): build it here with
+//! `scripts/build-cuda.sh` and carry it, or there with
 //! `cargo build --release -p credit-train --features cuda`.
 
 use credit_train::train::{train, Event};
@@ -12,7 +13,8 @@ const USAGE: &str =
 
 Trains a Hugging Face causal LM (Qwen2/Llama family) on the samples and hyper-parameters of a
 hand-off file written by `credit train policy … --handoff HANDOFF.jsonl`, and writes a checkpoint
-in the Hugging Face layout to --out (with metrics.jsonl). --resume continues that checkpoint.";
+in the Hugging Face layout to --out (with metrics.jsonl), or a PEFT adapter when the hand-off asks
+for LoRA (`--lora-rank`). --resume continues that checkpoint.";
 
 struct Args {
     handoff: PathBuf,

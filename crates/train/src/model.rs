@@ -12,18 +12,27 @@
 //! Qwen2 has biases on q/k/v (Llama: `attention_bias`, default off); both may tie the LM head to
 //! the embedding (`tie_word_embeddings`). candle-transformers' models do not train: their fused
 //! rope, softmax and RMSNorm kernels are cut out of autograd (`apply_op*_no_bwd`), so a backward
-//! pass reaches only the head. Here RoPE is `rope_slow`, softmax `ops::softmax`, and RMSNorm
-//! `RmsNorm::forward_diff`, all composed of ops with gradients.
+//! pass reaches only the head. Here RoPE is `rope_slow`, softmax `ops::softmax`, and RMSNorm the
+//! composed ops of `RmsNorm::forward_diff`, all with gradients.
 //!
-//! Parameters are f32 [`Var`]s under their Hugging Face names; the forward pass casts them to the
-//! compute dtype (bf16 on CUDA), so gradients and optimizer updates stay in f32.
+//! Full fine-tuning: parameters are f32 [`Var`]s under their Hugging Face names; the forward pass
+//! casts them to the compute dtype (bf16 on CUDA), so gradients and optimizer updates stay in f32.
+//! LoRA ([`crate::lora`]): the base weights are frozen tensors stored in the compute dtype, and
+//! only the adapters are f32 `Var`s. Optionally each block is checkpointed (recomputed in the
+//! backward pass) to hold long multi-turn prompts.
 
 use crate::error::{Context, Error, Result};
-use candle_core::{DType, Device, Tensor, Var, D};
-use candle_nn::{ops, rotary_emb, RmsNorm};
+use crate::lora::{LoraConfig, Target};
+use candle_core::backend::BackendStorage;
+use candle_core::backprop::GradStore;
+use candle_core::{
+    CpuStorage, CudaStorage, CustomOp1, DType, Device, Layout, Shape, Storage, Tensor, Var, D,
+};
+use candle_nn::{ops, rotary_emb};
 use serde::Deserialize;
 use std::collections::HashMap;
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 
 /// The architecture, as training needs it.
 #[derive(Clone, Debug, PartialEq)]
@@ -315,19 +324,62 @@ impl HfConfig {
     }
 }
 
+/// A projection as the forward pass uses it.
+#[derive(Clone)]
+struct Linear {
+    /// `[out, in]`: a trained parameter's f32 tensor, or a frozen weight already in the compute
+    /// dtype.
+    weight: Tensor,
+    bias: Option<Tensor>,
+    adapter: Option<Adapter>,
+}
+
+/// LoRA's low-rank update of one projection, (α/r)·B A, with f32 trained A and B.
+#[derive(Clone)]
+struct Adapter {
+    a: Tensor,
+    b: Tensor,
+    scale: f64,
+}
+
+#[derive(Clone)]
 struct Layer {
-    input_norm: Var,
-    q: Var,
-    q_bias: Option<Var>,
-    k: Var,
-    k_bias: Option<Var>,
-    v: Var,
-    v_bias: Option<Var>,
-    o: Var,
-    post_norm: Var,
-    gate: Var,
-    up: Var,
-    down: Var,
+    input_norm: Tensor,
+    q: Linear,
+    k: Linear,
+    v: Linear,
+    o: Linear,
+    post_norm: Tensor,
+    gate: Linear,
+    up: Linear,
+    down: Linear,
+}
+
+impl Layer {
+    /// The projections in [`Target::ALL`] order.
+    fn projections(&self) -> [&Linear; 7] {
+        [
+            &self.q, &self.k, &self.v, &self.o, &self.gate, &self.up, &self.down,
+        ]
+    }
+
+    /// The tensors of this block that train: the adapters under LoRA, else every weight.
+    fn trained(&self, frozen: bool) -> Vec<Tensor> {
+        let mut out = Vec::new();
+        if !frozen {
+            out.extend([self.input_norm.clone(), self.post_norm.clone()]);
+        }
+        for p in self.projections() {
+            if !frozen {
+                out.push(p.weight.clone());
+                out.extend(p.bias.clone());
+            }
+            if let Some(a) = &p.adapter {
+                out.extend([a.a.clone(), a.b.clone()]);
+            }
+        }
+        out
+    }
 }
 
 /// A token batch for [`Model::action_logprobs`]: right-padded ids and, for every action token,
@@ -342,112 +394,151 @@ pub struct Batch {
     pub targets: Tensor,
 }
 
-/// The model: f32 parameters under Hugging Face names, plus the compute dtype.
-pub struct Model {
-    config: Config,
-    params: Vec<(String, Var)>,
-    embed: Var,
-    layers: Vec<Layer>,
-    norm: Var,
-    lm_head: Option<Var>,
-    dtype: DType,
-    device: Device,
+/// Whether a forward pass trains: LoRA dropout and activation checkpointing apply only then.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pass {
+    Eval,
+    Train,
 }
 
+/// Gradients of parameters inside checkpointed blocks, computed by the blocks' recomputation
+/// while the backward pass runs.
+type GradSink = Arc<Mutex<Vec<(Tensor, Tensor)>>>;
+
+/// The model: trained f32 parameters (every weight, or LoRA adapters over frozen base weights in
+/// the compute dtype), plus the compute dtype.
+pub struct Model {
+    config: Config,
+    /// What trains, under its saved name: every parameter under its Hugging Face name, or under
+    /// LoRA the adapters' A and B under PEFT's names.
+    params: Vec<(String, Var)>,
+    /// Under LoRA, the base weights under their Hugging Face names, in the compute dtype. They are
+    /// plain tensors, never `Var`s, and enter the graph through ops whose backward returns only
+    /// the gradient of the activation ([`attach`]), so no gradient of theirs is ever computed.
+    frozen: Vec<(String, Tensor)>,
+    lora: Option<LoraConfig>,
+    embed: Tensor,
+    layers: Vec<Layer>,
+    norm: Tensor,
+    lm_head: Option<Tensor>,
+    dtype: DType,
+    device: Device,
+    checkpoint: bool,
+    sink: GradSink,
+}
+
+/// What every block of one forward pass shares.
+#[derive(Clone)]
+struct Ctx {
+    b: usize,
+    t: usize,
+    heads: usize,
+    kv_heads: usize,
+    head_dim: usize,
+    eps: f64,
+    cos: Tensor,
+    sin: Tensor,
+    mask: Tensor,
+    dtype: DType,
+    /// The base weights are frozen (LoRA).
+    frozen: bool,
+}
+
+/// One dropout mask per projection of a block (`None`: no adapter, or no dropout).
+type Masks = [Option<Tensor>; 7];
+
 impl Model {
-    /// Builds the model from named tensors (any dtype; converted to f32 `Var`s on `device`).
-    /// Tensors the architecture does not use are ignored; a missing or misshapen one is an
-    /// error naming it and `source`.
+    /// Builds the model from named tensors (any dtype; converted to f32 `Var`s on `device`), every
+    /// parameter trained. Tensors the architecture does not use are ignored; a missing or
+    /// misshapen one is an error naming it and `source`.
     pub fn from_tensors(
         config: Config,
-        mut tensors: HashMap<String, Tensor>,
+        tensors: HashMap<String, Tensor>,
         device: &Device,
         dtype: DType,
         source: &Path,
     ) -> Result<Self> {
         let mut params = Vec::new();
-        for (name, shape) in config.parameters() {
-            let tensor = tensors.remove(&name).ok_or_else(|| Error::Model {
-                path: source.to_path_buf(),
-                message: format!(
-                    "tensor `{name}` is missing (expected shape {shape:?} for this config.json)"
-                ),
-            })?;
-            if tensor.dims() != shape.as_slice() {
-                return Err(Error::Model {
-                    path: source.to_path_buf(),
-                    message: format!(
-                        "tensor `{name}` has shape {:?}, config.json implies {shape:?}",
-                        tensor.dims()
-                    ),
-                });
-            }
-            let tensor = tensor
-                .to_dtype(DType::F32)
-                .and_then(|t| t.to_device(device))
-                .ctx(&format!("converting `{name}`"))?;
-            params.push((
-                name,
-                Var::from_tensor(&tensor).ctx("making a trainable variable")?,
-            ));
+        for (name, tensor) in base_tensors(&config, tensors, device, DType::F32, source)? {
+            let var = Var::from_tensor(&tensor).ctx("making a trainable variable")?;
+            params.push((name, var));
         }
-        Self::assemble(config, params, device, dtype)
-    }
-
-    fn assemble(
-        config: Config,
-        params: Vec<(String, Var)>,
-        device: &Device,
-        dtype: DType,
-    ) -> Result<Self> {
-        let by_name: HashMap<&str, &Var> = params.iter().map(|(n, v)| (n.as_str(), v)).collect();
-        let get = |name: &str| -> Result<Var> {
-            by_name
-                .get(name)
-                .map(|v| (*v).clone())
-                .ok_or_else(|| Error::Params(format!("internal: parameter `{name}` not built")))
-        };
-        let bias = |name: String| -> Result<Option<Var>> {
-            if config.attention_bias {
-                get(&name).map(Some)
-            } else {
-                Ok(None)
-            }
-        };
-        let mut layers = Vec::with_capacity(config.num_hidden_layers);
-        for l in 0..config.num_hidden_layers {
-            let p = format!("model.layers.{l}");
-            layers.push(Layer {
-                input_norm: get(&format!("{p}.input_layernorm.weight"))?,
-                q: get(&format!("{p}.self_attn.q_proj.weight"))?,
-                q_bias: bias(format!("{p}.self_attn.q_proj.bias"))?,
-                k: get(&format!("{p}.self_attn.k_proj.weight"))?,
-                k_bias: bias(format!("{p}.self_attn.k_proj.bias"))?,
-                v: get(&format!("{p}.self_attn.v_proj.weight"))?,
-                v_bias: bias(format!("{p}.self_attn.v_proj.bias"))?,
-                o: get(&format!("{p}.self_attn.o_proj.weight"))?,
-                post_norm: get(&format!("{p}.post_attention_layernorm.weight"))?,
-                gate: get(&format!("{p}.mlp.gate_proj.weight"))?,
-                up: get(&format!("{p}.mlp.up_proj.weight"))?,
-                down: get(&format!("{p}.mlp.down_proj.weight"))?,
-            });
-        }
-        let embed = get("model.embed_tokens.weight")?;
-        let norm = get("model.norm.weight")?;
-        let lm_head = if config.tie_word_embeddings {
-            None
-        } else {
-            Some(get("lm_head.weight")?)
-        };
+        let weights = params
+            .iter()
+            .map(|(n, v)| (n.clone(), v.as_tensor().clone()))
+            .collect();
+        let (embed, layers, norm, lm_head) = assemble(&config, &weights, &HashMap::new(), None)?;
         Ok(Model {
             config,
             params,
+            frozen: Vec::new(),
+            lora: None,
             embed,
             layers,
             norm,
             lm_head,
             dtype,
             device: device.clone(),
+            checkpoint: false,
+            sink: GradSink::default(),
+        })
+    }
+
+    /// Builds a LoRA model: the base weights of `tensors` frozen in `dtype` on `device`, and the
+    /// `adapters` (PEFT names and shapes, see [`crate::lora::adapter_shapes`]) as the f32 `Var`s
+    /// that train.
+    pub fn from_tensors_lora(
+        config: Config,
+        tensors: HashMap<String, Tensor>,
+        mut adapters: HashMap<String, Tensor>,
+        lora: &LoraConfig,
+        device: &Device,
+        dtype: DType,
+        source: &Path,
+    ) -> Result<Self> {
+        lora.check()?;
+        let frozen = base_tensors(&config, tensors, device, dtype, source)?;
+        let mut params = Vec::new();
+        for (name, shape) in crate::lora::adapter_shapes(&config, lora) {
+            let bad = |message: String| Error::Model {
+                path: source.to_path_buf(),
+                message,
+            };
+            let t = adapters
+                .remove(&name)
+                .ok_or_else(|| bad(format!("adapter tensor `{name}` is missing")))?;
+            if t.dims() != shape.as_slice() {
+                return Err(bad(format!(
+                    "adapter tensor `{name}` has shape {:?}, rank {} implies {shape:?}",
+                    t.dims(),
+                    lora.rank
+                )));
+            }
+            let t = t
+                .to_dtype(DType::F32)
+                .and_then(|t| t.to_device(device))
+                .ctx(&format!("converting `{name}`"))?;
+            params.push((name, Var::from_tensor(&t).ctx("making an adapter")?));
+        }
+        let weights = frozen.iter().cloned().collect();
+        let trained = params
+            .iter()
+            .map(|(n, v)| (n.clone(), v.as_tensor().clone()))
+            .collect();
+        let (embed, layers, norm, lm_head) = assemble(&config, &weights, &trained, Some(lora))?;
+        Ok(Model {
+            config,
+            params,
+            frozen,
+            lora: Some(lora.clone()),
+            embed,
+            layers,
+            norm,
+            lm_head,
+            dtype,
+            device: device.clone(),
+            checkpoint: false,
+            sink: GradSink::default(),
         })
     }
 
@@ -463,87 +554,449 @@ impl Model {
         self.dtype
     }
 
-    /// Every trainable parameter under its Hugging Face name, in [`Config::parameters`] order.
+    /// Every trained tensor under its saved name: all parameters in [`Config::parameters`] order,
+    /// or under LoRA the adapters in [`crate::lora::adapter_shapes`] order.
     pub fn params(&self) -> &[(String, Var)] {
         &self.params
     }
 
-    /// The log-probability of every action token of the batch under the model, `[N]` f32.
+    /// The frozen base weights (LoRA), in the compute dtype; empty when every parameter trains.
+    pub fn frozen(&self) -> &[(String, Tensor)] {
+        &self.frozen
+    }
+
+    pub fn lora(&self) -> Option<&LoraConfig> {
+        self.lora.as_ref()
+    }
+
+    /// Activation checkpointing: a training pass keeps only each block's input and recomputes
+    /// the block during the backward pass, trading a second forward pass for the activations of
+    /// all blocks but one. Needs [`Model::backward`].
+    pub fn set_checkpointing(&mut self, on: bool) {
+        self.checkpoint = on;
+    }
+
+    /// The log-probability of every action token of the batch under the model, `[N]` f32,
+    /// without dropout.
     pub fn action_logprobs(&self, batch: &Batch) -> Result<Tensor> {
-        self.forward(batch).ctx("forward pass")
+        self.logprobs(batch, Pass::Eval).ctx("forward pass")
     }
 
-    fn w(&self, v: &Var) -> candle_core::Result<Tensor> {
-        v.as_tensor().to_dtype(self.dtype)
+    /// [`Model::action_logprobs`] for a training step: LoRA dropout on, blocks checkpointed if
+    /// asked; differentiate through [`Model::backward`].
+    pub fn train_logprobs(&self, batch: &Batch) -> Result<Tensor> {
+        self.logprobs(batch, Pass::Train).ctx("forward pass")
     }
 
-    fn linear(&self, x: &Tensor, w: &Var, b: Option<&Var>) -> candle_core::Result<Tensor> {
-        let y = x.matmul(&self.w(w)?.t()?)?;
-        match b {
-            Some(b) => y.broadcast_add(&self.w(b)?),
-            None => Ok(y),
+    /// The final hidden state (after the last RMSNorm) at the flat `positions` (`b·T + t`) of the
+    /// right-padded `ids` `[B, T]`: `[N, hidden]` in the compute dtype.
+    pub fn hidden_states(&self, ids: &Tensor, positions: &Tensor, pass: Pass) -> Result<Tensor> {
+        self.hidden(ids, positions, pass).ctx("forward pass")
+    }
+
+    /// `loss.backward()`, with the gradients that checkpointed blocks computed while it ran
+    /// added in.
+    pub fn backward(&self, loss: &Tensor) -> Result<GradStore> {
+        let mut grads = loss.backward().ctx("backward pass")?;
+        let side = std::mem::take(
+            &mut *self
+                .sink
+                .lock()
+                .map_err(|_| Error::candle("backward pass", poisoned()))?,
+        );
+        for (param, g) in side {
+            let total = match grads.get(&param) {
+                Some(prev) => (prev + g).ctx("adding checkpointed gradients")?,
+                None => g,
+            };
+            grads.insert(&param, total);
         }
+        Ok(grads)
     }
 
-    fn rms_norm(&self, x: &Tensor, w: &Var) -> candle_core::Result<Tensor> {
-        RmsNorm::new(self.w(w)?, self.config.rms_norm_eps).forward_diff(x)
+    fn logprobs(&self, batch: &Batch, pass: Pass) -> candle_core::Result<Tensor> {
+        let h = self.hidden(&batch.ids, &batch.positions, pass)?;
+        let head = Linear {
+            weight: self.lm_head.clone().unwrap_or_else(|| self.embed.clone()),
+            bias: None,
+            adapter: None,
+        };
+        let logits =
+            linear(&h, &head, self.dtype, !self.frozen.is_empty(), None)?.to_dtype(DType::F32)?;
+        let logp = ops::log_softmax(&logits, D::Minus1)?;
+        logp.gather(&batch.targets.unsqueeze(1)?, 1)?.squeeze(1)
     }
 
-    fn forward(&self, batch: &Batch) -> candle_core::Result<Tensor> {
+    fn hidden(&self, ids: &Tensor, positions: &Tensor, pass: Pass) -> candle_core::Result<Tensor> {
         let c = &self.config;
-        let (b, t) = batch.ids.dims2()?;
-        let (nh, nkv, hd) = (c.num_attention_heads, c.num_key_value_heads, c.head_dim);
-        let flat_ids = batch.ids.flatten_all()?;
-        // [B·T, H]: rows are positions; attention reshapes to heads and back.
-        let mut h = self.w(&self.embed)?.index_select(&flat_ids, 0)?;
-
+        let (b, t) = ids.dims2()?;
+        let hd = c.head_dim;
         let inv_freq = Tensor::from_vec(c.inv_freq(), (1, hd / 2), &self.device)?;
         let pos = Tensor::arange(0u32, t as u32, &self.device)?
             .to_dtype(DType::F32)?
             .reshape((t, 1))?;
         let freqs = pos.broadcast_mul(&inv_freq)?;
-        let (cos, sin) = (
-            freqs.cos()?.to_dtype(self.dtype)?,
-            freqs.sin()?.to_dtype(self.dtype)?,
-        );
         let mask: Vec<f32> = (0..t)
             .flat_map(|i| (0..t).map(move |j| if j > i { f32::NEG_INFINITY } else { 0.0 }))
             .collect();
-        let mask = Tensor::from_vec(mask, (1, 1, t, t), &self.device)?.to_dtype(self.dtype)?;
-        let scale = 1.0 / (hd as f64).sqrt();
-
+        let ctx = Ctx {
+            b,
+            t,
+            heads: c.num_attention_heads,
+            kv_heads: c.num_key_value_heads,
+            head_dim: hd,
+            eps: c.rms_norm_eps,
+            cos: freqs.cos()?.to_dtype(self.dtype)?,
+            sin: freqs.sin()?.to_dtype(self.dtype)?,
+            mask: Tensor::from_vec(mask, (1, 1, t, t), &self.device)?.to_dtype(self.dtype)?,
+            dtype: self.dtype,
+            frozen: !self.frozen.is_empty(),
+        };
+        // [B·T, H]: rows are positions; attention reshapes to heads and back.
+        let mut h = self
+            .embed
+            .to_dtype(self.dtype)?
+            .index_select(&ids.flatten_all()?, 0)?;
         for layer in &self.layers {
-            let x = self.rms_norm(&h, &layer.input_norm)?;
-            let heads =
-                |y: Tensor, n: usize| y.reshape((b, t, n, hd))?.transpose(1, 2)?.contiguous();
-            let q = heads(self.linear(&x, &layer.q, layer.q_bias.as_ref())?, nh)?;
-            let k = heads(self.linear(&x, &layer.k, layer.k_bias.as_ref())?, nkv)?;
-            let v = heads(self.linear(&x, &layer.v, layer.v_bias.as_ref())?, nkv)?;
-            let q = rotary_emb::rope_slow(&q, &cos, &sin)?;
-            let k = repeat_kv(rotary_emb::rope_slow(&k, &cos, &sin)?, nh / nkv)?;
-            let v = repeat_kv(v, nh / nkv)?;
-            let scores = (q.matmul(&k.t()?.contiguous()?)? * scale)?.broadcast_add(&mask)?;
-            let probs = ops::softmax(&scores, D::Minus1)?;
-            let attn = probs
-                .matmul(&v)?
-                .transpose(1, 2)?
-                .reshape((b * t, nh * hd))?;
-            h = (h + self.linear(&attn, &layer.o, None)?)?;
-
-            let x = self.rms_norm(&h, &layer.post_norm)?;
-            let gated = self.linear(&x, &layer.gate, None)?.silu()?;
-            let up = self.linear(&x, &layer.up, None)?;
-            h = (h + self.linear(&(gated * up)?, &layer.down, None)?)?;
+            let masks = self.dropout_masks(layer, b * t, pass)?;
+            h = if pass == Pass::Train && self.checkpoint {
+                self.checkpointed(layer, h, &ctx, masks)?
+            } else {
+                block(layer, &h, &ctx, &masks)?
+            };
         }
-        // Only the positions that predict action tokens reach the head: a prompt's logits over a
-        // 150k vocabulary would dominate memory and time and are never used.
-        let h = h.index_select(&batch.positions, 0)?;
-        let h = self.rms_norm(&h, &self.norm)?;
-        let logits = self
-            .linear(&h, self.lm_head.as_ref().unwrap_or(&self.embed), None)?
-            .to_dtype(DType::F32)?;
-        let logp = ops::log_softmax(&logits, D::Minus1)?;
-        logp.gather(&batch.targets.unsqueeze(1)?, 1)?.squeeze(1)
+        // Only the positions asked for reach the final norm and the head: a prompt's logits over
+        // a 150k vocabulary would dominate memory and time and are never used.
+        let h = h.index_select(positions, 0)?;
+        rms_norm(&h, &self.norm, &ctx)
+    }
+
+    /// PEFT's dropout on each adapter's input (a separate mask per projection), drawn before the
+    /// block runs so that a checkpointed block recomputes with the same masks.
+    fn dropout_masks(&self, layer: &Layer, rows: usize, pass: Pass) -> candle_core::Result<Masks> {
+        let mut masks: Masks = Default::default();
+        let p = match &self.lora {
+            Some(l) if pass == Pass::Train && l.dropout > 0.0 => l.dropout,
+            _ => return Ok(masks),
+        };
+        for (slot, proj) in masks.iter_mut().zip(layer.projections()) {
+            if proj.adapter.is_some() {
+                let width = proj.weight.dim(1)?;
+                let keep = Tensor::rand(0f32, 1f32, (rows, width), &self.device)?.ge(p as f32)?;
+                *slot = Some((keep.to_dtype(self.dtype)? * (1.0 / (1.0 - p)))?);
+            }
+        }
+        Ok(masks)
+    }
+
+    /// The block, with only its input `h` kept for the backward pass, which recomputes the block
+    /// from it and hands the gradients of the block's parameters to [`Model::backward`].
+    fn checkpointed(
+        &self,
+        layer: &Layer,
+        h: Tensor,
+        ctx: &Ctx,
+        masks: Masks,
+    ) -> candle_core::Result<Tensor> {
+        // The op must be on the graph for the block's parameters to get gradients: when nothing
+        // before the block trains (LoRA's first block reads the frozen embedding), a variable
+        // stands in for its input.
+        let h = if h.track_op() {
+            h
+        } else {
+            Var::from_tensor(&h)?.into_inner()
+        };
+        // Computed with the graph that the parameters start, which is dropped with `out` once
+        // the op has copied it: only the op's input survives.
+        let out = block(layer, &h.detach(), ctx, &masks)?;
+        let (layer, ctx, sink) = (layer.clone(), ctx.clone(), self.sink.clone());
+        let trained = layer.trained(ctx.frozen);
+        attach(&h, out, move |x, grad| {
+            let x = Var::from_tensor(&x.detach())?;
+            let y = block(&layer, x.as_tensor(), &ctx, &masks)?;
+            // d(Σ y ⊙ g)/dy = g: the recomputed block's backward, seeded with the incoming gradient.
+            let grads = (y * grad.detach())?.sum_all()?.backward()?;
+            let mut sink = sink.lock().map_err(|_| poisoned())?;
+            for p in &trained {
+                if let Some(g) = grads.get(p) {
+                    sink.push((p.clone(), g.clone()));
+                }
+            }
+            match grads.get(x.as_tensor()) {
+                Some(g) => Ok(g.clone()),
+                None => x.as_tensor().zeros_like(),
+            }
+        })
+    }
+}
+
+fn poisoned() -> candle_core::Error {
+    candle_core::Error::Msg("a checkpointed block panicked during the backward pass".into())
+}
+
+/// The base weights of `config` from `tensors`, checked and converted to `dtype` on `device`, in
+/// [`Config::parameters`] order.
+fn base_tensors(
+    config: &Config,
+    mut tensors: HashMap<String, Tensor>,
+    device: &Device,
+    dtype: DType,
+    source: &Path,
+) -> Result<Vec<(String, Tensor)>> {
+    let mut out = Vec::new();
+    for (name, shape) in config.parameters() {
+        let tensor = tensors.remove(&name).ok_or_else(|| Error::Model {
+            path: source.to_path_buf(),
+            message: format!(
+                "tensor `{name}` is missing (expected shape {shape:?} for this config.json)"
+            ),
+        })?;
+        if tensor.dims() != shape.as_slice() {
+            return Err(Error::Model {
+                path: source.to_path_buf(),
+                message: format!(
+                    "tensor `{name}` has shape {:?}, config.json implies {shape:?}",
+                    tensor.dims()
+                ),
+            });
+        }
+        let tensor = tensor
+            .to_dtype(dtype)
+            .and_then(|t| t.to_device(device))
+            .ctx(&format!("converting `{name}`"))?;
+        out.push((name, tensor));
+    }
+    Ok(out)
+}
+
+type Parts = (Tensor, Vec<Layer>, Tensor, Option<Tensor>);
+
+/// The embedding, blocks, final norm and untied head from the named base weights and adapters.
+fn assemble(
+    config: &Config,
+    weights: &HashMap<String, Tensor>,
+    adapters: &HashMap<String, Tensor>,
+    lora: Option<&LoraConfig>,
+) -> Result<Parts> {
+    let get = |name: &str| -> Result<Tensor> {
+        weights
+            .get(name)
+            .cloned()
+            .ok_or_else(|| Error::Params(format!("internal: parameter `{name}` not built")))
+    };
+    let linear = |l: usize, target: Target, bias: bool| -> Result<Linear> {
+        let path = target.path(l);
+        let adapter = match lora {
+            Some(lc) if lc.targets.contains(&target) => {
+                let (a, b) = crate::lora::peft_names(&path);
+                let find = |n: &str| {
+                    adapters
+                        .get(n)
+                        .cloned()
+                        .ok_or_else(|| Error::Params(format!("internal: adapter `{n}` not built")))
+                };
+                Some(Adapter {
+                    a: find(&a)?,
+                    b: find(&b)?,
+                    scale: lc.scale(),
+                })
+            }
+            _ => None,
+        };
+        Ok(Linear {
+            weight: get(&format!("{path}.weight"))?,
+            bias: if bias && config.attention_bias {
+                Some(get(&format!("{path}.bias"))?)
+            } else {
+                None
+            },
+            adapter,
+        })
+    };
+    let mut layers = Vec::with_capacity(config.num_hidden_layers);
+    for l in 0..config.num_hidden_layers {
+        let p = format!("model.layers.{l}");
+        layers.push(Layer {
+            input_norm: get(&format!("{p}.input_layernorm.weight"))?,
+            q: linear(l, Target::Q, true)?,
+            k: linear(l, Target::K, true)?,
+            v: linear(l, Target::V, true)?,
+            o: linear(l, Target::O, false)?,
+            post_norm: get(&format!("{p}.post_attention_layernorm.weight"))?,
+            gate: linear(l, Target::Gate, false)?,
+            up: linear(l, Target::Up, false)?,
+            down: linear(l, Target::Down, false)?,
+        });
+    }
+    let lm_head = if config.tie_word_embeddings {
+        None
+    } else {
+        Some(get("lm_head.weight")?)
+    };
+    Ok((
+        get("model.embed_tokens.weight")?,
+        layers,
+        get("model.norm.weight")?,
+        lm_head,
+    ))
+}
+
+/// One pre-norm decoder block on `h` `[B·T, H]`.
+fn block(layer: &Layer, h: &Tensor, ctx: &Ctx, masks: &Masks) -> candle_core::Result<Tensor> {
+    let (b, t, hd) = (ctx.b, ctx.t, ctx.head_dim);
+    let (nh, nkv) = (ctx.heads, ctx.kv_heads);
+    let proj =
+        |x: &Tensor, l: &Linear, i: usize| linear(x, l, ctx.dtype, ctx.frozen, masks[i].as_ref());
+    let x = rms_norm(h, &layer.input_norm, ctx)?;
+    let heads = |y: Tensor, n: usize| y.reshape((b, t, n, hd))?.transpose(1, 2)?.contiguous();
+    let q = heads(proj(&x, &layer.q, 0)?, nh)?;
+    let k = heads(proj(&x, &layer.k, 1)?, nkv)?;
+    let v = heads(proj(&x, &layer.v, 2)?, nkv)?;
+    let q = rotary_emb::rope_slow(&q, &ctx.cos, &ctx.sin)?;
+    let k = repeat_kv(rotary_emb::rope_slow(&k, &ctx.cos, &ctx.sin)?, nh / nkv)?;
+    let v = repeat_kv(v, nh / nkv)?;
+    let scale = 1.0 / (hd as f64).sqrt();
+    let scores = (q.matmul(&k.t()?.contiguous()?)? * scale)?.broadcast_add(&ctx.mask)?;
+    let probs = ops::softmax(&scores, D::Minus1)?;
+    let attn = probs
+        .matmul(&v)?
+        .transpose(1, 2)?
+        .reshape((b * t, nh * hd))?;
+    let h = (h + proj(&attn, &layer.o, 3)?)?;
+    let x = rms_norm(&h, &layer.post_norm, ctx)?;
+    let gated = proj(&x, &layer.gate, 4)?.silu()?;
+    let up = proj(&x, &layer.up, 5)?;
+    h + proj(&(gated * up)?, &layer.down, 6)?
+}
+
+/// x Wᵀ + b, plus the adapter's (α/r)·(mask ⊙ x) Aᵀ Bᵀ.
+fn linear(
+    x: &Tensor,
+    l: &Linear,
+    dtype: DType,
+    frozen: bool,
+    mask: Option<&Tensor>,
+) -> candle_core::Result<Tensor> {
+    let y = if frozen {
+        let mut y = x.detach().matmul(&l.weight.t()?)?;
+        if let Some(b) = &l.bias {
+            y = y.broadcast_add(b)?;
+        }
+        let w = l.weight.clone();
+        attach(x, y, move |_, grad| grad.matmul(&w))?
+    } else {
+        let y = x.matmul(&l.weight.to_dtype(dtype)?.t()?)?;
+        match &l.bias {
+            Some(b) => y.broadcast_add(&b.to_dtype(dtype)?)?,
+            None => y,
+        }
+    };
+    let Some(adapter) = &l.adapter else {
+        return Ok(y);
+    };
+    let x = match mask {
+        Some(m) => (x * m)?,
+        None => x.clone(),
+    };
+    let low = x
+        .matmul(&adapter.a.to_dtype(dtype)?.t()?)?
+        .matmul(&adapter.b.to_dtype(dtype)?.t()?)?;
+    y + (low * adapter.scale)?
+}
+
+/// RMSNorm, w ⊙ x / √(mean(x²) + ε), computed in f32 for half-precision inputs as
+/// `candle_nn::RmsNorm::forward_diff` does; a frozen w enters through [`attach`].
+fn rms_norm(x: &Tensor, w: &Tensor, ctx: &Ctx) -> candle_core::Result<Tensor> {
+    let dtype = x.dtype();
+    let internal = match dtype {
+        DType::F16 | DType::BF16 => DType::F32,
+        d => d,
+    };
+    let xf = x.to_dtype(internal)?;
+    let mean_sq = xf.sqr()?.mean_keepdim(D::Minus1)?;
+    let normed = xf
+        .broadcast_div(&(mean_sq + ctx.eps)?.sqrt()?)?
+        .to_dtype(dtype)?;
+    if ctx.frozen {
+        let y = normed.detach().broadcast_mul(w)?;
+        let w = w.clone();
+        attach(&normed, y, move |_, grad| grad.broadcast_mul(&w))
+    } else {
+        normed.broadcast_mul(&w.to_dtype(ctx.dtype)?)
+    }
+}
+
+/// `out`, computed without a graph from `x` (and tensors that do not train), put on the graph as
+/// a function of `x` alone whose backward is `grad_x(x, grad_out)`.
+///
+/// candle's backward of `x·Wᵀ` (and of `x ⊙ w`) computes and stores the gradient of both
+/// operands, so a frozen weight entering the graph through a plain op would still get a
+/// full-size gradient every step. Here it is captured by the backward closure instead, and
+/// gradients flow only to `x`. The forward copies `out` once (a custom op must return fresh
+/// storage); when nothing upstream of `x` trains, `out` is returned as it is.
+fn attach<F>(x: &Tensor, out: Tensor, grad_x: F) -> candle_core::Result<Tensor>
+where
+    F: Fn(&Tensor, &Tensor) -> candle_core::Result<Tensor> + Send + Sync + 'static,
+{
+    if !x.track_op() {
+        return Ok(out);
+    }
+    x.apply_op1(Attached {
+        out: Mutex::new(Some(out)),
+        grad_x,
+    })
+}
+
+struct Attached<F> {
+    out: Mutex<Option<Tensor>>,
+    grad_x: F,
+}
+
+impl<F> Attached<F> {
+    /// The output, contiguous from offset 0, so that its storage is exactly its elements.
+    fn take(&self) -> candle_core::Result<Tensor> {
+        let out = self
+            .out
+            .lock()
+            .map_err(|_| poisoned())?
+            .take()
+            .ok_or_else(|| candle_core::Error::Msg("attached op run twice".into()))?;
+        if out.is_contiguous() && out.layout().start_offset() == 0 {
+            Ok(out)
+        } else {
+            out.force_contiguous()
+        }
+    }
+}
+
+impl<F> CustomOp1 for Attached<F>
+where
+    F: Fn(&Tensor, &Tensor) -> candle_core::Result<Tensor> + Send + Sync + 'static,
+{
+    fn name(&self) -> &'static str {
+        "credit-train-attached"
+    }
+
+    fn cpu_fwd(&self, _: &CpuStorage, _: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
+        let out = self.take()?;
+        let (storage, layout) = out.storage_and_layout();
+        match &*storage {
+            Storage::Cpu(s) => Ok((s.try_clone(layout)?, layout.shape().clone())),
+            _ => candle_core::bail!("attached op: output and input on different devices"),
+        }
+    }
+
+    fn cuda_fwd(&self, _: &CudaStorage, _: &Layout) -> candle_core::Result<(CudaStorage, Shape)> {
+        let out = self.take()?;
+        let (storage, layout) = out.storage_and_layout();
+        match &*storage {
+            Storage::Cuda(s) => Ok((s.try_clone(layout)?, layout.shape().clone())),
+            _ => candle_core::bail!("attached op: output and input on different devices"),
+        }
+    }
+
+    fn bwd(&self, arg: &Tensor, _: &Tensor, grad: &Tensor) -> candle_core::Result<Option<Tensor>> {
+        (self.grad_x)(arg, grad).map(Some)
     }
 }
 

@@ -506,9 +506,46 @@ impl ProgressModel {
     }
 }
 
+/// A trained estimator of either kind, as `--progress-model` / `--sprm-model` use it.
+pub trait StepModel: Send + Sync {
+    fn readout(&self) -> Readout;
+    /// The value after every step of a trajectory (ĉ_t; for a segment-end model, r̂_i where step
+    /// t ends segment i and meaningless elsewhere). Empty in, empty out.
+    fn predict(&self, steps: &[StepText]) -> Result<Vec<f64>>;
+}
+
+impl StepModel for ProgressModel {
+    fn readout(&self) -> Readout {
+        self.config.readout
+    }
+
+    fn predict(&self, steps: &[StepText]) -> Result<Vec<f64>> {
+        ProgressModel::predict(self, steps)
+    }
+}
+
+/// Loads the estimator saved in `dir`: the small model ([`ProgressModel`]) or one on an LM
+/// backbone ([`crate::progress_lm::BackboneProgress`], its backbone onto `device`), by the
+/// `model_type` of its `config.json`.
+pub fn load_step_model(dir: &Path, device: crate::DeviceKind) -> Result<Box<dyn StepModel>> {
+    let path = dir.join(CONFIG);
+    let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| Error::Json {
+        path: path.clone(),
+        line: 0,
+        message: e.to_string(),
+    })?;
+    match value.get("model_type").and_then(|v| v.as_str()) {
+        Some(crate::progress_lm::MODEL_TYPE) => Ok(Box::new(
+            crate::progress_lm::BackboneProgress::load(dir, device)?,
+        )),
+        _ => Ok(Box::new(ProgressModel::load(dir)?)),
+    }
+}
+
 /// Fold of each trajectory, from its split key: tasks dealt round-robin in hash order, or
 /// trajectories when there is a single task. Returns the folds, their count and what was split.
-fn folds(keys: &[&str], wanted: usize) -> (Vec<usize>, usize, &'static str) {
+pub(crate) fn folds(keys: &[&str], wanted: usize) -> (Vec<usize>, usize, &'static str) {
     let mut tasks: Vec<&str> = keys.to_vec();
     tasks.sort_unstable();
     tasks.dedup();
@@ -703,7 +740,7 @@ pub fn train_progress(
     Ok((model, report))
 }
 
-fn calibration(
+pub(crate) fn calibration(
     predicted: &[f64],
     constant: &[f64],
     truth: &[f64],

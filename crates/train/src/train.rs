@@ -15,6 +15,7 @@
 use crate::checkpoint::{self, Fingerprint, Saved, TrainerState};
 use crate::data::{prepare, Sample};
 use crate::error::{Context, Error, Result};
+use crate::lora::LoraConfig;
 use crate::model::Model;
 use crate::objective;
 use crate::optim::{clip_grad_norm, warmup_lr, AdamW, AdamWConfig};
@@ -53,6 +54,11 @@ pub struct TrainConfig {
     /// Also save a checkpoint every this many optimizer steps (always at the end).
     pub save_every: Option<u64>,
     pub adamw: AdamWConfig,
+    /// Train LoRA adapters over the frozen model instead of every weight.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub lora: Option<LoraConfig>,
+    /// Recompute each transformer block in the backward pass instead of keeping its activations.
+    pub checkpoint_layers: bool,
 }
 
 impl Default for TrainConfig {
@@ -70,6 +76,8 @@ impl Default for TrainConfig {
             seed: 0,
             save_every: None,
             adamw: AdamWConfig::default(),
+            lora: None,
+            checkpoint_layers: false,
         }
     }
 }
@@ -112,7 +120,10 @@ impl TrainConfig {
         {
             return fail("AdamW needs 0 ≤ β₁, β₂ < 1, ε > 0 and weight decay ≥ 0");
         }
-        Ok(())
+        match &self.lora {
+            Some(lora) => lora.check(),
+            None => Ok(()),
+        }
     }
 
     /// Optimizer steps per pass over `n` samples.
@@ -124,12 +135,15 @@ impl TrainConfig {
         self.steps.unwrap_or(self.epochs * self.steps_per_epoch(n))
     }
 
-    /// The fields a resumed run may change: how long it runs and how often it saves.
+    /// The fields a resumed run may change: how long it runs, how often it saves, whether it
+    /// checkpoints activations and whether it writes merged LoRA weights.
     fn resumable_part(&self) -> TrainConfig {
         TrainConfig {
             epochs: 0,
             steps: None,
             save_every: None,
+            checkpoint_layers: false,
+            lora: self.lora.clone().map(|l| LoraConfig { merge: false, ..l }),
             ..self.clone()
         }
     }
@@ -217,8 +231,7 @@ pub fn train(
     }
     let out = &run.out_dir;
     // Checked before anything is written: the vocabulary of the model the run will train.
-    let (_, model_config) =
-        crate::load::read_config(if run.resume { out } else { &run.model_dir })?;
+    let (_, model_config) = crate::load::read_config(&model_source(run, config)?)?;
     for (i, s) in samples.iter().enumerate() {
         s.check(i, model_config.vocab_size)?;
     }
@@ -311,7 +324,7 @@ pub fn train(
         session.state.step = k + 1;
         on_progress(Event::Step(&metrics));
         if config.save_every.is_some_and(|n| (k + 1) % n == 0) || k + 1 == total_steps {
-            session.save(out)?;
+            session.save(out, k + 1 == total_steps)?;
             on_progress(Event::Saved {
                 step: k + 1,
                 dir: out,
@@ -326,6 +339,19 @@ pub fn train(
         last,
         tokens_per_s: rate_sum / ran,
     })
+}
+
+/// The folder whose `config.json` describes the model a run trains: the source, or when resuming
+/// full fine-tuning, the checkpoint (a LoRA checkpoint holds no base weights; its state names the
+/// source).
+fn model_source(run: &RunOptions, config: &TrainConfig) -> Result<PathBuf> {
+    if !run.resume {
+        return Ok(run.model_dir.clone());
+    }
+    match (&config.lora, checkpoint::read_state(&run.out_dir)?) {
+        (Some(_), Some(state)) => Ok(state.source_model),
+        _ => Ok(run.out_dir.clone()),
+    }
 }
 
 /// A deterministic shuffle of 0..n for one epoch (Fisher–Yates over SplitMix64).
@@ -400,8 +426,20 @@ impl Session {
                 message: "exists and is not empty: choose a new or empty --out folder".into(),
             });
         }
-        let (config_json, _) = crate::load::read_config(&run.model_dir)?;
-        let model = crate::load::load_model(&run.model_dir, run.device)?;
+        let (config_json, model_config) = crate::load::read_config(&run.model_dir)?;
+        let mut model = match &config.lora {
+            None => crate::load::load_model(&run.model_dir, run.device)?,
+            Some(lora) => {
+                let adapters = crate::lora::init_adapters(&model_config, lora, config.seed)?;
+                crate::load::load_model_lora(
+                    &run.model_dir,
+                    run.device,
+                    lora,
+                    adapters.into_iter().collect(),
+                )?
+            }
+        };
+        model.set_checkpointing(config.checkpoint_layers);
         std::fs::create_dir_all(out).map_err(|e| Error::io(out, e))?;
         let optimizer = AdamW::new(model.params(), config.adamw.clone())?;
         let state = TrainerState {
@@ -436,7 +474,7 @@ impl Session {
             return Err(Error::Checkpoint {
                 path: out.join(checkpoint::TRAINER_STATE),
                 message: format!(
-                    "was written with other training flags; a resumed run may change only --steps/--epochs/--save-every\n  saved: {}\n  given: {}",
+                    "was written with other training flags; a resumed run may change only --steps/--epochs/--save-every/--merge/--checkpoint-layers\n  saved: {}\n  given: {}",
                     serde_json::to_string(&state.config.resumable_part()).unwrap_or_default(),
                     serde_json::to_string(&config.resumable_part()).unwrap_or_default()
                 ),
@@ -451,18 +489,33 @@ impl Session {
                 ),
             });
         }
-        let (config_json, model_config) = crate::load::read_config(out)?;
-        let weights = out.join(crate::load::WEIGHTS);
-        let (tensors, step) = checkpoint::read_stamped(&weights)?;
-        checkpoint::check_step(&weights, step, &state)?;
-        let device = run.device.device()?;
-        let model = Model::from_tensors(
-            model_config,
-            tensors,
-            &device,
-            run.device.compute_dtype(),
-            out,
-        )?;
+        // Full fine-tuning resumes from the checkpoint's weights; LoRA from the source model
+        // (frozen, so unchanged) and the checkpoint's adapters.
+        let (config_json, mut model) = match &config.lora {
+            None => {
+                let (config_json, model_config) = crate::load::read_config(out)?;
+                let weights = out.join(crate::load::WEIGHTS);
+                let (tensors, step) = checkpoint::read_stamped(&weights)?;
+                checkpoint::check_step(&weights, step, &state)?;
+                let model = Model::from_tensors(
+                    model_config,
+                    tensors,
+                    &run.device.device()?,
+                    run.device.compute_dtype(),
+                    out,
+                )?;
+                (config_json, model)
+            }
+            Some(lora) => {
+                let weights = out.join(crate::lora::ADAPTER_WEIGHTS);
+                let (adapters, step) = checkpoint::read_stamped(&weights)?;
+                checkpoint::check_step(&weights, step, &state)?;
+                let source = &state.source_model;
+                let model = crate::load::load_model_lora(source, run.device, lora, adapters)?;
+                (crate::load::read_config(source)?.0, model)
+            }
+        };
+        model.set_checkpointing(config.checkpoint_layers);
         let optimizer_path = out.join(checkpoint::OPTIMIZER);
         let (mut tensors, step) = checkpoint::read_stamped(&optimizer_path)?;
         checkpoint::check_step(&optimizer_path, step, &state)?;
@@ -488,12 +541,14 @@ impl Session {
         })
     }
 
-    fn save(&self, out: &Path) -> Result<()> {
+    /// `last`: the run's final save, which also writes merged LoRA weights when asked.
+    fn save(&self, out: &Path, last: bool) -> Result<()> {
         let saved = Saved {
             state: &self.state,
             config_json: &self.config_json,
             optimizer: &self.optimizer,
             init_logprobs: self.init_logprobs.as_deref(),
+            merge: last,
         };
         checkpoint::save(out, &self.model, &saved)
     }
@@ -524,7 +579,7 @@ impl Session {
             tokens += refs.iter().map(|s| s.input_ids.len()).sum::<usize>();
             let per_token =
                 PerToken::build(samples, micro, offsets, self.init_logprobs.as_deref())?;
-            let logp = self.model.action_logprobs(&prepared.batch)?;
+            let logp = self.model.train_logprobs(&prepared.batch)?;
             let terms = per_token
                 .terms(&logp, &prepared.segment, micro.len(), config, &device)
                 .ctx("computing the loss")?;
@@ -538,7 +593,7 @@ impl Session {
                 }
             }
             let loss = (loss / denom).ctx("token mean")?;
-            let store = loss.backward().ctx("backward pass")?;
+            let store = self.model.backward(&loss)?;
             for (acc, var) in grads.iter_mut().zip(&params) {
                 if let Some(g) = store.get(var.as_tensor()) {
                     *acc = Some(match acc.take() {

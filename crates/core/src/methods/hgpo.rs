@@ -76,7 +76,10 @@ impl Params {
         if self.alpha.is_finite() {
             Ok(())
         } else {
-            Err(Error::Param(format!("hgpo.alpha = {} must be finite", self.alpha)))
+            Err(Error::Param(format!(
+                "hgpo.alpha = {} must be finite",
+                self.alpha
+            )))
         }
     }
 }
@@ -212,7 +215,18 @@ mod tests {
         let a = advantages(&b, &Params::paper()).unwrap();
         assert_close(
             a.advantage(),
-            &[1.41421, 1.081078, 0.0, -0.707105, -1.09826, 0.0, -0.707105, 0.0, 0.0, 0.042954],
+            &[
+                std::f64::consts::SQRT_2,
+                1.081078,
+                0.0,
+                -0.707105,
+                -1.09826,
+                0.0,
+                -0.707105,
+                0.0,
+                0.0,
+                0.042954,
+            ],
             1e-5,
         );
         let levels = match a.column("hgpo_levels") {
@@ -226,7 +240,9 @@ mod tests {
         };
         assert_close(
             advantages(&b, &mean).unwrap().advantage(),
-            &[0.601666, 0.471667, 0.0, -0.300833, -0.478333, 0.0, -0.300833, 0.0, 0.0, 0.016667],
+            &[
+                0.601666, 0.471667, 0.0, -0.300833, -0.478333, 0.0, -0.300833, 0.0, 0.0, 0.016667,
+            ],
             1e-5,
         );
         // α = 0: the levels count alike.
@@ -236,7 +252,9 @@ mod tests {
         };
         assert_close(
             advantages(&b, &flat).unwrap().advantage(),
-            &[1.414209, 1.101348, 0.0, -0.707104, -1.122825, 0.0, -0.707104, 0.0, 0.0, 0.042954],
+            &[
+                1.414209, 1.101348, 0.0, -0.707104, -1.122825, 0.0, -0.707104, 0.0, 0.0, 0.042954,
+            ],
             1e-5,
         );
     }

@@ -167,8 +167,8 @@ impl Matcher {
         let (mut besti, mut bestj, mut bestsize) = (alo, blo, 0);
         // runs.previous[j + 1] = length of the match ending at (i − 1, j).
         runs.clear_previous();
-        for i in alo..ahi {
-            for &j in positions[i] {
+        for (i, js) in positions.iter().enumerate().take(ahi).skip(alo) {
+            for &j in *js {
                 let j = j as usize;
                 if j < blo {
                     continue;

@@ -1,0 +1,487 @@
+//! SPA's progress estimator on the LM backbone, as the paper trains it: the policy's own
+//! transformer with LoRA adapters and a regression head on the hidden state of the step's last
+//! token, ĉ_t = σ_R · (w · h_t + b), trained only on (Σ_t ĉ_t − R)² per trajectory. The same
+//! readout at segment ends gives HISR's SPRM, as in [`crate::progress`].
+//!
+//! Step t is read as one text, `Task: …\nObservation: …\nAction: …` (the observation before the
+//! action, never the one after), tokenized with the backbone's tokenizer, keeping its last
+//! `max_step_tokens` tokens so that the action always survives truncation. The head starts at
+//! zero (R̂ = 0 before training, as the small model) and its output is scaled by σ_R, the RMS of
+//! the training returns. Held-out calibration is K-fold by task, as for the small model.
+//!
+//! Saved as a folder: the PEFT adapter (`adapter_config.json`, `adapter_model.safetensors`, which
+//! PEFT loads onto the backbone), `head.safetensors` (`head.weight` `[1, hidden]`, `head.bias`
+//! `[1]`) and `config.json` (`model_type: credit-progress-lm`, the backbone's path, σ_R, …).
+
+use crate::checkpoint::write_atomic;
+use crate::error::{Context, Error, Result};
+use crate::load::Tokenizer;
+use crate::lora::{self, LoraConfig, ADAPTER_CONFIG, ADAPTER_WEIGHTS};
+use crate::model::{Config, Model, Pass};
+use crate::optim::{clip_grad_norm, AdamW, AdamWConfig};
+use crate::progress::{
+    calibration, folds, ProgressReport, Readout, StepModel, StepText, Trajectory,
+};
+use crate::random::SplitMix64;
+use crate::DeviceKind;
+use candle_core::{DType, Tensor, Var};
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+pub const MODEL_TYPE: &str = "credit-progress-lm";
+pub const HEAD: &str = "head.safetensors";
+
+/// Training flags.
+#[derive(Clone, Debug)]
+pub struct BackboneTrain {
+    /// The Hugging Face model directory whose transformer reads the steps.
+    pub backbone: PathBuf,
+    pub readout: Readout,
+    pub lora: LoraConfig,
+    pub epochs: usize,
+    pub lr: f64,
+    /// Trajectories per optimizer step.
+    pub batch: usize,
+    /// A step's text keeps its last this many tokens.
+    pub max_step_tokens: usize,
+    pub weight_decay: f64,
+    pub max_grad_norm: f64,
+    /// Cross-validation folds by task (capped at the number of tasks); 0 or 1 skips calibration.
+    pub folds: usize,
+    pub seed: u64,
+    pub device: DeviceKind,
+    pub checkpoint_layers: bool,
+}
+
+impl BackboneTrain {
+    /// LoRA rank 8 on every projection, AdamW lr 1e-4 (the usual LoRA rate), 5 epochs of 4
+    /// trajectories per update, 256 tokens per step, 5 folds.
+    pub fn new(backbone: PathBuf) -> Self {
+        BackboneTrain {
+            backbone,
+            readout: Readout::Step,
+            lora: LoraConfig::default(),
+            epochs: 5,
+            lr: 1e-4,
+            batch: 4,
+            max_step_tokens: 256,
+            weight_decay: 0.01,
+            max_grad_norm: 1.0,
+            folds: 5,
+            seed: 0,
+            device: DeviceKind::Cpu,
+            checkpoint_layers: false,
+        }
+    }
+
+    fn check(&self) -> Result<()> {
+        self.lora.check()?;
+        if !(self.lr.is_finite() && self.lr > 0.0) {
+            return Err(Error::Params(format!(
+                "`--lr {}`: must be a positive number",
+                self.lr
+            )));
+        }
+        if self.epochs == 0 || self.batch == 0 || self.max_step_tokens == 0 {
+            return Err(Error::Params(
+                "`--epochs`, the batch size and `--max-step-tokens` must be positive".into(),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// `config.json` of a saved estimator.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct BackboneConfig {
+    pub model_type: String,
+    pub readout: Readout,
+    /// Absolute path of the backbone the adapter belongs to.
+    pub backbone: PathBuf,
+    pub lora: LoraConfig,
+    pub max_step_tokens: usize,
+    /// σ_R: the head's output unit.
+    pub return_scale: f64,
+}
+
+/// The estimator: the backbone with its adapters, the head and the tokenizer.
+pub struct BackboneProgress {
+    config: BackboneConfig,
+    model: Model,
+    head_w: Var,
+    head_b: Var,
+    tokenizer: Tokenizer,
+}
+
+/// A step as token ids: the last `max` tokens of its text.
+fn step_ids(tokenizer: &Tokenizer, step: &StepText, max: usize) -> Result<Vec<u32>> {
+    let text = format!(
+        "Task: {}\nObservation: {}\nAction: {}",
+        step.task, step.obs, step.action
+    );
+    let mut ids = tokenizer.encode(&text, true)?;
+    if ids.len() > max {
+        ids.drain(..ids.len() - max);
+    }
+    Ok(ids)
+}
+
+impl BackboneProgress {
+    fn fresh(
+        base: &HashMap<String, Tensor>,
+        model_config: &Config,
+        config: BackboneConfig,
+        opts: &BackboneTrain,
+    ) -> Result<Self> {
+        let adapters = lora::init_adapters(model_config, &config.lora, opts.seed)?;
+        let device = opts.device.device()?;
+        let mut model = Model::from_tensors_lora(
+            model_config.clone(),
+            base.clone(),
+            adapters.into_iter().collect(),
+            &config.lora,
+            &device,
+            opts.device.compute_dtype(),
+            &config.backbone,
+        )?;
+        model.set_checkpointing(opts.checkpoint_layers);
+        let h = model_config.hidden_size;
+        let zeros = |n: usize| {
+            Tensor::zeros((1, n), DType::F32, &device).and_then(|t| Var::from_tensor(&t))
+        };
+        let head_w = zeros(h).ctx("initialising the head")?;
+        let head_b =
+            Var::from_tensor(&Tensor::zeros(1, DType::F32, &device).ctx("initialising the head")?)
+                .ctx("initialising the head")?;
+        Ok(BackboneProgress {
+            config,
+            model,
+            head_w,
+            head_b,
+            tokenizer: Tokenizer::load(&opts.backbone)?,
+        })
+    }
+
+    pub fn config(&self) -> &BackboneConfig {
+        &self.config
+    }
+
+    /// Adapters, then the head: what the optimizer updates.
+    fn trained(&self) -> Vec<(String, Var)> {
+        let mut out = self.model.params().to_vec();
+        out.push(("head.weight".into(), self.head_w.clone()));
+        out.push(("head.bias".into(), self.head_b.clone()));
+        out
+    }
+
+    /// ĉ of every step of `steps` (token ids), `[N]` f32 in units of R.
+    fn values(&self, steps: &[&[u32]], pass: Pass) -> Result<Tensor> {
+        let device = self.model.device();
+        let t = steps.iter().map(|s| s.len()).max().unwrap_or(1).max(1);
+        let mut ids = Vec::with_capacity(steps.len() * t);
+        let mut last = Vec::with_capacity(steps.len());
+        for (b, s) in steps.iter().enumerate() {
+            ids.extend_from_slice(s);
+            ids.resize((b + 1) * t, 0);
+            last.push((b * t + s.len().max(1) - 1) as u32);
+        }
+        let ids = Tensor::from_vec(ids, (steps.len(), t), device).ctx("packing steps")?;
+        let last = Tensor::from_vec(last, steps.len(), device).ctx("packing steps")?;
+        let h = self.model.hidden_states(&ids, &last, pass)?;
+        h.to_dtype(DType::F32)
+            .and_then(|h| h.matmul(&self.head_w.as_tensor().t()?))
+            .and_then(|c| c.broadcast_add(self.head_b.as_tensor())?.squeeze(1))
+            .and_then(|c| c * self.config.return_scale)
+            .ctx("progress head")
+    }
+
+    /// R̂ of each trajectory, `[B]`: Σ of ĉ over its readout steps.
+    fn predicted_returns(&self, batch: &[&Example], pass: Pass) -> Result<Tensor> {
+        let steps: Vec<&[u32]> = batch
+            .iter()
+            .flat_map(|e| e.ids.iter().map(Vec::as_slice))
+            .collect();
+        let n = steps.len();
+        let mut readout = vec![0f32; batch.len() * n];
+        let mut row = 0;
+        for (b, e) in batch.iter().enumerate() {
+            for &r in &e.readout {
+                if r {
+                    readout[b * n + row] = 1.0;
+                }
+                row += 1;
+            }
+        }
+        let device = self.model.device();
+        let readout =
+            Tensor::from_vec(readout, (batch.len(), n), device).ctx("packing trajectories")?;
+        let c = self.values(&steps, pass)?;
+        c.unsqueeze(1)
+            .and_then(|c| readout.matmul(&c)?.squeeze(1))
+            .ctx("summing readouts")
+    }
+
+    /// Writes the folder described in the module documentation (created if missing).
+    pub fn save(&self, dir: &Path) -> Result<()> {
+        std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
+        let base = self.config.backbone.display().to_string();
+        write_json(
+            &dir.join(ADAPTER_CONFIG),
+            &self.config.lora.peft_config(&base),
+        )?;
+        let adapters: HashMap<String, Tensor> = self
+            .model
+            .params()
+            .iter()
+            .map(|(n, v)| (n.clone(), v.as_tensor().clone()))
+            .collect();
+        save_tensors(&dir.join(ADAPTER_WEIGHTS), &adapters)?;
+        let head = HashMap::from([
+            ("head.weight".to_string(), self.head_w.as_tensor().clone()),
+            ("head.bias".to_string(), self.head_b.as_tensor().clone()),
+        ]);
+        save_tensors(&dir.join(HEAD), &head)?;
+        write_json(&dir.join(crate::progress::CONFIG), &self.config)
+    }
+
+    /// Reads a folder written by [`BackboneProgress::save`]; the backbone is read from the path
+    /// its config records, onto `device`.
+    pub fn load(dir: &Path, device: DeviceKind) -> Result<Self> {
+        let path = dir.join(crate::progress::CONFIG);
+        let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
+        let config: BackboneConfig = serde_json::from_str(&text).map_err(|e| Error::Json {
+            path: path.clone(),
+            line: 0,
+            message: e.to_string(),
+        })?;
+        let read = |name: &str| {
+            let p = dir.join(name);
+            candle_core::safetensors::load(&p, &candle_core::Device::Cpu).map_err(|e| {
+                Error::Model {
+                    path: p.clone(),
+                    message: e.to_string(),
+                }
+            })
+        };
+        let adapters = read(ADAPTER_WEIGHTS)?;
+        let mut head = read(HEAD)?;
+        let model = crate::load::load_model_lora(&config.backbone, device, &config.lora, adapters)
+            .map_err(|e| Error::Model {
+                path: dir.to_path_buf(),
+                message: format!("loading its backbone {}: {e}", config.backbone.display()),
+            })?;
+        let device = model.device().clone();
+        let h = model.config().hidden_size;
+        let mut var = |name: &str, shape: &[usize]| -> Result<Var> {
+            let t = head.remove(name).ok_or_else(|| Error::Model {
+                path: dir.join(HEAD),
+                message: format!("tensor `{name}` is missing"),
+            })?;
+            if t.dims() != shape {
+                return Err(Error::Model {
+                    path: dir.join(HEAD),
+                    message: format!("`{name}` has shape {:?}, expected {shape:?}", t.dims()),
+                });
+            }
+            let t = t
+                .to_dtype(DType::F32)
+                .and_then(|t| t.to_device(&device))
+                .ctx("loading the head")?;
+            Var::from_tensor(&t).ctx("loading the head")
+        };
+        let (head_w, head_b) = (var("head.weight", &[1, h])?, var("head.bias", &[1])?);
+        let tokenizer = Tokenizer::load(&config.backbone)?;
+        Ok(BackboneProgress {
+            config,
+            model,
+            head_w,
+            head_b,
+            tokenizer,
+        })
+    }
+}
+
+impl StepModel for BackboneProgress {
+    fn readout(&self) -> Readout {
+        self.config.readout
+    }
+
+    fn predict(&self, steps: &[StepText]) -> Result<Vec<f64>> {
+        if steps.is_empty() {
+            return Ok(Vec::new());
+        }
+        let ids = steps
+            .iter()
+            .map(|s| step_ids(&self.tokenizer, s, self.config.max_step_tokens))
+            .collect::<Result<Vec<_>>>()?;
+        let refs: Vec<&[u32]> = ids.iter().map(Vec::as_slice).collect();
+        let c: Vec<f32> = self
+            .values(&refs, Pass::Eval)?
+            .to_vec1()
+            .ctx("progress forward pass")?;
+        Ok(c.into_iter().map(f64::from).collect())
+    }
+}
+
+fn save_tensors(path: &Path, tensors: &HashMap<String, Tensor>) -> Result<()> {
+    let tmp = path.with_file_name(format!(
+        ".{}.tmp",
+        path.file_name()
+            .map(|n| n.to_string_lossy())
+            .unwrap_or_default()
+    ));
+    candle_core::safetensors::save(tensors, &tmp).ctx(&format!("writing {}", tmp.display()))?;
+    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+}
+
+fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
+    let text = serde_json::to_vec_pretty(value)
+        .map_err(|e| Error::Params(format!("serializing {}: {e}", path.display())))?;
+    write_atomic(path, |f| f.write_all(&text).map_err(|e| Error::io(path, e)))
+}
+
+/// One trajectory as token ids.
+struct Example {
+    ids: Vec<Vec<u32>>,
+    readout: Vec<bool>,
+    ret: f64,
+}
+
+/// Trains a fresh estimator on `train` (indices into `examples`); returns it and the epoch losses.
+fn fit(
+    examples: &[Example],
+    train: &[usize],
+    base: &HashMap<String, Tensor>,
+    model_config: &Config,
+    config: &BackboneConfig,
+    opts: &BackboneTrain,
+) -> Result<(BackboneProgress, Vec<f64>)> {
+    let est = BackboneProgress::fresh(base, model_config, config.clone(), opts)?;
+    let trained = est.trained();
+    let mut optim = AdamW::new(
+        &trained,
+        AdamWConfig {
+            weight_decay: opts.weight_decay,
+            ..AdamWConfig::default()
+        },
+    )?;
+    let mut rng = SplitMix64(opts.seed ^ 0x5eed);
+    let mut order = train.to_vec();
+    let mut epoch_loss = Vec::with_capacity(opts.epochs);
+    let device = est.model.device().clone();
+    for _ in 0..opts.epochs {
+        for i in (1..order.len()).rev() {
+            order.swap(i, rng.below(i as u64 + 1) as usize);
+        }
+        let mut total = 0.0;
+        for chunk in order.chunks(opts.batch) {
+            let batch: Vec<&Example> = chunk.iter().map(|&i| &examples[i]).collect();
+            let target: Vec<f32> = batch.iter().map(|e| e.ret as f32).collect();
+            let target = Tensor::from_vec(target, batch.len(), &device).ctx("targets")?;
+            let loss = (est.predicted_returns(&batch, Pass::Train)? - target)
+                .and_then(|d| d.sqr()?.mean_all())
+                .ctx("progress loss")?;
+            total +=
+                f64::from(loss.to_scalar::<f32>().ctx("reading the loss")?) * chunk.len() as f64;
+            let store = est.model.backward(&loss)?;
+            let mut grads = trained
+                .iter()
+                .map(|(_, v)| match store.get(v.as_tensor()) {
+                    Some(g) => Ok(g.clone()),
+                    None => v.as_tensor().zeros_like().ctx("zero gradient"),
+                })
+                .collect::<Result<Vec<_>>>()?;
+            clip_grad_norm(&mut grads, opts.max_grad_norm)?;
+            optim.step(&grads, opts.lr)?;
+        }
+        epoch_loss.push(total / order.len() as f64);
+    }
+    Ok((est, epoch_loss))
+}
+
+/// Cross-validates by task (when `opts.folds` > 1 and there are two folds or more), then trains
+/// the estimator to keep on every trajectory that has a readout and a finite return.
+pub fn train_backbone_progress(
+    trajs: &[Trajectory],
+    opts: &BackboneTrain,
+) -> Result<(BackboneProgress, ProgressReport)> {
+    opts.check()?;
+    let started = Instant::now();
+    let usable: Vec<&Trajectory> = trajs
+        .iter()
+        .filter(|t| t.steps.iter().any(|s| s.readout) && t.ret.is_finite())
+        .collect();
+    if usable.is_empty() {
+        return Err(Error::Params(
+            "no trajectory to train on: each one has no readout step or a non-finite return".into(),
+        ));
+    }
+    let returns: Vec<f64> = usable.iter().map(|t| t.ret).collect();
+    let rms = (returns.iter().map(|r| r * r).sum::<f64>() / returns.len() as f64).sqrt();
+    let backbone = opts
+        .backbone
+        .canonicalize()
+        .map_err(|e| Error::io(&opts.backbone, e))?;
+    let config = BackboneConfig {
+        model_type: MODEL_TYPE.into(),
+        readout: opts.readout,
+        backbone: backbone.clone(),
+        lora: opts.lora.clone(),
+        max_step_tokens: opts.max_step_tokens,
+        return_scale: if rms > 0.0 { rms } else { 1.0 },
+    };
+    let (_, model_config) = crate::load::read_config(&backbone)?;
+    let base = crate::load::read_tensors(&crate::load::weight_files(&backbone)?)?;
+    let tokenizer = Tokenizer::load(&backbone)?;
+    let examples = usable
+        .iter()
+        .map(|t| {
+            let ids = t
+                .steps
+                .iter()
+                .map(|s| step_ids(&tokenizer, s, opts.max_step_tokens))
+                .collect::<Result<Vec<_>>>()?;
+            Ok(Example {
+                ids,
+                readout: t.steps.iter().map(|s| s.readout).collect(),
+                ret: t.ret,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let keys: Vec<&str> = usable.iter().map(|t| t.key.as_str()).collect();
+    let (fold_of, k, split_by) = folds(&keys, opts.folds);
+    let heldout = if k >= 2 {
+        let (mut predicted, mut constant) = (vec![0.0; examples.len()], vec![0.0; examples.len()]);
+        for fold in 0..k {
+            let (held, train): (Vec<usize>, Vec<usize>) =
+                (0..examples.len()).partition(|&i| fold_of[i] == fold);
+            let (est, _) = fit(&examples, &train, &base, &model_config, &config, opts)?;
+            let mean = train.iter().map(|&i| returns[i]).sum::<f64>() / train.len() as f64;
+            for &i in &held {
+                predicted[i] = est
+                    .predicted_returns(&[&examples[i]], Pass::Eval)?
+                    .squeeze(0)
+                    .and_then(|r| r.to_scalar::<f32>())
+                    .map(f64::from)
+                    .ctx("held-out prediction")?;
+                constant[i] = mean;
+            }
+        }
+        Some(calibration(&predicted, &constant, &returns, k, split_by))
+    } else {
+        None
+    };
+    let all: Vec<usize> = (0..examples.len()).collect();
+    let (est, epoch_loss) = fit(&examples, &all, &base, &model_config, &config, opts)?;
+    let report = ProgressReport {
+        readout: opts.readout,
+        trajectories: examples.len(),
+        epoch_loss,
+        heldout,
+        seconds: started.elapsed().as_secs_f64(),
+    };
+    Ok((est, report))
+}

@@ -1,0 +1,68 @@
+//! The README's examples run as written in a clone (where `credit.toml` names the shipped
+//! fixtures as the default input).
+
+use crate::util::stdout;
+use std::path::Path;
+use std::process::Command;
+
+fn repo() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The README's fenced block that starts with `first_line`.
+fn block(first_line: &str) -> String {
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    let start = readme
+        .find(first_line)
+        .unwrap_or_else(|| panic!("README has no block starting {first_line:?}"));
+    let body = &readme[start..];
+    body[..body.find("```").unwrap()].to_string()
+}
+
+#[test]
+fn readme_thresholds_pass_on_the_shipped_fixtures() {
+    let dir = tempfile::tempdir().unwrap();
+    let rules = dir.path().join("thresholds.toml");
+    std::fs::write(&rules, block("# thresholds.toml\n")).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_credit"))
+        .args(["report", "--preset", "verl", "--explore-max", "0", "--out"])
+        .arg(dir.path().join("report"))
+        .arg("--check")
+        .arg(&rules)
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    let text = stdout(&out);
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert_eq!(text.matches("  pass ").count(), 3, "{text}");
+}
+
+#[test]
+fn readme_commands_without_a_path_read_the_fixtures() {
+    let dir = tempfile::tempdir().unwrap();
+    for args in [
+        vec!["analyze".to_string()],
+        vec!["compare".into(), "--methods".into(), "grpo,gigpo".into()],
+        vec![
+            "advantages".into(),
+            "--preset".into(),
+            "verl".into(),
+            "--methods".into(),
+            "grpo,gigpo,proxmo".into(),
+            "-o".into(),
+            dir.path().join("adv.parquet").display().to_string(),
+        ],
+    ] {
+        let out = Command::new(env!("CARGO_BIN_EXE_credit"))
+            .args(&args)
+            .current_dir(repo())
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "credit {args:?}");
+        let text = stdout(&out);
+        assert!(
+            text.contains("1482 rows") || text.contains("1,482 rows") || text.contains("grpo"),
+            "credit {args:?}: {text}"
+        );
+    }
+}
