@@ -11,6 +11,7 @@ pub mod explorer;
 pub mod html;
 pub mod markdown;
 pub mod plots;
+pub mod text;
 pub mod trends;
 
 use credit_core::analyses::compare::{Comparison, InvalidCredit, POSITION_CAP};
