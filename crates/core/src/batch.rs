@@ -415,3 +415,315 @@ pub(crate) mod testing {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::testing::{assert_close, batch, batch_with_columns, Row};
+    use super::*;
+
+    /// Rows out of step order and out of group order:
+    ///
+    /// | row | group | traj | step | obs | reward | valid |
+    /// |-----|-------|------|------|-----|--------|-------|
+    /// | 0   | g1    | a    | 1    | s0  | 0      | yes   |
+    /// | 1   | g1    | b    | 0    | s0  | 0      | yes   |
+    /// | 2   | g1    | a    | 0    | x   | 0      | no    |
+    /// | 3   | g2    | c    | 0    | p   | 0.25   | yes   |
+    /// | 4   | g1    | b    | 1    | s1  | 1      | yes   |
+    /// | 5   | g1    | a    | 2    | s2  | 1      | yes   |
+    fn mixed() -> StepBatch {
+        let rows: [Row; 6] = [
+            ("g1", "a", 1, "s0", 0.0, true),
+            ("g1", "b", 0, "s0", 0.0, true),
+            ("g1", "a", 0, "x", 0.0, false),
+            ("g2", "c", 0, "p", 0.25, true),
+            ("g1", "b", 1, "s1", 1.0, true),
+            ("g1", "a", 2, "s2", 1.0, true),
+        ];
+        batch(&rows)
+    }
+
+    /// A frame with only the given columns (for what the helpers always add, like `valid`).
+    fn bare(columns: Vec<Column>) -> Result<StepBatch> {
+        let height = columns[0].len();
+        StepBatch::new(DataFrame::new(height, columns).unwrap(), 0.5, 0.95)
+    }
+
+    #[test]
+    fn index_follows_first_appearance_and_step_order() {
+        let b = mixed();
+        assert_eq!(b.len(), 6);
+        // Groups in first-appearance order: g1 (row 0) = 0, g2 (row 3) = 1.
+        assert_eq!(b.groups.len(), 2);
+        assert_eq!(
+            (b.groups[0].id.as_str(), b.groups[1].id.as_str()),
+            ("g1", "g2")
+        );
+        assert_eq!((b.groups[0].n_rows, b.groups[1].n_rows), (5, 1));
+        // Trajectories: a (row 0) = 0, b (row 1) = 1, c (row 3) = 2.
+        let ids: Vec<&str> = b.trajs.iter().map(|t| t.id.as_str()).collect();
+        assert_eq!(ids, ["a", "b", "c"]);
+        assert_eq!(b.groups[0].trajs, vec![0, 1]);
+        assert_eq!(b.groups[1].trajs, vec![2]);
+        assert_eq!(
+            b.trajs.iter().map(|t| t.group).collect::<Vec<_>>(),
+            [0, 0, 1]
+        );
+        assert_eq!(b.group_of_row, vec![0, 0, 0, 1, 0, 0]);
+        assert_eq!(b.traj_of_row, vec![0, 1, 0, 2, 1, 0]);
+        // a's rows by step: step 0 = row 2, step 1 = row 0, step 2 = row 5.
+        assert_eq!(b.trajs[0].rows, vec![2, 0, 5]);
+        assert_eq!(b.trajs[1].rows, vec![1, 4]);
+        assert_eq!(b.trajs[2].rows, vec![3]);
+        // Position within the trajectory, per row.
+        assert_eq!(b.position, vec![1, 0, 0, 0, 1, 2]);
+        // group_rows: trajectory by trajectory, each in step order.
+        assert_eq!(b.group_rows(0).collect::<Vec<_>>(), vec![2, 0, 5, 1, 4]);
+        assert_eq!(b.group_rows(1).collect::<Vec<_>>(), vec![3]);
+        assert!(!b.has_iteration());
+        assert!(b.groups.iter().all(|g| g.iteration.is_none()));
+    }
+
+    #[test]
+    fn derived_columns_per_row() {
+        let b = mixed();
+        // R(τ): a = 0 + 0 + 1 = 1, b = 0 + 1 = 1, c = 0.25; success when R > 0.5.
+        assert_close(
+            b.f64s(EPISODE_RETURN).unwrap(),
+            &[1.0, 1.0, 1.0, 0.25, 1.0, 1.0],
+            1e-12,
+        );
+        assert_eq!(
+            b.trajs.iter().map(|t| t.success).collect::<Vec<_>>(),
+            [true, true, false]
+        );
+        let success: Vec<Option<bool>> = b
+            .frame()
+            .column(TRAJ_SUCCESS)
+            .unwrap()
+            .bool()
+            .unwrap()
+            .iter()
+            .collect();
+        assert_eq!(
+            success,
+            [true, true, true, false, true, true].map(Some).to_vec()
+        );
+        let lengths: Vec<Option<i64>> = b.opt_i64s(TRAJ_LENGTH).unwrap().iter().collect();
+        assert_eq!(lengths, [3, 2, 3, 1, 2, 3].map(Some).to_vec());
+        // return_to_go at γ = 0.95, backwards along each trajectory:
+        // a: row 5 = 1, row 0 = 0 + 0.95·1 = 0.95, row 2 = 0 + 0.95·0.95 = 0.9025;
+        // b: row 4 = 1, row 1 = 0.95; c: row 3 = 0.25.
+        assert_close(
+            b.f64s(RETURN_TO_GO).unwrap(),
+            &[0.95, 0.95, 0.9025, 0.25, 1.0, 1.0],
+            1e-12,
+        );
+        // next_obs: the next row's obs in step order; null on each trajectory's last step.
+        // a (rows 2, 0, 5): row 2 → "s0" (row 0), row 0 → "s2" (row 5); b: row 1 → "s1".
+        let next: Vec<Option<&str>> = b.texts(NEXT_OBS).unwrap().iter().collect();
+        assert_eq!(
+            next,
+            vec![Some("s2"), Some("s1"), Some("s0"), None, None, None]
+        );
+        // Without `policy_obs`, the policy saw `obs`.
+        assert_eq!(b.policy_texts().unwrap().get(3), Some("p"));
+    }
+
+    #[test]
+    fn discounted_returns_walk_each_trajectory_backwards() {
+        let b = mixed();
+        let rewards = [1.0, 2.0, 4.0, 8.0, 16.0, 32.0];
+        // γ = 0.5. a (rows 2, 0, 5): R5 = 32, R0 = 1 + 0.5·32 = 17, R2 = 4 + 0.5·17 = 12.5.
+        // b (rows 1, 4): R4 = 16, R1 = 2 + 0.5·16 = 10. c (row 3): R3 = 8.
+        assert_close(
+            &b.discounted_returns(&rewards, 0.5),
+            &[17.0, 10.0, 12.5, 8.0, 16.0, 32.0],
+            1e-12,
+        );
+        // γ = 0: each row's own reward; γ = 1: plain sums of the rest of the trajectory
+        // (a: 32, 33, 37; b: 16, 18).
+        assert_close(&b.discounted_returns(&rewards, 0.0), &rewards, 0.0);
+        assert_close(
+            &b.discounted_returns(&rewards, 1.0),
+            &[33.0, 18.0, 37.0, 8.0, 16.0, 32.0],
+            1e-12,
+        );
+    }
+
+    #[test]
+    fn iterations_split_groups_and_trajectories() {
+        // The same group and trajectory ids in iterations 0 and 1 are different groups and
+        // trajectories; rows 0 and 2 (iteration 0) are one trajectory, row 1 is another.
+        let rows: [Row; 3] = [
+            ("g", "t", 0, "o", 0.0, true),
+            ("g", "t", 0, "o", 1.0, true),
+            ("g", "t", 1, "o", 1.0, true),
+        ];
+        let it = Column::new(ITERATION.into(), vec![0i64, 1, 0]);
+        let b = batch_with_columns(&rows, vec![it]);
+        assert!(b.has_iteration());
+        assert_eq!(b.groups.len(), 2);
+        assert_eq!(
+            (b.groups[0].iteration, b.groups[1].iteration),
+            (Some(0), Some(1))
+        );
+        assert_eq!((b.groups[0].n_rows, b.groups[1].n_rows), (2, 1));
+        assert_eq!(b.trajs.len(), 2);
+        assert_eq!(b.trajs[0].rows, vec![0, 2]);
+        assert_eq!(b.trajs[1].rows, vec![1]);
+        assert_eq!(b.group_of_row, vec![0, 1, 0]);
+        assert_eq!(b.traj_of_row, vec![0, 1, 0]);
+        // Returns stay per iteration: iteration 0's trajectory R = 0 + 1 = 1, iteration 1's = 1;
+        // return_to_go row 0 = 0 + 0.95·1 = 0.95, row 2 = 1, row 1 = 1.
+        assert_close(b.f64s(RETURN_TO_GO).unwrap(), &[0.95, 1.0, 1.0], 1e-12);
+        assert_eq!(b.trajs[0].episode_return, 1.0);
+    }
+
+    #[test]
+    fn logged_episode_reward_and_success_take_precedence() {
+        // t1: rewards sum to 0 but episode_reward 2 is logged on its second step → R = 2,
+        // success by threshold (no success column here).
+        // t2: rewards sum to 3 but episode_reward 0.1 is logged on step 0 → R = 0.1, fails.
+        let rows: [Row; 4] = [
+            ("g", "t1", 0, "a", 0.0, true),
+            ("g", "t1", 1, "b", 0.0, true),
+            ("g", "t2", 0, "a", 1.0, true),
+            ("g", "t2", 1, "b", 2.0, true),
+        ];
+        let logged = Column::new(
+            EPISODE_REWARD.into(),
+            vec![None, Some(2.0), Some(0.1), None],
+        );
+        let b = batch_with_columns(&rows, vec![logged]);
+        assert_eq!(b.trajs[0].episode_return, 2.0);
+        assert_eq!(b.trajs[1].episode_return, 0.1);
+        assert!(b.trajs[0].success && !b.trajs[1].success);
+
+        // A success column decides over the threshold: any true row marks the trajectory.
+        // t1 (R = 0) has `true` on one row → success; t2 (R = 3) has only false/null → failure.
+        let flags = Column::new(
+            SUCCESS.into(),
+            vec![Some(false), Some(true), None, Some(false)],
+        );
+        let b = batch_with_columns(&rows, vec![flags]);
+        assert_eq!(b.trajs[1].episode_return, 3.0);
+        assert!(b.trajs[0].success && !b.trajs[1].success);
+    }
+
+    #[test]
+    fn valid_defaults_to_true() {
+        // Logged: row 2 invalid.
+        let b = mixed();
+        assert_eq!(b.valid(), vec![true, true, false, true, true, true]);
+        let base = || {
+            vec![
+                Column::new(GROUP_ID.into(), ["g", "g", "g"]),
+                Column::new(TRAJ_ID.into(), ["t", "t", "t"]),
+                Column::new(STEP.into(), [0i64, 1, 2]),
+                Column::new(REWARD.into(), [0.0, 0.0, 1.0]),
+            ]
+        };
+        // No `valid` column: every row valid.
+        let b = bare(base()).unwrap();
+        assert_eq!(b.valid(), vec![true, true, true]);
+        // Nulls are valid; only an explicit false is not.
+        let mut columns = base();
+        columns.push(Column::new(VALID.into(), [Some(false), None, Some(true)]));
+        let b = bare(columns).unwrap();
+        assert_eq!(b.valid(), vec![false, true, true]);
+        // Without `obs` there is nothing to fill `next_obs` from.
+        assert!(!b.has(NEXT_OBS) && !b.has(OBS));
+        assert!(b.policy_texts().is_none());
+    }
+
+    #[test]
+    fn column_accessors() {
+        let rows: [Row; 2] = [
+            ("g", "t", 0, "state 0", 0.0, true),
+            ("g", "t", 1, "state 1", 1.0, true),
+        ];
+        let extra = vec![
+            Column::new(POLICY_OBS.into(), ["shown 0", "shown 1"]),
+            Column::new(TASK.into(), ["pick", "pick"]),
+            Column::new(VALUE.into(), [Some(0.5), None]),
+        ];
+        let mut b = batch_with_columns(&rows, extra);
+        assert!(b.has(OBS) && b.has(VALUE) && !b.has(COST));
+        assert_eq!(b.texts(OBS).unwrap().get(1), Some("state 1"));
+        // A text accessor on a number column, or an absent column, gives None.
+        assert!(b.texts(REWARD).is_none() && b.texts(COST).is_none());
+        // policy_texts prefers `policy_obs` over `obs`.
+        assert_eq!(b.policy_texts().unwrap().get(0), Some("shown 0"));
+        assert_eq!(b.tasks().unwrap().get(1), Some("pick"));
+        assert_eq!(b.f64s(REWARD).unwrap(), &[0.0, 1.0]);
+        assert!(b.f64s(COST).is_err());
+        let value: Vec<Option<f64>> = b.opt_f64s(VALUE).unwrap().iter().collect();
+        assert_eq!(value, vec![Some(0.5), None]);
+        assert!(b.opt_f64s(COST).is_none() && b.opt_f64s(OBS).is_none());
+        assert_eq!(b.opt_i64s(STEP).unwrap().get(1), Some(1));
+        assert!(b.opt_i64s(REWARD).is_none());
+
+        // Adding columns: one value per row, else a parameter error naming the column.
+        b.with_column_f64(PROGRESS, vec![0.25, 0.75]).unwrap();
+        assert_eq!(b.f64s(PROGRESS).unwrap(), &[0.25, 0.75]);
+        // Replacing an existing column keeps the height.
+        b.with_column_opt_f64(PROGRESS, vec![None, Some(1.0)])
+            .unwrap();
+        assert_eq!(b.opt_f64s(PROGRESS).unwrap().get(0), None);
+        assert_eq!(b.len(), 2);
+        let e = b.with_column_f64("x", vec![1.0]).unwrap_err();
+        assert!(matches!(e, Error::Param(_)), "{e}");
+        assert!(e.to_string().contains("`x`: 1 values for 2 rows"), "{e}");
+        assert!(!b.has("x"));
+    }
+
+    #[test]
+    fn logged_next_obs_is_kept_and_gaps_filled() {
+        // Row 0 logs its next_obs ("elsewhere", not the next row's obs); row 1 logs none and gets
+        // row 2's obs; row 2 is the last step and stays null.
+        let rows: [Row; 3] = [
+            ("g", "t", 0, "a", 0.0, true),
+            ("g", "t", 1, "b", 0.0, true),
+            ("g", "t", 2, "c", 0.0, true),
+        ];
+        let logged = Column::new(NEXT_OBS.into(), [Some("elsewhere"), None, None]);
+        let b = batch_with_columns(&rows, vec![logged]);
+        let next: Vec<Option<&str>> = b.texts(NEXT_OBS).unwrap().iter().collect();
+        assert_eq!(next, vec![Some("elsewhere"), Some("c"), None]);
+    }
+
+    #[test]
+    fn missing_ids_are_errors() {
+        let columns = vec![
+            Column::new(GROUP_ID.into(), [Some("g"), None]),
+            Column::new(TRAJ_ID.into(), ["t", "u"]),
+            Column::new(STEP.into(), [0i64, 0]),
+            Column::new(REWARD.into(), [0.0, 0.0]),
+        ];
+        let e = bare(columns).unwrap_err();
+        assert!(matches!(e, Error::Config(_)), "{e}");
+        assert_eq!(e.to_string(), "batch row 1 has no `group_id`");
+        // A required column absent altogether is an error too.
+        let columns = vec![
+            Column::new(GROUP_ID.into(), ["g"]),
+            Column::new(TRAJ_ID.into(), ["t"]),
+            Column::new(STEP.into(), [0i64]),
+        ];
+        assert!(bare(columns).is_err());
+    }
+
+    #[test]
+    fn empty_frame_gives_empty_batch() {
+        let columns = vec![
+            Column::new(GROUP_ID.into(), Vec::<&str>::new()),
+            Column::new(TRAJ_ID.into(), Vec::<&str>::new()),
+            Column::new(STEP.into(), Vec::<i64>::new()),
+            Column::new(REWARD.into(), Vec::<f64>::new()),
+        ];
+        let b = bare(columns).unwrap();
+        assert!(b.is_empty());
+        assert!(b.groups.is_empty() && b.trajs.is_empty());
+        assert!(b.valid().is_empty());
+    }
+}

@@ -183,3 +183,213 @@ impl GroupGraph {
             .unwrap_or("")
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::batch::testing::{batch, batch_with, batch_with_columns, Row};
+    use crate::schema::columns::{COST, NEXT_OBS};
+    use polars::prelude::Column;
+
+    /// The node of state `obs` (the first node whose key row holds that text).
+    fn state(g: &GroupGraph, batch: &StepBatch, obs: &str) -> NodeIndex {
+        let texts = batch.texts(OBS).unwrap();
+        g.graph
+            .node_indices()
+            .find(|&n| match &g.graph[n] {
+                NodeKind::State { row, from_next } => {
+                    let column = if *from_next {
+                        batch.texts(NEXT_OBS).unwrap()
+                    } else {
+                        texts
+                    };
+                    column.get(*row as usize) == Some(obs)
+                }
+                _ => false,
+            })
+            .unwrap_or_else(|| panic!("no node for {obs}"))
+    }
+
+    /// Group g1: a = A → B → C and succeeds (reward 1 on its last step);
+    /// b = A → B → D and fails. Group g2 (never built here) repeats A and succeeds.
+    fn two_paths() -> StepBatch {
+        let rows: [Row; 7] = [
+            ("g1", "a", 0, "A", 0.0, true),
+            ("g1", "a", 1, "B", 0.0, true),
+            ("g1", "a", 2, "C", 1.0, true),
+            ("g1", "b", 0, "A", 0.0, true),
+            ("g1", "b", 1, "B", 0.0, true),
+            ("g1", "b", 2, "D", 0.0, true),
+            ("g2", "c", 0, "A", 1.0, true),
+        ];
+        batch_with(&rows, &["n", "e", "take", "n", "e", "drop", "win"])
+    }
+
+    #[test]
+    fn identical_states_share_a_node_and_distances_count_steps() {
+        let b = two_paths();
+        let g = GroupGraph::build(&b, 0);
+        // Nodes: A, B, C, SUCCESS, D, FAIL(b): the shared A and B appear once.
+        assert_eq!(g.graph.node_count(), 6);
+        // One edge per step: 6 rows in g1.
+        assert_eq!(g.graph.edge_count(), 6);
+        let (a, bb, c, d) = (
+            state(&g, &b, "A"),
+            state(&g, &b, "B"),
+            state(&g, &b, "C"),
+            state(&g, &b, "D"),
+        );
+        let success = g.success.expect("a succeeded");
+        assert_eq!(g.graph[success], NodeKind::Success);
+        let fail = g
+            .graph
+            .node_indices()
+            .find(|&n| matches!(g.graph[n], NodeKind::Fail { .. }))
+            .unwrap();
+        // b is trajectory 1; its last step ends in its FAIL node.
+        assert_eq!(g.graph[fail], NodeKind::Fail { traj: 1 });
+        // Distances to SUCCESS: C 1, B 2, A 3; D and FAIL cannot reach it → d_max + 1 = 4.
+        assert_eq!(g.d_max, 3.0);
+        let dist = |n: NodeIndex| g.distance[n.index()];
+        assert_eq!(
+            [
+                dist(success),
+                dist(c),
+                dist(bb),
+                dist(a),
+                dist(d),
+                dist(fail)
+            ],
+            [0.0, 1.0, 2.0, 3.0, 4.0, 4.0]
+        );
+        let reach = |n: NodeIndex| g.reaches_success[n.index()];
+        assert!(reach(success) && reach(a) && reach(bb) && reach(c));
+        assert!(!reach(d) && !reach(fail));
+        // Endpoints in group_rows order: a's rows 0..3 then b's 3..6, each (row, s, s′).
+        let expected = vec![
+            (0, a, bb),
+            (1, bb, c),
+            (2, c, success),
+            (3, a, bb),
+            (4, bb, d),
+            (5, d, fail),
+        ];
+        assert_eq!(g.endpoints, expected);
+        // Edges (s, a, s′): the two A → B steps are parallel edges, one per row.
+        // (petgraph lists parallel edges newest first: sort.)
+        let mut ab: Vec<u32> = g
+            .graph
+            .edges_connecting(a, bb)
+            .map(|e| e.weight().row)
+            .collect();
+        ab.sort_unstable();
+        assert_eq!(ab, vec![0, 3]);
+        assert_eq!(GroupGraph::action(&b, 5), "drop");
+        // Another group has its own graph: g2 is A → SUCCESS, so d(A) = 1 there.
+        let g2 = GroupGraph::build(&b, 1);
+        assert_eq!(g2.graph.node_count(), 2);
+        assert_eq!(g2.distance[state(&g2, &b, "A").index()], 1.0);
+    }
+
+    #[test]
+    fn group_without_success_has_unit_distance() {
+        // Both fail: A → B → FAIL(a), A → FAIL(b). No SUCCESS node; d_max = 0, so d ≡ 0 + 1.
+        let rows: [Row; 3] = [
+            ("g", "a", 0, "A", 0.0, true),
+            ("g", "a", 1, "B", 0.0, true),
+            ("g", "b", 0, "A", 0.0, true),
+        ];
+        let b = batch(&rows);
+        let g = GroupGraph::build(&b, 0);
+        assert!(g.success.is_none());
+        // A, B, FAIL(a), FAIL(b).
+        assert_eq!(g.graph.node_count(), 4);
+        assert_eq!(g.d_max, 0.0);
+        assert_eq!(g.distance, vec![1.0; 4]);
+        assert!(g.reaches_success.iter().all(|&r| !r));
+    }
+
+    #[test]
+    fn costs_weight_the_distance() {
+        // a = A (cost 1) → B (cost 1) → SUCCESS; b = A (cost 1.5) → SUCCESS.
+        // d(B) = 1, d(A) = min(1 + 1, 1.5) = 1.5 = d_max.
+        let rows: [Row; 3] = [
+            ("g", "a", 0, "A", 0.0, true),
+            ("g", "a", 1, "B", 1.0, true),
+            ("g", "b", 0, "A", 1.0, true),
+        ];
+        let cost = Column::new(COST.into(), [1.0, 1.0, 1.5]);
+        let b = batch_with_columns(&rows, vec![cost]);
+        let g = GroupGraph::build(&b, 0);
+        assert_eq!(g.graph.node_count(), 3);
+        assert_eq!(g.distance[state(&g, &b, "B").index()], 1.0);
+        assert_eq!(g.distance[state(&g, &b, "A").index()], 1.5);
+        assert_eq!(g.d_max, 1.5);
+    }
+
+    #[test]
+    fn logged_next_states_on_last_steps() {
+        // a = A → B → SUCCESS. b = C, failed, with logged next_obs "B": its edge merges into B,
+        // so d(C) = d(B) + 1 = 2. c = D, failed, with next_obs "success" (verl-agent's literal):
+        // its edge goes to SUCCESS, so d(D) = 1 although c failed.
+        let rows: [Row; 4] = [
+            ("g", "a", 0, "A", 0.0, true),
+            ("g", "a", 1, "B", 1.0, true),
+            ("g", "b", 0, "C", 0.0, true),
+            ("g", "c", 0, "D", 0.0, true),
+        ];
+        let next = Column::new(NEXT_OBS.into(), [None, None, Some("B"), Some("success")]);
+        let b = batch_with_columns(&rows, vec![next]);
+        assert!(!b.trajs[1].success && !b.trajs[2].success);
+        let g = GroupGraph::build(&b, 0);
+        // A, B, SUCCESS, C, D: no FAIL node.
+        assert_eq!(g.graph.node_count(), 5);
+        assert!(!g
+            .graph
+            .node_weights()
+            .any(|k| matches!(k, NodeKind::Fail { .. })));
+        let (bb, c, d) = (state(&g, &b, "B"), state(&g, &b, "C"), state(&g, &b, "D"));
+        assert_eq!(g.endpoints[2], (2, c, bb));
+        assert_eq!(g.endpoints[3], (3, d, g.success.unwrap()));
+        assert_eq!(g.distance[c.index()], 2.0);
+        assert_eq!(g.distance[d.index()], 1.0);
+        assert_eq!(g.d_max, 2.0);
+
+        // A logged next state that no row has as obs is a node of its own (from_next), with
+        // no way on: d = d_max + 1.
+        let next = Column::new(NEXT_OBS.into(), [None, None, Some("Z"), None]);
+        let b = batch_with_columns(&rows, vec![next]);
+        let g = GroupGraph::build(&b, 0);
+        let (_, _, z) = g.endpoints[2];
+        assert_eq!(
+            g.graph[z],
+            NodeKind::State {
+                row: 2,
+                from_next: true
+            }
+        );
+        assert_eq!(g.label(&b, z, 10), "Z");
+        // a: A 2, B 1; d_max = 2 → unreachable nodes (Z, C, FAIL(c), D) get 3.
+        assert_eq!(g.distance[z.index()], 3.0);
+        assert!(!g.reaches_success[z.index()]);
+    }
+
+    #[test]
+    fn labels_skip_banners_and_shorten() {
+        let rows: [Row; 2] = [
+            ("g", "a", 0, "=====\n##\nyou see a  mug\nhere", 0.0, true),
+            ("g", "a", 1, "you are in the middle of a room", 0.0, true),
+        ];
+        let b = batch(&rows);
+        let g = GroupGraph::build(&b, 0);
+        let (_, first, second) = g.endpoints[0];
+        let (_, _, fail) = g.endpoints[1];
+        // Line 3 is the first with ≥ 3 words of letters ("you", "see", "mug"); from there on,
+        // whitespace is flattened.
+        assert_eq!(g.label(&b, first, 100), "you see a mug here");
+        // The first 10 characters, then an ellipsis.
+        assert_eq!(g.label(&b, second, 10), "you are in…");
+        assert_eq!(g.label(&b, fail, 10), "FAIL");
+        assert_eq!(GroupGraph::action(&b, 0), "");
+    }
+}

@@ -482,4 +482,155 @@ mod tests {
         );
         assert!(order.pending.is_empty());
     }
+
+    /// The names in `dir`, sorted.
+    fn names(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn write_atomic_renames_the_temporary_into_place() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.json");
+        std::fs::write(&path, "old").unwrap();
+        let tmp = dir
+            .path()
+            .join(format!(".out.json.{}.tmp", std::process::id()));
+        write_atomic(&path, |f| {
+            // While writing, the data goes to the hidden temporary beside the target, and the
+            // target still holds the old content.
+            assert!(tmp.exists());
+            assert_eq!(std::fs::read_to_string(&path).unwrap(), "old");
+            f.write_all(b"new")
+                .map_err(|e| Error::Config(e.to_string()))
+        })
+        .unwrap();
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "new");
+        // Only the target is left, and the temporary is no longer registered.
+        assert_eq!(names(dir.path()), ["out.json"]);
+        assert!(!TEMPORARIES.lock().unwrap().contains(&tmp));
+    }
+
+    #[test]
+    fn write_atomic_leaves_nothing_on_error() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("out.csv");
+        let e = write_atomic(&path, |f| {
+            f.write_all(b"half").unwrap();
+            Err(Error::Param("failed halfway".into()))
+        })
+        .unwrap_err();
+        assert_eq!(e.to_string(), "failed halfway");
+        assert!(names(dir.path()).is_empty());
+        // An existing target keeps its content.
+        std::fs::write(&path, "kept").unwrap();
+        assert!(write_atomic(&path, |_| Err(Error::Param("no".into()))).is_err());
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "kept");
+        assert_eq!(names(dir.path()), ["out.csv"]);
+        // A target in a folder that does not exist: an I/O error naming the temporary.
+        let missing = dir.path().join("no/such/out.csv");
+        match write_atomic(&missing, |_| Ok(())).unwrap_err() {
+            Error::Io { path, .. } => assert!(path.starts_with(dir.path().join("no/such"))),
+            other => panic!("{other}"),
+        }
+    }
+
+    #[test]
+    fn temporary_is_hidden_beside_the_target_and_clears_stale_ones() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("adv.parquet");
+        // 4194305 is above Linux's largest pid (2^22), so no process has it: stale.
+        let stale = dir.path().join(".adv.parquet.4194305.tmp");
+        let stale_dir = dir.path().join(".adv.parquet.4194305.old");
+        // Another target's temporary and an unrelated file are left alone.
+        let other = dir.path().join(".other.parquet.4194305.tmp");
+        let unrelated = dir.path().join(".adv.parquet.notapid.tmp");
+        std::fs::write(&stale, "").unwrap();
+        std::fs::create_dir(&stale_dir).unwrap();
+        std::fs::write(&other, "").unwrap();
+        std::fs::write(&unrelated, "").unwrap();
+        let tmp = temporary(&path);
+        assert_eq!(
+            tmp,
+            dir.path()
+                .join(format!(".adv.parquet.{}.tmp", std::process::id()))
+        );
+        if Path::new("/proc/self").exists() {
+            assert!(!stale.exists() && !stale_dir.exists());
+        }
+        assert!(other.exists() && unrelated.exists());
+        // Registered until forgotten; remove_temporaries_under forgets a folder's.
+        assert!(TEMPORARIES.lock().unwrap().contains(&tmp));
+        remove_temporaries_under(dir.path());
+        assert!(!TEMPORARIES.lock().unwrap().contains(&tmp));
+        // A bare file name: the temporary goes in the current folder.
+        let bare = temporary(Path::new("x.csv"));
+        assert_eq!(
+            bare,
+            Path::new(".").join(format!(".x.csv.{}.tmp", std::process::id()))
+        );
+        forget_temporary(&bare);
+    }
+
+    #[test]
+    fn table_writer_finishes_or_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.jsonl");
+        let mut frame = df!("a" => [1i64, 2]).unwrap();
+        // Dropped unfinished: nothing left.
+        let mut w = TableWriter::create(&path).unwrap();
+        w.write(&mut frame).unwrap();
+        drop(w);
+        assert!(names(dir.path()).is_empty());
+        // Finished: the table and its sidecar, no temporary.
+        let mut w = TableWriter::create(&path).unwrap();
+        w.write(&mut frame).unwrap();
+        w.write(&mut frame).unwrap();
+        assert_eq!(w.rows(), 4);
+        w.finish(&serde_json::json!({"k": 1})).unwrap();
+        assert_eq!(names(dir.path()), ["t.jsonl", "t.jsonl.meta.json"]);
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert_eq!(
+            text.lines().collect::<Vec<_>>(),
+            [r#"{"a":1}"#, r#"{"a":2}"#, r#"{"a":1}"#, r#"{"a":2}"#]
+        );
+        let meta: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(sidecar(&path)).unwrap()).unwrap();
+        assert_eq!(meta["k"], 1);
+    }
+
+    #[test]
+    fn formats_and_inputs() {
+        assert_eq!(
+            table_format(Path::new("a.PARQUET")).unwrap(),
+            TableFormat::Parquet
+        );
+        assert_eq!(
+            table_format(Path::new("a.ndjson")).unwrap(),
+            TableFormat::Jsonl
+        );
+        assert_eq!(table_format(Path::new("a.csv")).unwrap(), TableFormat::Csv);
+        assert!(table_format(Path::new("a.txt")).is_err());
+        assert_eq!(
+            sidecar(Path::new("d/a.csv")),
+            Path::new("d/a.csv.meta.json")
+        );
+        let dir = tempfile::tempdir().unwrap();
+        let log = dir.path().join("log.jsonl");
+        std::fs::write(&log, "{}").unwrap();
+        // The same file by another spelling is still the input.
+        let other_spelling = dir.path().join(".").join("log.jsonl");
+        let e = check_not_input(&other_spelling, std::slice::from_ref(&log)).unwrap_err();
+        assert!(e.to_string().contains("this is an input log"), "{e}");
+        // A new file, or another existing one, is fine.
+        let out = dir.path().join("out.jsonl");
+        assert!(check_not_input(&out, std::slice::from_ref(&log)).is_ok());
+        std::fs::write(&out, "").unwrap();
+        assert!(check_not_input(&out, &[log]).is_ok());
+    }
 }

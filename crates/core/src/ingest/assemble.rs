@@ -651,3 +651,272 @@ impl Indexer {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ingest::jsonl::{parse, Chunk};
+    use crate::schema::ColumnMap;
+    use std::path::Path;
+
+    /// A step line: (group, traj, step, reward).
+    fn line(g: &str, t: &str, step: i64, reward: f64) -> String {
+        format!(r#"{{"uid": "{g}", "traj_uid": "{t}", "step": {step}, "reward": {reward}}}"#)
+    }
+
+    /// `lines` as one parsed block of `mem.jsonl` whose first line is `first_line`.
+    fn block(lines: &[String], first_line: u64) -> super::super::jsonl::Block {
+        let chunk = Chunk {
+            file: 0,
+            first_line,
+            bytes: lines.join("\n").into_bytes(),
+            disk_bytes: 0,
+        };
+        parse(chunk, Path::new("mem.jsonl"), &ColumnMap::default())
+    }
+
+    /// An assembler that never closes a unit before the input ends.
+    fn assembler(kind: UnitKind, lenient: bool) -> Assembler {
+        let closing = Closing::Optimistic {
+            quiet: u64::MAX / 2,
+            budget: u64::MAX,
+        };
+        Assembler::new(kind, closing, lenient, 0.5, 0.95, vec!["mem.jsonl".into()])
+    }
+
+    /// Assembles `lines` as one block: the single window at the end, with the report.
+    fn assemble(lines: &[String], kind: UnitKind, lenient: bool) -> Result<(Window, IngestReport)> {
+        let mut a = assembler(kind, lenient);
+        assert!(matches!(a.push(block(lines, 1))?, Flow::Continue));
+        a.finish()?;
+        let window = a.window(true).expect("rows were kept").build()?;
+        Ok((window, a.report))
+    }
+
+    /// (reason, line, field, message) of an input error.
+    fn input_error(e: Error) -> (Reason, Option<u64>, Option<String>, String) {
+        let text = e.to_string();
+        match e {
+            Error::Input {
+                location, reason, ..
+            } => (reason, location.line, location.column, text),
+            other => panic!("not an input error: {other}"),
+        }
+    }
+
+    #[test]
+    fn groups_come_in_input_order_and_padding_is_dropped() {
+        let lines = [
+            line("g2", "b", 0, 0.0), // line 1, seq 0
+            line("g1", "a", 0, 0.0), // line 2, seq 1
+            line("g2", "b", 1, 1.0), // line 3, seq 2
+            line("g2", "b", 1, 1.0), // line 4, seq 3: a copy of line 3 (padding)
+            line("g1", "a", 1, 0.0), // line 5, seq 4
+        ];
+        let (window, report) = assemble(&lines, UnitKind::Group, false).unwrap();
+        assert_eq!(report.padding_duplicates, 1);
+        assert_eq!(report.rows, 4);
+        assert!(report.skipped.is_empty());
+        let b = &window.batch;
+        // g2 starts first (seq 0), so it comes first; each group's rows in input order.
+        let ids: Vec<&str> = b.groups.iter().map(|g| g.id.as_str()).collect();
+        assert_eq!(ids, ["g2", "g1"]);
+        assert_eq!(window.seq, vec![0, 2, 1, 4]);
+        assert_eq!(b.group_of_row, vec![0, 0, 1, 1]);
+        // b: R = 0 + 1 = 1 (the padding copy not counted twice); a: R = 0.
+        assert_eq!(b.trajs[0].episode_return, 1.0);
+        assert_eq!(b.trajs[1].episode_return, 0.0);
+        assert_eq!(window.watermark, 5);
+    }
+
+    #[test]
+    fn duplicate_step_with_other_content_is_an_error() {
+        let lines = [
+            line("g1", "a", 0, 0.0),
+            line("g1", "a", 1, 0.0),
+            line("g1", "a", 1, 0.5), // line 3: step 1 again, another reward
+            line("g1", "a", 2, 1.0),
+        ];
+        let e = assemble(&lines, UnitKind::Group, false).err().unwrap();
+        let (reason, at, field, text) = input_error(e);
+        assert_eq!(reason, Reason::DuplicateStep);
+        assert_eq!((at, field.as_deref()), (Some(3), Some(STEP)));
+        assert!(
+            text.starts_with(
+                "mem.jsonl:3 (step): duplicate step 1 of trajectory `a` (first at mem.jsonl:2)"
+            ),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn step_gaps_are_errors_at_the_step_after_the_gap() {
+        // Steps 0, 1, 3 (written out of order): step 3 on line 2 follows step 1.
+        let lines = [
+            line("g1", "a", 0, 0.0),
+            line("g1", "a", 3, 1.0),
+            line("g1", "a", 1, 0.0),
+        ];
+        let (reason, at, field, text) =
+            input_error(assemble(&lines, UnitKind::Group, false).err().unwrap());
+        assert_eq!(reason, Reason::StepGap);
+        assert_eq!((at, field.as_deref()), (Some(2), Some(STEP)));
+        assert!(
+            text.contains("trajectory `a` jumps from step 1 to step 3: step 2 is missing"),
+            "{text}"
+        );
+
+        // Starting at 2 is a gap too, reported on the first step's line (line 1).
+        let lines = [line("g1", "a", 2, 0.0), line("g1", "a", 3, 1.0)];
+        let (reason, at, _, text) =
+            input_error(assemble(&lines, UnitKind::Group, false).err().unwrap());
+        assert_eq!((reason, at), (Reason::StepGap, Some(1)));
+        assert!(text.contains("starts at step 2"), "{text}");
+
+        // Starting at 1 is fine.
+        let lines = [line("g1", "a", 1, 0.0), line("g1", "a", 2, 1.0)];
+        let (window, _) = assemble(&lines, UnitKind::Group, false).unwrap();
+        assert_eq!(window.batch.len(), 2);
+    }
+
+    #[test]
+    fn a_trajectory_in_two_groups_is_an_error() {
+        let lines = [
+            line("g1", "a", 0, 0.0),
+            line("g1", "b", 0, 0.0),
+            line("g2", "a", 1, 1.0), // line 3: a again, in g2
+        ];
+        let (reason, at, field, text) =
+            input_error(assemble(&lines, UnitKind::Group, false).err().unwrap());
+        assert_eq!(reason, Reason::TrajectoryInTwoGroups);
+        assert_eq!((at, field.as_deref()), (Some(3), Some(GROUP_ID)));
+        assert!(
+            text.contains("trajectory `a` is in group `g2` here but in group `g1` at mem.jsonl:1"),
+            "{text}"
+        );
+        // The same ids in two iterations are two trajectories, not an error.
+        let lines = [
+            r#"{"uid": "g1", "traj_uid": "a", "step": 0, "reward": 0, "iteration": 0}"#.to_string(),
+            r#"{"uid": "g2", "traj_uid": "a", "step": 0, "reward": 0, "iteration": 1}"#.to_string(),
+        ];
+        let (window, _) = assemble(&lines, UnitKind::Iteration, false).unwrap();
+        assert_eq!(window.batch.trajs.len(), 2);
+        assert_eq!(window.batch.groups.len(), 2);
+    }
+
+    #[test]
+    fn lenient_skips_and_counts_bad_rows() {
+        let lines = [
+            line("g1", "a", 0, 0.0), // a: steps 0, 2 → a gap; both rows skipped
+            line("g1", "a", 2, 1.0),
+            line("g1", "b", 0, 0.0), // b: fine
+            line("g1", "b", 1, 1.0),
+            line("g1", "b", 1, 0.5), // line 5: duplicate step, skipped
+            r#"{"uid": "g1", "traj_uid": "c", "step": 0, "reward": "x"}"#.to_string(), // wrong type
+            line("g2", "b", 2, 0.0), // line 7: b in another group, skipped
+        ];
+        let (window, report) = assemble(&lines, UnitKind::Group, true).unwrap();
+        let b = &window.batch;
+        // Kept: b's steps 0 and 1 (lines 3 and 4).
+        assert_eq!(b.len(), 2);
+        assert_eq!(window.seq, vec![2, 3]);
+        assert_eq!(b.trajs.len(), 1);
+        assert_eq!(b.trajs[0].id, "b");
+        assert_eq!(report.rows, 2);
+        let skipped = |r| report.skipped.get(&r).copied().unwrap_or(0);
+        assert_eq!(skipped(Reason::StepGap), 2);
+        assert_eq!(skipped(Reason::DuplicateStep), 1);
+        assert_eq!(skipped(Reason::WrongType), 1);
+        assert_eq!(skipped(Reason::TrajectoryInTwoGroups), 1);
+        assert_eq!(report.skipped_total(), 5);
+        assert_eq!(report.skipped_examples.len(), 4);
+    }
+
+    #[test]
+    fn a_group_seen_again_after_it_closed_restarts_the_pass() {
+        // quiet 0: a unit closes as soon as a later block's rows have gone by.
+        let closing = Closing::Optimistic {
+            quiet: 0,
+            budget: u64::MAX,
+        };
+        let mut a = Assembler::new(
+            UnitKind::Group,
+            closing,
+            false,
+            0.5,
+            0.95,
+            vec!["mem.jsonl".into()],
+        );
+        let push = |a: &mut Assembler, l: String, n: u64| a.push(block(&[l], n)).unwrap();
+        assert!(matches!(
+            push(&mut a, line("g1", "a", 0, 0.0), 1),
+            Flow::Continue
+        ));
+        // g2's row closes g1.
+        assert!(matches!(
+            push(&mut a, line("g2", "b", 0, 0.0), 2),
+            Flow::Continue
+        ));
+        match push(&mut a, line("g1", "c", 0, 0.0), 3) {
+            Flow::Restart(why) => assert_eq!(
+                why,
+                "group `g1` has rows again at mem.jsonl:3 after it was complete in one pass"
+            ),
+            Flow::Continue => panic!("g1 was closed"),
+        }
+    }
+
+    #[test]
+    fn exact_closing_keeps_interleaved_groups_whole() {
+        // The index pass records each group's last row (seq 3 for g1, seq 2 for g2), so the
+        // pass closes each right there and g1's late row is no restart.
+        let lines = [
+            line("g1", "a", 0, 0.0),
+            line("g2", "b", 0, 0.0),
+            line("g2", "b", 1, 1.0),
+            line("g1", "a", 1, 1.0),
+        ];
+        let first = block(&lines, 1);
+        let mut indexer = Indexer::new();
+        indexer.push(UnitKind::Group, &first.rows);
+        assert_eq!(indexer.last_seq[&UnitKey::Group(None, "g1".into())], 3);
+        let closing = Closing::Exact {
+            last_seq: indexer.last_seq,
+            present: indexer.present,
+        };
+        let mut a = Assembler::new(
+            UnitKind::Group,
+            closing,
+            false,
+            0.5,
+            0.95,
+            vec!["mem.jsonl".into()],
+        );
+        assert!(matches!(a.push(first).unwrap(), Flow::Continue));
+        // Both closed already: nothing left open.
+        assert!(a.open.is_empty());
+        let window = a.window(true).unwrap().build().unwrap();
+        let ids: Vec<&str> = window.batch.groups.iter().map(|g| g.id.as_str()).collect();
+        assert_eq!(ids, ["g1", "g2"]);
+        assert_eq!(window.seq, vec![0, 3, 1, 2]);
+    }
+
+    #[test]
+    fn ids_as_numbers_and_strings_are_one_id_with_a_note() {
+        // `1` and `"1"` name the same group, and the report says so.
+        let lines = [
+            r#"{"uid": 1, "traj_uid": "a", "step": 0, "reward": 0}"#.to_string(),
+            r#"{"uid": "1", "traj_uid": "a", "step": 1, "reward": 1}"#.to_string(),
+        ];
+        let (window, report) = assemble(&lines, UnitKind::Group, false).unwrap();
+        assert_eq!(window.batch.groups.len(), 1);
+        assert_eq!(window.batch.groups[0].id, "1");
+        assert_eq!(window.batch.trajs[0].rows, vec![0, 1]);
+        assert_eq!(report.notes.len(), 1);
+        assert!(
+            report.notes[0].starts_with("`group_id` is a number on some rows and a string"),
+            "{:?}",
+            report.notes
+        );
+    }
+}

@@ -772,4 +772,151 @@ mod tests {
         assert_eq!(&line[67..68], "2");
         assert_eq!(value_column(line, "missing"), None);
     }
+
+    /// Parses `text` as one chunk of `mem.jsonl` starting at line 1, with the default columns.
+    fn parse_text(text: &str) -> Block {
+        let chunk = Chunk {
+            file: 0,
+            first_line: 1,
+            bytes: text.as_bytes().to_vec(),
+            disk_bytes: 0,
+        };
+        parse(chunk, Path::new("mem.jsonl"), &ColumnMap::default())
+    }
+
+    fn fi(name: &str) -> usize {
+        crate::schema::field_index(name).unwrap()
+    }
+
+    /// (reason, line, character column, field) of an input error.
+    fn located(e: &Error) -> (Reason, Option<u64>, Option<u64>, Option<&str>) {
+        match e {
+            Error::Input {
+                location, reason, ..
+            } => (
+                *reason,
+                location.line,
+                location.char_column,
+                location.column.as_deref(),
+            ),
+            other => panic!("not an input error: {other}"),
+        }
+    }
+
+    #[test]
+    fn values_are_typed_to_their_fields() {
+        let text = [
+            // 1: an int reward becomes a float; verl-agent names (uid, traj_uid, anchor_obs,
+            // is_action_valid) feed the canonical fields.
+            r#"{"uid": "g", "traj_uid": "t", "step": 0, "reward": 1, "anchor_obs": "A", "is_action_valid": true}"#,
+            // 2: a numeric id, an integral float step, a boolean as a string.
+            r#"{"uid": 7, "traj_uid": "t", "step": 1.0, "reward": 0.5, "is_action_valid": "False"}"#,
+            // 3: a boolean as 1, a negative reward.
+            r#"{"uid": "g", "traj_uid": "t", "step": 2, "reward": -2, "is_action_valid": 1}"#,
+            // 4: blank (skipped, but counted as a line).
+            "   ",
+            // 5: a structured observation is kept as its JSON text.
+            r#"{"uid": "g", "traj_uid": "t", "step": 3, "reward": 0.0, "obs": {"k": [1, 2]}}"#,
+        ]
+        .join("\n");
+        let block = parse_text(&text);
+        assert!(block.problems.is_empty(), "{:?}", block.problems);
+        let rows = &block.rows;
+        assert_eq!(rows.len(), 4);
+        let lines: Vec<u64> = rows.origin.iter().map(|o| o.line).collect();
+        assert_eq!(lines, vec![1, 2, 3, 5]);
+        let (g, s, r, v, o) = (fi(GROUP_ID), fi(STEP), fi(REWARD), fi(VALID), fi(OBS));
+        assert_eq!(rows.get(r, 0), Some(Typed::Float(1.0)));
+        assert_eq!(rows.get(r, 1), Some(Typed::Float(0.5)));
+        assert_eq!(rows.get(r, 2), Some(Typed::Float(-2.0)));
+        assert_eq!(rows.get(s, 1), Some(Typed::Int(1)));
+        // The numeric id 7 is stored as its digits, and remembered as a number.
+        assert_eq!(rows.text(g, 1), "7");
+        assert!(rows.numbered[g] && rows.named[g]);
+        assert_eq!(rows.get(v, 0), Some(Typed::Bool(true)));
+        assert_eq!(rows.get(v, 1), Some(Typed::Bool(false)));
+        assert_eq!(rows.get(v, 2), Some(Typed::Bool(true)));
+        assert_eq!(rows.get(v, 3), None);
+        assert_eq!(rows.text(o, 0), "A");
+        assert_eq!(rows.text(o, 3), r#"{"k":[1,2]}"#);
+    }
+
+    #[test]
+    fn episode_lines_give_one_row_per_step() {
+        // The episode's uid/traj_uid apply to each step; a step's own key wins over the episode's.
+        let line = r#"{"uid": "e", "traj_uid": "u", "reward": 9, "steps": [{"step": 0, "reward": 0}, {"step": 1, "reward": 1, "uid": "f"}]}"#;
+        let block = parse_text(line);
+        assert!(block.problems.is_empty(), "{:?}", block.problems);
+        let rows = &block.rows;
+        assert_eq!(rows.len(), 2);
+        assert_eq!((rows.origin[0].line, rows.origin[1].line), (1, 1));
+        assert_eq!(
+            (rows.text(fi(TRAJ_ID), 0), rows.text(fi(TRAJ_ID), 1)),
+            ("u", "u")
+        );
+        assert_eq!(
+            (rows.text(fi(GROUP_ID), 0), rows.text(fi(GROUP_ID), 1)),
+            ("e", "f")
+        );
+        assert_eq!(rows.get(fi(REWARD), 0), Some(Typed::Float(0.0)));
+        assert_eq!(rows.get(fi(REWARD), 1), Some(Typed::Float(1.0)));
+        assert_eq!(rows.int(fi(STEP), 1), Some(1));
+    }
+
+    #[test]
+    fn bad_values_name_line_column_and_field() {
+        let text = [
+            r#"{"uid": "g", "traj_uid": "t", "step": 0, "reward": 0}"#,
+            // 2: a number as a string is not a reward.
+            r#"{"uid": "g", "traj_uid": "t", "step": 3, "reward": "0.5"}"#,
+            // 3: NaN spelled as a string.
+            r#"{"uid": "g", "traj_uid": "t", "step": 4, "reward": "NaN"}"#,
+            // 4: a fractional step.
+            r#"{"uid": "g", "traj_uid": "t", "step": 1.5, "reward": 0}"#,
+            // 5: malformed JSON.
+            r#"{"uid": "g", "#,
+            // 6: no reward column.
+            r#"{"uid": "g", "traj_uid": "t", "step": 5}"#,
+            // 7: a negative step.
+            r#"{"uid": "g", "traj_uid": "t", "step": -1, "reward": 0}"#,
+            // 8: a boolean that is not 0/1/true/false.
+            r#"{"uid": "g", "traj_uid": "t", "step": 6, "reward": 0, "valid": 2}"#,
+        ];
+        let block = parse_text(&text.join("\n"));
+        // Only line 1 is a row; every other line is one problem, in line order.
+        assert_eq!(block.rows.len(), 1);
+        assert_eq!(block.problems.len(), 7);
+        // Line 2: `"0.5"` starts at character 52:
+        // {"uid": "g", "traj_uid": "t", "step": 3, "reward": "0.5"}
+        // `"reward"` spans 42–49, then `:` 50, a space 51, the value from 52.
+        assert_eq!(&text[1][51..56], "\"0.5\"");
+        assert_eq!(
+            located(&block.problems[0]),
+            (Reason::WrongType, Some(2), Some(52), Some("reward"))
+        );
+        assert_eq!(
+            block.problems[0].to_string(),
+            r#"mem.jsonl:2:52 (reward): expected a finite number, got "0.5""#
+        );
+        let p = |i: usize| located(&block.problems[i]);
+        assert_eq!(
+            (p(1).0, p(1).1, p(1).3),
+            (Reason::NonFinite, Some(3), Some("reward"))
+        );
+        assert_eq!(
+            (p(2).0, p(2).1, p(2).3),
+            (Reason::WrongType, Some(4), Some("step"))
+        );
+        assert_eq!((p(3).0, p(3).1), (Reason::MalformedJson, Some(5)));
+        assert_eq!((p(4).0, p(4).1), (Reason::MissingColumn, Some(6)));
+        assert_eq!(
+            (p(5).0, p(5).1, p(5).3),
+            (Reason::WrongType, Some(7), Some("step"))
+        );
+        assert!(block.problems[5].to_string().contains("≥ 0, got -1"));
+        assert_eq!(
+            (p(6).0, p(6).1, p(6).3),
+            (Reason::WrongType, Some(8), Some("valid"))
+        );
+    }
 }

@@ -454,3 +454,148 @@ fn cast_column(kind: Kind, column: &Column) -> Result<(Cast, Vec<RowProblem>)> {
     };
     Ok((values, problems))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schema::columns::*;
+    use crate::schema::field_index;
+
+    /// Writes `frame` as a Parquet file in a fresh temporary folder, then plans and reads it whole.
+    fn read(mut frame: DataFrame) -> (tempfile::TempDir, Result<Block>) {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log.parquet");
+        let file = std::fs::File::create(&path).unwrap();
+        ParquetWriter::new(file).finish(&mut frame).unwrap();
+        let size = std::fs::metadata(&path).unwrap().len();
+        let block = plan(&path, 0, size, &ColumnMap::default())
+            .and_then(|p| read_slice(&path, &p, (0, frame.height())));
+        (dir, block)
+    }
+
+    fn fi(name: &str) -> usize {
+        field_index(name).unwrap()
+    }
+
+    #[test]
+    fn columns_are_cast_to_their_fields() {
+        let frame = df!(
+            // Integer ids are ids (as their digits), and remembered as numbers.
+            "uid" => [7i64, 7],
+            "traj_uid" => ["t", "t"],
+            // Integral floats are steps; integer rewards are floats.
+            "step" => [0.0f64, 1.0],
+            "reward" => [0i32, 2],
+            // 0/1 integers are booleans.
+            "is_action_valid" => [1i64, 0],
+            "won" => [Some(false), None],
+            "anchor_obs" => ["A", "B"]
+        )
+        .unwrap();
+        let (_dir, block) = read(frame);
+        let block = block.unwrap();
+        assert!(block.problems.is_empty(), "{:?}", block.problems);
+        let rows = &block.rows;
+        assert_eq!(rows.len(), 2);
+        // Origins are 0-based rows.
+        assert_eq!((rows.origin[0].line, rows.origin[1].line), (0, 1));
+        assert_eq!(rows.text(fi(GROUP_ID), 1), "7");
+        assert!(rows.numbered[fi(GROUP_ID)] && !rows.named[fi(GROUP_ID)]);
+        assert_eq!(rows.int(fi(STEP), 1), Some(1));
+        assert_eq!(rows.get(fi(REWARD), 1), Some(Typed::Float(2.0)));
+        assert_eq!(rows.get(fi(VALID), 0), Some(Typed::Bool(true)));
+        assert_eq!(rows.get(fi(VALID), 1), Some(Typed::Bool(false)));
+        assert_eq!(rows.get(fi(SUCCESS), 0), Some(Typed::Bool(false)));
+        assert_eq!(rows.get(fi(SUCCESS), 1), None);
+        assert_eq!(rows.text(fi(OBS), 1), "B");
+    }
+
+    #[test]
+    fn bad_values_name_row_and_column() {
+        let frame = df!(
+            "uid" => ["g", "g", "g", "g", "g"],
+            "traj_uid" => ["t", "t", "t", "t", "t"],
+            // Row 1: a fractional step.
+            "step" => [0.0f64, 1.5, 2.0, 3.0, 4.0],
+            // Row 2: NaN; row 3: null (required).
+            "reward" => [Some(0.0f64), Some(0.0), Some(f64::NAN), None, Some(1.0)],
+            // Row 4: 2 is not a boolean.
+            "is_action_valid" => [1i64, 1, 1, 1, 2]
+        )
+        .unwrap();
+        let (_dir, block) = read(frame);
+        let block = block.unwrap();
+        // Only row 0 is kept; one problem per bad row, in row order.
+        assert_eq!(block.rows.len(), 1);
+        let got: Vec<(Reason, Option<u64>, Option<String>)> = block
+            .problems
+            .iter()
+            .map(|e| match e {
+                Error::Input {
+                    location, reason, ..
+                } => (*reason, location.line, location.column.clone()),
+                other => panic!("{other}"),
+            })
+            .collect();
+        let want = vec![
+            (Reason::WrongType, Some(1), Some("step".to_string())),
+            (Reason::NonFinite, Some(2), Some("reward".to_string())),
+            (Reason::MissingValue, Some(3), Some("reward".to_string())),
+            (
+                Reason::WrongType,
+                Some(4),
+                Some("is_action_valid".to_string()),
+            ),
+        ];
+        assert_eq!(got, want);
+        let first = block.problems[0].to_string();
+        assert!(
+            first.ends_with("log.parquet:row 1 (step): expected an integer, got 1.5"),
+            "{first}"
+        );
+    }
+
+    #[test]
+    fn missing_required_column_is_a_file_error() {
+        let frame = df!(
+            "uid" => ["g"],
+            "traj_uid" => ["t"],
+            "step" => [0i64]
+        )
+        .unwrap();
+        let (_dir, block) = read(frame);
+        match block.err().unwrap() {
+            Error::Input {
+                location, reason, ..
+            } => {
+                assert_eq!(reason, Reason::MissingColumn);
+                assert_eq!(location.line, None);
+                assert_eq!(location.column.as_deref(), Some(REWARD));
+            }
+            other => panic!("{other}"),
+        }
+    }
+
+    #[test]
+    fn a_column_of_the_wrong_type_is_reported_at_its_first_value() {
+        // A text reward column: reported once, at the first non-null value (row 1).
+        let frame = df!(
+            "uid" => ["g", "g"],
+            "traj_uid" => ["t", "t"],
+            "step" => [0i64, 1],
+            "reward" => [None, Some("1.0")]
+        )
+        .unwrap();
+        let (_dir, block) = read(frame);
+        let block = block.unwrap();
+        assert_eq!(block.rows.len(), 0);
+        let messages: Vec<String> = block.problems.iter().map(|e| e.to_string()).collect();
+        // Row 0's reward is null (missing); row 1's does not cast.
+        assert_eq!(messages.len(), 2, "{messages:?}");
+        assert!(
+            messages[1]
+                .contains(":row 1 (reward): expected a finite number, got a column of type str"),
+            "{messages:?}"
+        );
+    }
+}

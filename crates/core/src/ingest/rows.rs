@@ -372,4 +372,66 @@ mod tests {
         let ids = frame.column("group_id").unwrap().str().unwrap().clone();
         assert_eq!((ids.get(0), ids.get(1)), (Some("g1"), Some("é-ü")));
     }
+
+    #[test]
+    fn frame_keeps_present_fields_with_nulls() {
+        use crate::schema::{columns::*, field_index};
+        let fi = |name| field_index(name).unwrap();
+        let n = FIELDS.len();
+        let mut rows = Rows::default();
+        let mut a: Vec<Option<Value>> = vec![None; n];
+        a[fi(GROUP_ID)] = Some(Value::Int(12));
+        a[fi(TRAJ_ID)] = Some(Value::Str("t"));
+        a[fi(STEP)] = Some(Value::Int(0));
+        a[fi(REWARD)] = Some(Value::Float(0.5));
+        a[fi(VALID)] = Some(Value::Bool(false));
+        a[fi(VALUE)] = Some(Value::Float(2.0));
+        rows.push(0, Origin { file: 0, line: 1 }, &a);
+        // Row 1: no reward (required: 0.0 in the frame), no valid and no value (nulls), no id.
+        let mut b: Vec<Option<Value>> = vec![None; n];
+        b[fi(TRAJ_ID)] = Some(Value::Str("t"));
+        b[fi(STEP)] = Some(Value::Int(1));
+        rows.push(1, Origin { file: 0, line: 2 }, &b);
+        // A numeric id is a key given as a number; the string trajectory id is named.
+        assert!(rows.numbered[fi(GROUP_ID)] && !rows.named[fi(GROUP_ID)]);
+        assert!(rows.named[fi(TRAJ_ID)] && !rows.numbered[fi(TRAJ_ID)]);
+        assert_eq!(rows.text(fi(GROUP_ID), 1), "");
+
+        // Only fields marked present become columns: leave `value` out.
+        let mut present = rows.present.clone();
+        present[fi(VALUE)] = false;
+        let frame = Rows::frame(&[(&rows, &[0, 1])], &present).unwrap();
+        let names: Vec<&str> = frame
+            .get_column_names()
+            .iter()
+            .map(|s| s.as_str())
+            .collect();
+        // In FIELDS order.
+        assert_eq!(names, [GROUP_ID, TRAJ_ID, STEP, REWARD, VALID]);
+        let group: Vec<Option<&str>> = frame
+            .column(GROUP_ID)
+            .unwrap()
+            .str()
+            .unwrap()
+            .iter()
+            .collect();
+        assert_eq!(group, [Some("12"), None]);
+        let reward = frame.column(REWARD).unwrap().f64().unwrap();
+        assert_eq!(reward.null_count(), 0);
+        assert_eq!(reward.cont_slice().unwrap(), &[0.5, 0.0]);
+        let valid: Vec<Option<bool>> = frame
+            .column(VALID)
+            .unwrap()
+            .bool()
+            .unwrap()
+            .iter()
+            .collect();
+        assert_eq!(valid, [Some(false), None]);
+        // A selection picks and orders rows.
+        let frame = Rows::frame(&[(&rows, &[1]), (&rows, &[0])], &rows.present).unwrap();
+        let steps: Vec<Option<i64>> = frame.column(STEP).unwrap().i64().unwrap().iter().collect();
+        assert_eq!(steps, [Some(1), Some(0)]);
+        let value: Vec<Option<f64>> = frame.column(VALUE).unwrap().f64().unwrap().iter().collect();
+        assert_eq!(value, [None, Some(2.0)]);
+    }
 }
