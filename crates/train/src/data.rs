@@ -5,9 +5,9 @@
 //! Hand-off format: line 1 is `{"credit_train_handoff": 1, "config": {…TrainConfig…}}`; every
 //! further line is one [`Sample`] as JSON.
 
+use crate::config::TrainConfig;
 use crate::error::{Context, Error, Result};
 use crate::model::Batch;
-use crate::train::TrainConfig;
 use candle_core::{Device, Tensor};
 use serde::{Deserialize, Serialize};
 use std::io::{BufRead, Write};
@@ -124,7 +124,7 @@ const HANDOFF_VERSION: u32 = 1;
 
 /// Writes the hand-off file atomically (a temporary file in the same folder, then renamed).
 pub fn write_handoff(path: &Path, config: &TrainConfig, samples: &[Sample]) -> Result<()> {
-    crate::checkpoint::write_atomic(path, |file| {
+    crate::atomic::write_atomic(path, |file| {
         let mut w = std::io::BufWriter::new(file);
         let header = Header {
             credit_train_handoff: HANDOFF_VERSION,

@@ -35,7 +35,9 @@
 //! # Ok::<(), credit_train::Error>(())
 //! ```
 
+pub mod atomic;
 pub mod checkpoint;
+pub mod config;
 pub mod data;
 mod error;
 pub mod load;
@@ -49,10 +51,11 @@ pub mod random;
 pub mod train;
 
 pub use candle_core::DType;
+pub use config::TrainConfig;
 pub use data::Sample;
 pub use error::{Error, Result};
 pub use model::{Config, Model};
-pub use train::{RunOptions, TrainConfig};
+pub use train::RunOptions;
 
 use candle_core::Device;
 

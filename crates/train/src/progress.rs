@@ -18,7 +18,7 @@
 //! Trajectories are few and correlated within a task, so training uses input dropout and the
 //! held-out calibration is K-fold by task (every task held out once, pooled), not one split.
 
-use crate::checkpoint::write_atomic;
+use crate::atomic::write_atomic;
 use crate::error::{Context, Error, Result};
 use crate::optim::{clip_grad_norm, AdamW, AdamWConfig};
 use crate::random::SplitMix64;

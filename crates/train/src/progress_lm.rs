@@ -13,7 +13,7 @@
 //! PEFT loads onto the backbone), `head.safetensors` (`head.weight` `[1, hidden]`, `head.bias`
 //! `[1]`) and `config.json` (`model_type: credit-progress-lm`, the backbone's path, σ_R, …).
 
-use crate::checkpoint::write_atomic;
+use crate::atomic::write_atomic;
 use crate::error::{Context, Error, Result};
 use crate::load::Tokenizer;
 use crate::lora::{self, LoraConfig, ADAPTER_CONFIG, ADAPTER_WEIGHTS};
