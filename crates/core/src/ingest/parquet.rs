@@ -395,7 +395,8 @@ fn cast_column(kind: Kind, column: &Column) -> Result<(Cast, Vec<RowProblem>)> {
                     .iter()
                     .enumerate()
                     .map(|(row, v)| match v {
-                        Some(f) if f.fract() == 0.0 => Some(f as i64),
+                        // As JSONL: whole numbers only, and below 2^53 where f64 is exact.
+                        Some(f) if f.fract() == 0.0 && f.abs() < 9.0e15 => Some(f as i64),
                         Some(f) => {
                             wrong(&mut problems, row, f.to_string());
                             None
@@ -426,17 +427,18 @@ fn cast_column(kind: Kind, column: &Column) -> Result<(Cast, Vec<RowProblem>)> {
             )
         }
         Kind::Bool if dtype == &DataType::Boolean => Cast::Bool(column.bool()?.iter().collect()),
-        Kind::Bool if dtype.is_integer() => {
-            let c = column.cast(&DataType::Int64)?;
+        Kind::Bool if dtype.is_primitive_numeric() => {
+            // As JSONL: 0 and 1, given as integers or floats, are booleans.
+            let c = column.cast(&DataType::Float64)?;
             Cast::Bool(
-                c.i64()?
+                c.f64()?
                     .iter()
                     .enumerate()
                     .map(|(row, v)| match v {
-                        Some(0) => Some(false),
-                        Some(1) => Some(true),
-                        Some(x) => {
-                            wrong(&mut problems, row, x.to_string());
+                        Some(0.0) => Some(false),
+                        Some(1.0) => Some(true),
+                        Some(f) => {
+                            wrong(&mut problems, row, f.to_string());
                             None
                         }
                         None => None,
@@ -508,6 +510,34 @@ mod tests {
         assert_eq!(rows.get(fi(SUCCESS), 0), Some(Typed::Bool(false)));
         assert_eq!(rows.get(fi(SUCCESS), 1), None);
         assert_eq!(rows.text(fi(OBS), 1), "B");
+    }
+
+    /// The same values mean the same in Parquet as in JSONL: 0.0/1.0 floats are booleans (2.5 is
+    /// not), and a float step is an integer only below 2^53, where f64 holds it exactly.
+    #[test]
+    fn float_booleans_and_huge_steps_as_jsonl_reads_them() {
+        let frame = df!(
+            "uid" => ["g", "g", "g"],
+            "traj_uid" => ["t", "t", "t"],
+            "step" => [0.0f64, 1.0, 1e20],
+            "reward" => [0.0f64, 1.0, 0.0],
+            "is_action_valid" => [1.0f64, 0.0, 2.5]
+        )
+        .unwrap();
+        let (_dir, block) = read(frame);
+        let block = block.unwrap();
+        assert_eq!(block.rows.len(), 2);
+        assert_eq!(block.rows.get(fi(VALID), 0), Some(Typed::Bool(true)));
+        assert_eq!(block.rows.get(fi(VALID), 1), Some(Typed::Bool(false)));
+        // Row 2: the step comes first (field order), and is the one reported.
+        let messages: Vec<String> = block.problems.iter().map(|e| e.to_string()).collect();
+        assert_eq!(messages.len(), 1, "{messages:?}");
+        assert!(
+            messages[0].ends_with(
+                "log.parquet:row 2 (step): expected an integer, got 100000000000000000000"
+            ),
+            "{messages:?}"
+        );
     }
 
     #[test]
