@@ -1,6 +1,6 @@
 //! `credit advantages [PATHS] --methods … -o FILE`: per-step advantages of any methods.
 
-use super::{metadata, read_windows, Format, Globals, MethodArgs, Notes};
+use super::{read_windows, Format, Globals, MethodArgs, Notes};
 use crate::config::ProjectFile;
 use crate::exit::ExitCode;
 use anyhow::{Context, Result};
@@ -75,7 +75,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     in_order.flush(u64::MAX, |frame, rows| writer.write_rows(frame, rows))?;
     let mut notes = notes.into_vec();
     notes.extend(report.notes.iter().cloned());
-    let meta = metadata(&plan, &notes);
+    let meta = plan.metadata(&notes);
     let rows = writer.rows();
     writer
         .finish(&meta)

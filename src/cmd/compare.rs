@@ -1,7 +1,7 @@
 //! `credit compare [PATHS] --methods grpo,gigpo,proxmo`: how differently estimators credit the
 //! same steps.
 
-use super::{gather, metadata, proxmo_params, write_plots, Format, Globals, MethodArgs};
+use super::{gather, proxmo_params, write_plots, Format, Globals, MethodArgs};
 use crate::config::ProjectFile;
 use crate::exit::ExitCode;
 use anyhow::Result;
@@ -42,13 +42,13 @@ pub fn run(args: Args) -> Result<ExitCode> {
             comparison: Some(&comparison),
             advantages: &gathered.advantages,
             proxmo: proxmo_params(&plan),
-            metadata: metadata(&plan, notes),
+            metadata: plan.metadata(notes),
         };
         write_plots(dir, &inputs, credit_report::Scope::Compare, json)?;
     }
     if json {
         let mut value = serde_json::to_value(&comparison)?;
-        value["metadata"] = metadata(&plan, notes);
+        value["metadata"] = plan.metadata(notes);
         outln!("{}", serde_json::to_string_pretty(&value)?);
     } else {
         for note in notes {

@@ -19,8 +19,8 @@ use credit_core::ingest::{
     read_paths, stream, Event, IngestOptions, IngestReport, Ingested, UnitKind, Window,
 };
 use credit_core::methods::{hisr, Advantages, Method};
-pub use credit_core::plan::Plan;
 use credit_core::output::InOrder;
+pub use credit_core::plan::{Notes, Plan};
 use credit_core::profile::Profile;
 use credit_core::StepBatch;
 use std::path::PathBuf;
@@ -213,13 +213,20 @@ impl MethodArgs {
             (None, Some(list)) => list.join(","),
             (None, None) => default_methods.to_string(),
         };
-        Ok(Plan::new(self.profile(project)?, &list, &self.settings(project)?)?)
+        Ok(Plan::new(
+            self.profile(project)?,
+            &list,
+            &self.settings(project)?,
+        )?)
     }
 
     /// HISR's parameters as `--methods hisr` would resolve them (preset < credit.toml < flags):
     /// the segment statistics segment the logs as the method does.
     pub fn hisr_params(&self, project: &ProjectFile) -> Result<hisr::Params> {
-        Ok(Plan::hisr(self.profile(project)?, &self.settings(project)?)?)
+        Ok(Plan::hisr(
+            self.profile(project)?,
+            &self.settings(project)?,
+        )?)
     }
 
     fn profile(&self, project: &ProjectFile) -> Result<Profile> {
@@ -249,7 +256,12 @@ impl MethodArgs {
                 self.seed.map(|s| s.to_string()),
             ),
         ] {
-            settings.extend([file, flag].into_iter().flatten().map(|v| (key.to_string(), v)));
+            settings.extend(
+                [file, flag]
+                    .into_iter()
+                    .flatten()
+                    .map(|v| (key.to_string(), v)),
+            );
         }
         settings.extend(project.param_settings()?);
         for item in &self.set {
@@ -259,28 +271,6 @@ impl MethodArgs {
             settings.push((key.trim().to_string(), value.trim().to_string()));
         }
         Ok(settings)
-    }
-}
-
-/// Notes in the order first seen, each once (windows repeat them).
-#[derive(Default)]
-pub struct Notes(Vec<String>);
-
-impl Notes {
-    pub fn extend(&mut self, notes: impl IntoIterator<Item = String>) {
-        for note in notes {
-            if !self.0.contains(&note) {
-                self.0.push(note);
-            }
-        }
-    }
-
-    pub fn clear(&mut self) {
-        self.0.clear();
-    }
-
-    pub fn into_vec(self) -> Vec<String> {
-        self.0
     }
 }
 
@@ -430,9 +420,4 @@ pub fn proxmo_params(plan: &Plan) -> Option<credit_core::methods::proxmo::Params
         Method::Proxmo(p) => Some(p.clone()),
         _ => None,
     })
-}
-
-/// The metadata written with every result: preset and every parameter in use.
-pub fn metadata(plan: &Plan, notes: &[String]) -> serde_json::Value {
-    plan.metadata(notes)
 }

@@ -2,7 +2,7 @@
 //! [--explore GROUP] [--explore-max N]`: `report.html` (self-contained, with the explorer of chosen
 //! groups), `report.md` (PNGs in `figures/`), `summary.json`; exit 1 when a threshold rule fails.
 
-use super::{gather_with, metadata, proxmo_params, Format, Globals, MethodArgs};
+use super::{gather_with, proxmo_params, Format, Globals, MethodArgs};
 use crate::config::ProjectFile;
 use crate::exit::ExitCode;
 use anyhow::{bail, Context, Result};
@@ -134,7 +134,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         comparison: Some(&comparison),
         advantages: &gathered.advantages,
         proxmo: proxmo_params(&plan),
-        metadata: metadata(&plan, &gathered.notes),
+        metadata: plan.metadata(&gathered.notes),
     };
 
     // The checks first (a bad key fails before anything is written); then the whole report is

@@ -74,7 +74,11 @@ impl Plan {
     /// HISR's parameters under the same settings, planned or not: the segment statistics of
     /// `analyze`, `compare` and `report` segment the logs as the method does.
     pub fn hisr(profile: Profile, settings: &[(String, String)]) -> Result<hisr::Params> {
-        match Plan::new(profile, "hisr", settings)?.methods.into_iter().next() {
+        match Plan::new(profile, "hisr", settings)?
+            .methods
+            .into_iter()
+            .next()
+        {
             Some(Method::Hisr(params)) => Ok(params),
             _ => unreachable!("the list `hisr` plans hisr"),
         }
@@ -123,6 +127,29 @@ impl Plan {
                 })
             })
             .collect()
+    }
+}
+
+/// The notes of a run, in the order first seen, each once (every window repeats its methods'
+/// notes): what [`Plan::metadata`] records.
+#[derive(Default)]
+pub struct Notes(Vec<String>);
+
+impl Notes {
+    pub fn extend(&mut self, notes: impl IntoIterator<Item = String>) {
+        for note in notes {
+            if !self.0.contains(&note) {
+                self.0.push(note);
+            }
+        }
+    }
+
+    pub fn clear(&mut self) {
+        self.0.clear();
+    }
+
+    pub fn into_vec(self) -> Vec<String> {
+        self.0
     }
 }
 

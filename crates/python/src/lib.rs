@@ -14,8 +14,8 @@ use credit_core::analyses::compare::{compare, CompareChunk, CompareRows};
 use credit_core::analyses::summary::{summary_part, SummaryBuilder};
 use credit_core::ingest::{stream, Event, IngestOptions, IngestReport, UnitKind, Window};
 use credit_core::methods::{hisr, Advantages};
-use credit_core::plan::Plan;
 use credit_core::output::{advantages_frame, InOrder};
+use credit_core::plan::{Notes, Plan};
 use credit_core::profile::Profile;
 use credit_core::schema::ColumnMap;
 use credit_core::StepBatch;
@@ -222,7 +222,10 @@ impl Ingest {
 // The plan: preset < parameters ([`Plan::new`], as the CLI's, without credit.toml)
 
 fn profile(preset: Option<&str>) -> Result<Profile> {
-    preset.unwrap_or("paper").parse().map_err(anyhow::Error::msg)
+    preset
+        .unwrap_or("paper")
+        .parse()
+        .map_err(anyhow::Error::msg)
 }
 
 fn plan(
@@ -241,20 +244,6 @@ fn plan(
 /// HISR's parameters as `--methods hisr` resolves them (for analyze's segment statistics).
 fn hisr_params(preset: Option<&str>, params: &[(String, String)]) -> Result<hisr::Params> {
     Ok(Plan::hisr(profile(preset)?, params)?)
-}
-
-/// Notes in the order first seen, each once.
-#[derive(Default)]
-struct Notes(Vec<String>);
-
-impl Notes {
-    fn extend(&mut self, notes: impl IntoIterator<Item = String>) {
-        for note in notes {
-            if !self.0.contains(&note) {
-                self.0.push(note);
-            }
-        }
-    }
 }
 
 fn take_rows(df: &DataFrame, rows: &[usize]) -> Result<DataFrame> {
@@ -346,7 +335,7 @@ fn read_logs(
             })
         })
         .map_err(|e| input.error(e))?;
-    let mut notes = notes.0;
+    let mut notes = notes.into_vec();
     notes.extend(report.notes.iter().cloned());
     let meta = serde_json::json!({ "notes": notes, "report": report });
     Ok((
@@ -393,7 +382,7 @@ fn advantages(
             })
         })
         .map_err(|e| input.error(e))?;
-    let mut notes = notes.0;
+    let mut notes = notes.into_vec();
     notes.extend(report.notes.iter().cloned());
     Ok((
         ArrowTable {
@@ -530,7 +519,7 @@ fn compare_logs(
                 })
             })
             .map_err(|e| input.error(e))?;
-        let mut notes = notes.0;
+        let mut notes = notes.into_vec();
         notes.extend(report.notes.iter().cloned());
         return Ok((
             Some(ArrowTable {
@@ -582,7 +571,7 @@ fn compare_logs(
                 rows.append(chunk, selection, &mut advantages);
                 Ok::<(), anyhow::Error>(())
             })?;
-            let mut notes = notes.0;
+            let mut notes = notes.into_vec();
             notes.extend(report.notes.iter().cloned());
             let gathered: Vec<(String, Vec<f64>)> =
                 labels.iter().cloned().zip(advantages).collect();

@@ -262,6 +262,20 @@ fn cpu_f32s<'a>(
     }
 }
 
+/// Each named variable's gradient in `store`, zeros where the loss does not reach it: the
+/// optimizer takes one gradient per variable, in the variables' order.
+pub fn gradients(
+    store: &candle_core::backprop::GradStore,
+    vars: &[(String, Var)],
+) -> Result<Vec<Tensor>> {
+    vars.iter()
+        .map(|(_, v)| match store.get(v.as_tensor()) {
+            Some(g) => Ok(g.clone()),
+            None => v.as_tensor().zeros_like().ctx("zero gradient"),
+        })
+        .collect()
+}
+
 /// Scales `grads` in place so their global L2 norm is at most `max_norm` (coefficient
 /// `max_norm / (norm + 1e-6)`, as torch); returns the norm before clipping.
 pub fn clip_grad_norm(grads: &mut [Tensor], max_norm: f64) -> Result<f64> {

@@ -20,7 +20,7 @@
 
 use crate::atomic::write_atomic;
 use crate::error::{Context, Error, Result};
-use crate::optim::{clip_grad_norm, AdamW, AdamWConfig};
+use crate::optim::{clip_grad_norm, gradients, AdamW, AdamWConfig};
 use crate::random::SplitMix64;
 use candle_core::{DType, Device, Tensor, Var, D};
 use candle_nn::{ops, RmsNorm};
@@ -620,14 +620,7 @@ fn fit(
             total +=
                 f64::from(loss.to_scalar::<f32>().ctx("reading the loss")?) * chunk.len() as f64;
             let store = loss.backward().ctx("progress backward pass")?;
-            let mut grads = model
-                .params
-                .iter()
-                .map(|(_, v)| match store.get(v.as_tensor()) {
-                    Some(g) => Ok(g.clone()),
-                    None => v.as_tensor().zeros_like().ctx("zero gradient"),
-                })
-                .collect::<Result<Vec<_>>>()?;
+            let mut grads = gradients(&store, &model.params)?;
             clip_grad_norm(&mut grads, opts.max_grad_norm)?;
             optim.step(&grads, opts.lr)?;
         }

@@ -18,7 +18,7 @@ use crate::error::{Context, Error, Result};
 use crate::load::Tokenizer;
 use crate::lora::{self, LoraConfig, ADAPTER_CONFIG, ADAPTER_WEIGHTS};
 use crate::model::{Config, Model, Pass};
-use crate::optim::{clip_grad_norm, AdamW, AdamWConfig};
+use crate::optim::{clip_grad_norm, gradients, AdamW, AdamWConfig};
 use crate::progress::{
     calibration, folds, ProgressReport, Readout, StepModel, StepText, Trajectory,
 };
@@ -387,13 +387,7 @@ fn fit(
             total +=
                 f64::from(loss.to_scalar::<f32>().ctx("reading the loss")?) * chunk.len() as f64;
             let store = est.model.backward(&loss)?;
-            let mut grads = trained
-                .iter()
-                .map(|(_, v)| match store.get(v.as_tensor()) {
-                    Some(g) => Ok(g.clone()),
-                    None => v.as_tensor().zeros_like().ctx("zero gradient"),
-                })
-                .collect::<Result<Vec<_>>>()?;
+            let mut grads = gradients(&store, &trained)?;
             clip_grad_norm(&mut grads, opts.max_grad_norm)?;
             optim.step(&grads, opts.lr)?;
         }
