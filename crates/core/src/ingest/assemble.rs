@@ -243,7 +243,9 @@ impl Assembler {
             self.numbered[i] |= block.rows.numbered[i];
             self.named[i] |= block.rows.named[i];
         }
-        let rows = Arc::new(block.rows);
+        let mut rows = block.rows;
+        rows.freeze();
+        let rows = Arc::new(rows);
         if let Some(summary) = self.report.files.get_mut(block.file as usize) {
             summary.rows += rows.len() as u64;
         }

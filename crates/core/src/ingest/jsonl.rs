@@ -396,6 +396,9 @@ fn has_surrogate_escape(line: &[u8]) -> bool {
     })
 }
 
+/// Rows parsed before a chunk's text buffers are sized for the whole chunk.
+const RESERVE_AFTER_ROWS: usize = 16;
+
 /// Parses one chunk: every line into typed rows or a located problem.
 pub(crate) fn parse(chunk: Chunk, path: &Path, columns: &ColumnMap) -> Block {
     let Chunk {
@@ -441,6 +444,11 @@ pub(crate) fn parse(chunk: Chunk, path: &Path, columns: &ColumnMap) -> Block {
             copy.extend_from_slice(&bytes[range.clone()]);
             if let Ok(tape) = simd_json::to_tape_with_buffers(&mut copy, &mut buffers) {
                 if fast.row(&tape.0, seq, origin, &mut rows, &mut uses) {
+                    if rows.len() == RESERVE_AFTER_ROWS {
+                        // Room for the rest of the chunk's text at the rate of its first rows
+                        // (lines of one log are alike), so the text is not copied as it grows.
+                        rows.reserve_text_at_rate(end + 1, bytes.len());
+                    }
                     continue;
                 }
             }

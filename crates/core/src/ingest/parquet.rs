@@ -269,6 +269,12 @@ pub(crate) fn read_slice(path: &Path, plan: &Plan, (start, len): (usize, usize))
         cast_bad[p.0] = true;
     }
     let mut rows = Rows::default();
+    for (i, cast) in casts.iter().enumerate() {
+        if let Some((Cast::Text(column), _)) = cast {
+            let bytes = column.downcast_iter().map(|a| a.total_bytes_len()).sum();
+            rows.reserve_text(i, bytes);
+        }
+    }
     let mut values: Vec<Option<Typed>> = vec![None; FIELDS.len()];
     for (row, &cast_failed) in cast_bad.iter().enumerate() {
         let mut bad = cast_failed;

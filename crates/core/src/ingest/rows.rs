@@ -4,7 +4,8 @@
 //! Readers fill one [`Rows`] per block of input; the assembler copies each row into the [`Rows`] of
 //! the unit (group or iteration) it belongs to, and a window of complete units becomes a polars
 //! frame ([`Rows::frame`]). Text is stored as one byte buffer with offsets, so a row costs no
-//! allocation of its own.
+//! allocation of its own; once a block is complete its buffers are frozen, and the frames' string
+//! columns are views into them (the text is never copied again).
 
 use super::Cell;
 use crate::schema::{Kind, FIELDS};
@@ -37,12 +38,53 @@ impl<'a> Value<'a> {
     }
 }
 
+/// A text column's bytes: growing while a reader fills its block, then frozen into a buffer that
+/// every window's frame shares.
+#[derive(Clone, Debug)]
+pub(crate) enum Bytes {
+    Growing(Vec<u8>),
+    Frozen(polars_buffer::Buffer<u8>),
+}
+
+impl Bytes {
+    fn as_slice(&self) -> &[u8] {
+        match self {
+            Bytes::Growing(v) => v,
+            Bytes::Frozen(b) => b,
+        }
+    }
+
+    fn growing(&mut self) -> &mut Vec<u8> {
+        if let Bytes::Frozen(b) = self {
+            *self = Bytes::Growing(b.as_slice().to_vec());
+        }
+        match self {
+            Bytes::Growing(v) => v,
+            Bytes::Frozen(_) => unreachable!("thawed just above"),
+        }
+    }
+
+    fn freeze(&mut self) {
+        if let Bytes::Growing(v) = self {
+            *self = Bytes::Frozen(std::mem::take(v).into());
+        }
+    }
+
+    /// The bytes as a buffer for a string-view array (a copy only if never frozen).
+    fn shared(&self) -> polars_buffer::Buffer<u8> {
+        match self {
+            Bytes::Growing(v) => v.clone().into(),
+            Bytes::Frozen(b) => b.clone(),
+        }
+    }
+}
+
 /// One field's values.
 #[derive(Clone, Debug)]
 pub(crate) enum Buffer {
     /// Keys and text: bytes with `ends[i]` the end of row i's text; `None` rows are null.
     Text {
-        bytes: Vec<u8>,
+        bytes: Bytes,
         ends: Vec<usize>,
         valid: Vec<bool>,
     },
@@ -55,7 +97,7 @@ impl Buffer {
     fn new(kind: Kind) -> Self {
         match kind {
             Kind::Key | Kind::Text => Buffer::Text {
-                bytes: Vec::new(),
+                bytes: Bytes::Growing(Vec::new()),
                 ends: Vec::new(),
                 valid: Vec::new(),
             },
@@ -70,6 +112,7 @@ impl Buffer {
     fn push(&mut self, value: Option<Value>) {
         match self {
             Buffer::Text { bytes, ends, valid } => {
+                let bytes = bytes.growing();
                 match value {
                     Some(Value::Str(s)) => bytes.extend_from_slice(s.as_bytes()),
                     Some(Value::Int(v)) => {
@@ -96,12 +139,25 @@ impl Buffer {
         }
     }
 
+    #[cfg(test)]
+    fn frozen_ptr(&self) -> *const u8 {
+        match self {
+            Buffer::Text {
+                bytes: Bytes::Frozen(b),
+                ..
+            } => b.as_ptr(),
+            _ => std::ptr::null(),
+        }
+    }
+
     fn get(&self, row: usize) -> Option<Value<'_>> {
         match self {
             Buffer::Text { bytes, ends, valid } => valid[row].then(|| {
                 let start = if row == 0 { 0 } else { ends[row - 1] };
                 // SAFETY: only whole `&str`s are pushed, so every [start, end) holds valid UTF-8.
-                Value::Str(unsafe { std::str::from_utf8_unchecked(&bytes[start..ends[row]]) })
+                Value::Str(unsafe {
+                    std::str::from_utf8_unchecked(&bytes.as_slice()[start..ends[row]])
+                })
             }),
             Buffer::Int(v) => v[row].map(Value::Int),
             Buffer::Float(v) => v[row].map(Value::Float),
@@ -151,11 +207,40 @@ impl Rows {
             .columns
             .iter()
             .map(|c| match c {
-                Buffer::Text { bytes, .. } => bytes.len(),
+                Buffer::Text { bytes, .. } => bytes.as_slice().len(),
                 _ => 0,
             })
             .sum();
         text + self.len() * (16 + FIELDS.len() * 10)
+    }
+
+    /// Room for `bytes` more bytes of `field`'s text (readers that know the size avoid regrowing).
+    pub fn reserve_text(&mut self, field: usize, bytes: usize) {
+        if let Buffer::Text { bytes: b, .. } = &mut self.columns[field] {
+            b.growing().reserve(bytes);
+        }
+    }
+
+    /// Room for the text of `total` input bytes, `read` of which filled the buffers so far, at the
+    /// same rate per field (plus an eighth).
+    pub fn reserve_text_at_rate(&mut self, read: usize, total: usize) {
+        for column in &mut self.columns {
+            if let Buffer::Text { bytes, .. } = column {
+                let bytes = bytes.growing();
+                let rate = bytes.len() as f64 / read.max(1) as f64;
+                let more = (rate * 1.125 * total.saturating_sub(read) as f64) as usize;
+                bytes.reserve(more);
+            }
+        }
+    }
+
+    /// Ends the block: its text buffers become shareable, so frames point into them.
+    pub fn freeze(&mut self) {
+        for column in &mut self.columns {
+            if let Buffer::Text { bytes, .. } = column {
+                bytes.freeze();
+            }
+        }
     }
 
     /// Appends one row: `values[i]` belongs to `FIELDS[i]` and is already of its kind.
@@ -210,16 +295,7 @@ impl Rows {
             };
             let name: PlSmallStr = field.name.into();
             let column = match field.kind {
-                Kind::Key | Kind::Text => {
-                    let mut builder = StringChunkedBuilder::new(name.clone(), height);
-                    for v in values() {
-                        match v {
-                            Some(Value::Str(s)) => builder.append_value(s),
-                            _ => builder.append_null(),
-                        }
-                    }
-                    builder.finish().into_column()
-                }
+                Kind::Key | Kind::Text => text_column(name, parts, i, height)?,
                 Kind::Int => Column::new(
                     name,
                     values()
@@ -261,6 +337,63 @@ impl Rows {
         }
         DataFrame::new(height, columns)
     }
+}
+
+/// A string column of the rows `selection` of each part: views into the parts' text buffers.
+fn text_column(
+    name: PlSmallStr,
+    parts: &[(&Rows, &[usize])],
+    field: usize,
+    height: usize,
+) -> PolarsResult<Column> {
+    use polars_arrow::array::{Utf8ViewArray, View};
+    use polars_arrow::bitmap::MutableBitmap;
+    use polars_arrow::datatypes::ArrowDataType;
+
+    let mut buffers: Vec<polars_buffer::Buffer<u8>> = Vec::new();
+    let mut buffer_of: PlHashMap<usize, u32> = PlHashMap::default();
+    let mut views: Vec<View> = Vec::with_capacity(height);
+    let mut validity = MutableBitmap::with_capacity(height);
+    let mut total_bytes = 0;
+    for (rows, selection) in parts {
+        let Buffer::Text { bytes, ends, valid } = &rows.columns[field] else {
+            polars_bail!(ComputeError: "field {} holds no text", FIELDS[field].name);
+        };
+        let data = bytes.as_slice();
+        let buffer = *buffer_of.entry(data.as_ptr() as usize).or_insert_with(|| {
+            buffers.push(bytes.shared());
+            (buffers.len() - 1) as u32
+        });
+        for &r in selection.iter() {
+            validity.push(valid[r]);
+            if !valid[r] {
+                views.push(View::default());
+                continue;
+            }
+            let start = if r == 0 { 0 } else { ends[r - 1] };
+            let Ok(offset) = u32::try_from(start) else {
+                polars_bail!(ComputeError: "a block of {} text over 4 GiB", FIELDS[field].name);
+            };
+            let value = &data[start..ends[r]];
+            total_bytes += value.len();
+            views.push(View::new_from_bytes(value, buffer, offset));
+        }
+    }
+    let total_buffer_len = buffers.iter().map(|b| b.len()).sum();
+    let validity = (validity.unset_bits() > 0).then(|| validity.into());
+    // SAFETY: every view lies inside its buffer (offsets and lengths from `ends`), and only whole
+    // `&str`s were pushed, so the bytes are UTF-8.
+    let array = unsafe {
+        Utf8ViewArray::new_unchecked(
+            ArrowDataType::Utf8View,
+            views.into(),
+            buffers.into(),
+            validity,
+            Some(total_bytes),
+            total_buffer_len,
+        )
+    };
+    Ok(StringChunked::with_chunk(name, array).into_column())
 }
 
 /// The rows of one unit: references into the blocks they were parsed in (no copy), with each
@@ -433,5 +566,66 @@ mod tests {
         assert_eq!(steps, [Some(1), Some(0)]);
         let value: Vec<Option<f64>> = frame.column(VALUE).unwrap().f64().unwrap().iter().collect();
         assert_eq!(value, [None, Some(2.0)]);
+    }
+
+    #[test]
+    fn frames_of_frozen_blocks_view_their_text() {
+        use crate::schema::{columns::*, field_index};
+        let (obs, traj) = (field_index(OBS).unwrap(), field_index(TRAJ_ID).unwrap());
+        // Two blocks; texts longer and shorter than a view's 12 inline bytes, empty and null.
+        let texts = [
+            Some(
+                "You are in the middle of a room. Looking quickly around you, you see a cabinet 1.",
+            ),
+            Some("short"),
+            None,
+            Some(""),
+            Some("Ünïcödé text that spans more than twelve bytes"),
+        ];
+        let block = |from: usize| {
+            let mut rows = Rows::default();
+            for (i, text) in texts.iter().enumerate() {
+                let mut values: Vec<Option<Value>> = vec![None; FIELDS.len()];
+                values[traj] = Some(Value::Str("t"));
+                values[obs] = text.map(|t| Value::Str(t));
+                rows.push(
+                    (from + i) as u64,
+                    Origin {
+                        file: 0,
+                        line: i as u64,
+                    },
+                    &values,
+                );
+            }
+            rows.freeze();
+            rows
+        };
+        let (a, b) = (block(0), block(5));
+        // Interleaved runs of both blocks, one row twice.
+        let parts: [(&Rows, &[usize]); 4] =
+            [(&a, &[4, 0]), (&b, &[1, 2]), (&a, &[3, 0]), (&b, &[4])];
+        let frame = Rows::frame(&parts, &a.present).unwrap();
+        let got: Vec<Option<&str>> = frame.column(OBS).unwrap().str().unwrap().iter().collect();
+        let expected: Vec<Option<&str>> = parts
+            .iter()
+            .flat_map(|(_, selection)| selection.iter().map(|&r| texts[r]))
+            .collect();
+        assert_eq!(got, expected);
+        // The frame shares the blocks' buffers (two, once each) instead of copying the text.
+        let column = frame.column(OBS).unwrap().str().unwrap().clone();
+        let array = column.downcast_iter().next().unwrap();
+        assert_eq!(array.data_buffers().len(), 2);
+        assert_eq!(
+            array.data_buffers()[0].as_ptr(),
+            a.columns[obs].frozen_ptr()
+        );
+        // A block still growing is copied, with the same values.
+        let mut growing = Rows::default();
+        let mut values: Vec<Option<Value>> = vec![None; FIELDS.len()];
+        values[obs] = texts[0].map(Value::Str);
+        growing.push(0, Origin { file: 0, line: 1 }, &values);
+        let frame = Rows::frame(&[(&growing, &[0, 0])], &growing.present).unwrap();
+        let got: Vec<Option<&str>> = frame.column(OBS).unwrap().str().unwrap().iter().collect();
+        assert_eq!(got, [texts[0], texts[0]]);
     }
 }

@@ -361,12 +361,20 @@ fn aggregate(
             by_term[column[t as usize] as usize * u + b] = w;
         }
     }
+    // sim(a, b) = sim(b, a) to the bit (the same products, w_a·w_b = w_b·w_a, added in the same
+    // order; the zeros between them add nothing to a sum that is never −0), so only b ≥ a is
+    // computed and the rest mirrored.
     let mut sims = vec![0.0; u * u];
     for (a, d) in distinct.iter().enumerate() {
-        let row = &mut sims[a * u..(a + 1) * u];
+        let row = &mut sims[a * u + a..(a + 1) * u];
         for &(t, w) in &vectors[d.0 as usize] {
             let k = column[t as usize] as usize;
-            add_scaled(row, w, &by_term[k * u..(k + 1) * u]);
+            add_scaled(row, w, &by_term[k * u + a..(k + 1) * u]);
+        }
+    }
+    for a in 0..u {
+        for b in a + 1..u {
+            sims[b * u + a] = sims[a * u + b];
         }
     }
     let mut value = vec![0.0; u];

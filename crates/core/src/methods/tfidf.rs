@@ -9,7 +9,11 @@
 //! - tf = raw count, idf(w) = ln((1 + n)/(1 + df(w))) + 1 (smooth_idf), v = tf·idf, L2-normalised,
 //!   then divided once more by (‖v‖ + 1e-8) as the ProxMO code does.
 //!
-//! Identical texts are tokenised once; vectors are sparse and sorted by term id.
+//! Identical texts are tokenised once, and so are identical lines: a token never spans a newline
+//! (not a word character), and observations rendered from templates repeat most of their lines
+//! (room descriptions, inventories, task statements), so each distinct line of a fit is scanned
+//! once and its term counts are reused. Term ids are numbered in first-seen token order either
+//! way. Vectors are sparse and sorted by term id.
 
 use polars::prelude::PlHashMap;
 
@@ -68,6 +72,67 @@ fn each_token(text: &str, scratch: &mut String, mut each: impl FnMut(&str)) {
     }
 }
 
+/// Term counts in a dense buffer over the term ids, with the touched terms listed (and marked in a
+/// bitmap, for draining in term order): no hashing per token, and draining costs only what was
+/// touched.
+#[derive(Default)]
+struct Counts {
+    count: Vec<u32>,
+    touched: Vec<u32>,
+    bits: Vec<u64>,
+}
+
+impl Counts {
+    fn add(&mut self, term: u32, n: u32) {
+        let t = term as usize;
+        if t >= self.count.len() {
+            self.count.resize(t + 1, 0);
+            self.bits.resize(t / 64 + 1, 0);
+        }
+        if self.count[t] == 0 {
+            self.touched.push(term);
+            self.bits[t / 64] |= 1 << (t % 64);
+        }
+        self.count[t] += n;
+    }
+
+    /// (term, count) in first-touched order; leaves the buffer empty.
+    fn drain(&mut self) -> impl Iterator<Item = (u32, u32)> + '_ {
+        for &t in &self.touched {
+            self.bits[t as usize / 64] = 0;
+        }
+        let count = &mut self.count;
+        self.touched
+            .drain(..)
+            .map(move |t| (t, std::mem::take(&mut count[t as usize])))
+    }
+
+    /// (term, count) in ascending term order; leaves the buffer empty. Reads the bitmap up to the
+    /// largest touched term where that is shorter than sorting the touched list.
+    fn drain_sorted(&mut self) -> Vec<(u32, u32)> {
+        let Some(&last) = self.touched.iter().max() else {
+            return Vec::new();
+        };
+        let words = last as usize / 64 + 1;
+        if words > 4 * self.touched.len() {
+            let mut out: Vec<(u32, u32)> = self.drain().collect();
+            out.sort_unstable_by_key(|&(t, _)| t);
+            return out;
+        }
+        let mut out = Vec::with_capacity(self.touched.len());
+        for (w, word) in self.bits[..words].iter_mut().enumerate() {
+            let mut bits = std::mem::take(word);
+            while bits != 0 {
+                let t = w * 64 + bits.trailing_zeros() as usize;
+                out.push((t as u32, std::mem::take(&mut self.count[t])));
+                bits &= bits - 1;
+            }
+        }
+        self.touched.clear();
+        out
+    }
+}
+
 /// Fits on `documents` (every row a document; `None` is an empty document) and returns each
 /// document's vector.
 pub fn fit_transform<'a>(
@@ -96,38 +161,44 @@ pub fn fit_transform<'a>(
     let mut total: Vec<u64> = Vec::new();
     let mut df: Vec<u64> = Vec::new();
     let mut counts: Vec<Vec<(u32, u32)>> = Vec::with_capacity(texts.len());
-    // Per-document counts in a dense buffer, with the touched terms listed (no hashing per token).
-    let mut local: Vec<u32> = Vec::new();
-    let mut touched: Vec<u32> = Vec::new();
+    // Each distinct line's term counts, as a range of `line_counts`.
+    let mut lines: PlHashMap<&str, (usize, usize)> = PlHashMap::default();
+    let mut line_counts: Vec<(u32, u32)> = Vec::new();
+    // Counts in dense buffers (per line, per document), with the touched terms listed.
+    let mut in_line = Counts::default();
+    let mut local = Counts::default();
     let mut scratch = String::new();
     for (d, text) in texts.iter().enumerate() {
-        each_token(text, &mut scratch, |token| {
-            let id = match term_ids.get(token) {
-                Some(&id) => id,
-                None => {
-                    let id = terms.len() as u32;
-                    term_ids.insert(token.to_string(), id);
-                    terms.push(token.to_string());
-                    total.push(0);
-                    df.push(0);
-                    local.push(0);
-                    id
-                }
-            };
-            if local[id as usize] == 0 {
-                touched.push(id);
+        for line in text.split('\n') {
+            let (start, end) = *lines.entry(line).or_insert_with(|| {
+                each_token(line, &mut scratch, |token| {
+                    let id = match term_ids.get(token) {
+                        Some(&id) => id,
+                        None => {
+                            let id = terms.len() as u32;
+                            term_ids.insert(token.to_string(), id);
+                            terms.push(token.to_string());
+                            total.push(0);
+                            df.push(0);
+                            id
+                        }
+                    };
+                    in_line.add(id, 1);
+                });
+                let start = line_counts.len();
+                line_counts.extend(in_line.drain());
+                (start, line_counts.len())
+            });
+            for &(t, c) in &line_counts[start..end] {
+                local.add(t, c);
             }
-            local[id as usize] += 1;
-        });
+        }
         let m = multiplicity[d];
-        let mut doc: Vec<(u32, u32)> = touched.iter().map(|&t| (t, local[t as usize])).collect();
+        let doc = local.drain_sorted();
         for &(t, c) in &doc {
             total[t as usize] += m * c as u64;
             df[t as usize] += m;
-            local[t as usize] = 0;
         }
-        touched.clear();
-        doc.sort_unstable();
         counts.push(doc);
     }
 
@@ -250,6 +321,85 @@ mod tests {
             unicode.push(t.to_string())
         });
         assert_eq!(unicode, ["café", "été", "ok"]);
+    }
+
+    #[test]
+    fn lines_tokenised_once_give_the_whole_text_vectors() {
+        // Texts of repeated lines (a room description, an inventory), mixed case, non-ASCII lines,
+        // CRLF, blank lines, one text with 1,500 distinct terms and one with two terms of high
+        // ids (put in term order by sorting; the others through the bitmap): every vector must
+        // be the one computed
+        // from each whole text's tokens, `(?u)\b\w\w+\b` of the lower-cased text, with terms
+        // numbered in first-seen order.
+        let room =
+            "You are in the middle of a Room. You see a cabinet 1, a Drawer 2 and a fridge 1.";
+        let many: String = (0..1500).map(|i| format!("w{i} ")).collect();
+        let texts = [
+            format!("{room}\nYou are carrying: a mug 1.\nYour task is to: heat some egg."),
+            format!("{room}\r\n\nÉTÉ Café naïve\nYou are carrying: nothing."),
+            format!("Nothing happens.\n{room}"),
+            many,
+            format!("{room}\nw1499 w3"),
+            format!("ÉTÉ Café naïve\n{room}\n"),
+            "w1499 zz".to_string(),
+        ];
+        let rows = [0, 1, 2, 0, 3, 4, 5, 1, 4, 6];
+        let corpus = fit_transform(rows.iter().map(|&i| Some(texts[i].as_str())), 1024);
+
+        let mut ids: Vec<String> = Vec::new();
+        let counts: Vec<Vec<(u32, u32)>> = texts
+            .iter()
+            .map(|t| {
+                let lower = t.to_lowercase();
+                let mut c: std::collections::BTreeMap<u32, u32> = Default::default();
+                for token in tokens(&lower) {
+                    let id = match ids.iter().position(|x| x == token) {
+                        Some(p) => p,
+                        None => {
+                            ids.push(token.to_string());
+                            ids.len() - 1
+                        }
+                    };
+                    *c.entry(id as u32).or_default() += 1;
+                }
+                c.into_iter().collect()
+            })
+            .collect();
+        let n = rows.len() as f64;
+        let mut df = vec![0u64; ids.len()];
+        let mut total = vec![0u64; ids.len()];
+        for &r in &rows {
+            for &(t, c) in &counts[r] {
+                df[t as usize] += 1;
+                total[t as usize] += c as u64;
+            }
+        }
+        let mut order: Vec<usize> = (0..ids.len()).collect();
+        order.sort_by(|&a, &b| total[b].cmp(&total[a]).then_with(|| ids[a].cmp(&ids[b])));
+        let kept: std::collections::BTreeSet<u32> =
+            order.iter().take(1024).map(|&t| t as u32).collect();
+        assert_eq!(corpus.vocabulary_size, 1024);
+        for (row, &r) in rows.iter().enumerate() {
+            let mut v: Vec<(u32, f64)> = counts[r]
+                .iter()
+                .filter(|(t, _)| kept.contains(t))
+                .map(|&(t, c)| {
+                    (
+                        t,
+                        c as f64 * (((1.0 + n) / (1.0 + df[t as usize] as f64)).ln() + 1.0),
+                    )
+                })
+                .collect();
+            let norm = v.iter().map(|(_, w)| w * w).sum::<f64>().sqrt();
+            for (_, w) in &mut v {
+                *w /= norm * (1.0 + 1e-8);
+            }
+            let got = &corpus.vectors[corpus.doc_of_row[row] as usize];
+            assert_eq!(got.len(), v.len(), "text {r}");
+            for ((gt, gw), (et, ew)) in got.iter().zip(&v) {
+                assert_eq!((gt, gw.to_bits()), (et, ew.to_bits()), "text {r}");
+            }
+        }
     }
 
     #[test]
