@@ -587,7 +587,7 @@ mod tests {
             for (i, text) in texts.iter().enumerate() {
                 let mut values: Vec<Option<Value>> = vec![None; FIELDS.len()];
                 values[traj] = Some(Value::Str("t"));
-                values[obs] = text.map(|t| Value::Str(t));
+                values[obs] = text.map(Value::Str);
                 rows.push(
                     (from + i) as u64,
                     Origin {
