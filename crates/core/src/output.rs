@@ -192,8 +192,50 @@ pub fn sidecar(path: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
+/// The temporary file behind a buffer, shared by the table writer and the Parquet writer it
+/// hands a handle to (polars writes a page at a time: unbuffered, that is a system call each).
+#[derive(Clone)]
+struct Buffered(std::sync::Arc<std::sync::Mutex<std::io::BufWriter<std::fs::File>>>);
+
+impl Buffered {
+    fn new(file: std::fs::File) -> Self {
+        Buffered(std::sync::Arc::new(std::sync::Mutex::new(
+            std::io::BufWriter::with_capacity(1 << 20, file),
+        )))
+    }
+
+    fn lock(
+        &self,
+    ) -> std::io::Result<std::sync::MutexGuard<'_, std::io::BufWriter<std::fs::File>>> {
+        self.0
+            .lock()
+            .map_err(|_| std::io::Error::other("the output writer was poisoned by a panic"))
+    }
+
+    /// Writes out the buffer and waits for the disk.
+    fn sync(&self) -> std::io::Result<()> {
+        let mut file = self.lock()?;
+        file.flush()?;
+        file.get_ref().sync_all()
+    }
+}
+
+impl Write for Buffered {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.lock()?.write(bytes)
+    }
+
+    fn write_all(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        self.lock()?.write_all(bytes)
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.lock()?.flush()
+    }
+}
+
 enum Sink {
-    Parquet(Option<Box<polars::io::parquet::write::BatchedWriter<std::fs::File>>>),
+    Parquet(Option<Box<polars::io::parquet::write::BatchedWriter<Buffered>>>),
     Jsonl,
     Csv { header: bool },
 }
@@ -203,7 +245,7 @@ enum Sink {
 pub struct TableWriter {
     path: PathBuf,
     tmp: PathBuf,
-    file: Option<std::fs::File>,
+    file: Option<Buffered>,
     sink: Sink,
     rows: u64,
 }
@@ -219,7 +261,7 @@ impl TableWriter {
         Ok(TableWriter {
             path: path.to_path_buf(),
             tmp,
-            file: Some(file),
+            file: Some(Buffered::new(file)),
             sink: match format {
                 TableFormat::Parquet => Sink::Parquet(None),
                 TableFormat::Jsonl => Sink::Jsonl,
@@ -240,12 +282,8 @@ impl TableWriter {
         match &mut self.sink {
             Sink::Parquet(writer) => {
                 if writer.is_none() {
-                    let handle = file.try_clone().map_err(|source| Error::Io {
-                        path: self.tmp.clone(),
-                        cause: source,
-                    })?;
                     *writer = Some(Box::new(
-                        ParquetWriter::new(handle).batched(frame.schema())?,
+                        ParquetWriter::new(file.clone()).batched(frame.schema())?,
                     ));
                 }
                 frame.rechunk_mut();
@@ -276,16 +314,12 @@ impl TableWriter {
     fn end(&mut self, metadata: &serde_json::Value) -> Result<()> {
         let text =
             serde_json::to_string_pretty(metadata).map_err(|e| Error::Config(e.to_string()))?;
-        let mut file = self.file.take().expect("open until finished");
+        let file = self.file.take().expect("open until finished");
         match &mut self.sink {
             Sink::Parquet(writer) => {
                 let writer = match writer.take() {
                     Some(w) => *w,
-                    None => ParquetWriter::new(file.try_clone().map_err(|source| Error::Io {
-                        path: self.tmp.clone(),
-                        cause: source,
-                    })?)
-                    .batched(&Schema::default())?,
+                    None => ParquetWriter::new(file.clone()).batched(&Schema::default())?,
                 };
                 let mut inner = writer.get_writer().lock().map_err(|_| {
                     Error::Config("the Parquet writer was poisoned by a panic".into())
@@ -314,8 +348,7 @@ impl TableWriter {
             path: self.tmp.clone(),
             cause: source,
         };
-        file.flush().map_err(io)?;
-        file.sync_all().map_err(io)?;
+        file.sync().map_err(io)?;
         drop(file);
         std::fs::rename(&self.tmp, &self.path).map_err(|source| Error::Io {
             path: self.path.clone(),
