@@ -77,33 +77,42 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 .with_context(|| format!("computing {}", method.label()))?;
             let values = advantage.advantage();
             let floor = smallest_kept.load(std::sync::atomic::Ordering::Relaxed);
-            let mut drawn: Vec<Drawn> = Vec::new();
-            let mut ids = Vec::new();
-            for (g, group) in batch.groups.iter().enumerate() {
-                ids.push(group.id.clone());
-                let wanted = match &choice {
-                    Choice::Named(id) => &group.id == id,
-                    Choice::All => true,
-                    Choice::Largest(_) => group.n_rows >= floor,
-                };
-                if wanted {
-                    let first = batch.trajs[group.trajs[0] as usize].rows[0] as usize;
-                    let text = to_dot(
-                        batch,
-                        g,
-                        &GroupGraph::build(batch, g),
-                        values,
-                        method.label(),
-                    );
-                    drawn.push((
-                        window.seq[first],
+            let first_seq = |g: usize| {
+                let group = &batch.groups[g];
+                window.seq[batch.trajs[group.trajs[0] as usize].rows[0] as usize]
+            };
+            let mut wanted: Vec<usize> = (0..batch.groups.len())
+                .filter(|&g| {
+                    let group = &batch.groups[g];
+                    match &choice {
+                        Choice::Named(id) => &group.id == id,
+                        Choice::All => true,
+                        Choice::Largest(_) => group.n_rows >= floor,
+                    }
+                })
+                .collect();
+            if let Choice::Largest(n) = choice {
+                // The N largest overall are among each window's N largest (same order: size,
+                // then input order), so only those are drawn.
+                wanted.sort_by_key(|&g| (std::cmp::Reverse(batch.groups[g].n_rows), first_seq(g)));
+                wanted.truncate(n);
+            }
+            let drawn: Vec<Drawn> = wanted
+                .into_iter()
+                .map(|g| {
+                    let group = &batch.groups[g];
+                    let graph = GroupGraph::build(batch, g);
+                    let text = to_dot(batch, g, &graph, values, method.label());
+                    (
+                        first_seq(g),
                         group.id.clone(),
                         group.iteration,
                         group.n_rows,
                         text,
-                    ));
-                }
-            }
+                    )
+                })
+                .collect();
+            let ids: Vec<String> = batch.groups.iter().map(|g| g.id.clone()).collect();
             Ok((drawn, ids))
         },
         |event| {
