@@ -21,7 +21,7 @@
 //!   success = row score > 0.5, invalid penalty 0.1 after discounting, τ = 0.1.
 
 use super::group_stats::{episode_advantages, episode_scores, episode_stats, step_returns, Norm};
-use super::tfidf::fit_transform;
+use super::tfidf::{fit_transform, Corpus};
 use super::{Advantages, Values};
 use crate::batch::StepBatch;
 use crate::error::{Error, Result};
@@ -266,7 +266,14 @@ fn scope_baselines(
     params: &Params,
 ) -> Option<Vec<(u32, f64)>> {
     let obs = batch.texts(OBS);
-    let rows: Vec<u32> = groups.iter().flat_map(|&g| batch.group_rows(g)).collect();
+    // Each group's rows are consecutive in `rows`, so its documents are a slice of `doc_of_row`.
+    let mut rows: Vec<u32> = Vec::new();
+    let mut spans = Vec::with_capacity(groups.len());
+    for &g in groups {
+        let start = rows.len();
+        rows.extend(batch.group_rows(g));
+        spans.push(start..rows.len());
+    }
     let corpus = fit_transform(
         rows.iter().map(|&r| obs.and_then(|o| o.get(r as usize))),
         params.max_features as usize,
@@ -274,31 +281,28 @@ fn scope_baselines(
     if corpus.vocabulary_size == 0 {
         return None;
     }
-    let doc: PlHashMap<u32, u32> = rows
-        .iter()
-        .zip(&corpus.doc_of_row)
-        .map(|(&r, &d)| (r, d))
-        .collect();
-    let subsets = |g: &usize| -> Vec<(u32, f64)> {
-        let group_rows: Vec<u32> = batch.group_rows(*g).collect();
-        let parts = match params.psa_scope {
-            PsaScope::Group => vec![group_rows],
-            PsaScope::SameT => {
-                let mut by_t: std::collections::BTreeMap<u32, Vec<u32>> = Default::default();
-                for &r in &group_rows {
-                    by_t.entry(batch.position[r as usize]).or_default().push(r);
-                }
-                by_t.into_values().collect()
-            }
-        };
+    let subsets = |span: &std::ops::Range<usize>| -> Vec<(u32, f64)> {
+        let (group_rows, docs) = (&rows[span.clone()], &corpus.doc_of_row[span.clone()]);
         let mut out = Vec::new();
-        for part in parts {
-            aggregate(&part, &doc, &corpus.vectors, returns, params.tau, &mut out);
+        match params.psa_scope {
+            PsaScope::Group => aggregate(group_rows, docs, &corpus, returns, params.tau, &mut out),
+            PsaScope::SameT => {
+                let mut by_t: std::collections::BTreeMap<u32, (Vec<u32>, Vec<u32>)> =
+                    Default::default();
+                for (&r, &d) in group_rows.iter().zip(docs) {
+                    let part = by_t.entry(batch.position[r as usize]).or_default();
+                    part.0.push(r);
+                    part.1.push(d);
+                }
+                for (part_rows, part_docs) in by_t.values() {
+                    aggregate(part_rows, part_docs, &corpus, returns, params.tau, &mut out);
+                }
+            }
         }
         out
     };
     Some(
-        groups
+        spans
             .par_iter()
             .map(subsets)
             .collect::<Vec<_>>()
@@ -310,26 +314,28 @@ fn scope_baselines(
 
 /// B_i = Σ_j softmax_j(sim(i,j)/τ)·R_j over `rows`, computed over their distinct texts: rows with
 /// the same text share similarities, so each distinct text carries its count and its return sum.
-/// Pushes (row, B) for every row.
+/// Pushes (row, B) for every row; `docs[i]` is the document of `rows[i]`.
 fn aggregate(
     rows: &[u32],
-    doc: &PlHashMap<u32, u32>,
-    vectors: &[Vec<(u32, f64)>],
+    docs: &[u32],
+    corpus: &Corpus,
     returns: &[f64],
     tau: f64,
     out: &mut Vec<(u32, f64)>,
 ) {
+    let vector = |d: u32| corpus.vector(d);
     let mut index: PlHashMap<u32, usize> =
         PlHashMap::with_capacity_and_hasher(rows.len(), Default::default());
     let mut distinct: Vec<(u32, f64, f64)> = Vec::new(); // (doc, count, return sum)
-    for &r in rows {
-        let d = doc[&r];
+    let mut slot = Vec::with_capacity(rows.len());
+    for (&r, &d) in rows.iter().zip(docs) {
         let k = *index.entry(d).or_insert_with(|| {
             distinct.push((d, 0.0, 0.0));
             distinct.len() - 1
         });
         distinct[k].1 += 1.0;
         distinct[k].2 += returns[r as usize];
+        slot.push(k);
     }
     let u = distinct.len();
     // Similarities, term by term: `by_term[k]` holds every distinct text's weight of the k-th term
@@ -340,12 +346,12 @@ fn aggregate(
     // The group's terms in ascending order: marked in a table over the term ids, then numbered.
     let dim = distinct
         .iter()
-        .flat_map(|d| vectors[d.0 as usize].last().map(|e| e.0 as usize + 1))
+        .flat_map(|d| vector(d.0).last().map(|e| e.0 as usize + 1))
         .max()
         .unwrap_or(0);
     let mut column = vec![u32::MAX; dim];
     for d in &distinct {
-        for &(t, _) in &vectors[d.0 as usize] {
+        for &(t, _) in vector(d.0) {
             column[t as usize] = 0;
         }
     }
@@ -357,7 +363,7 @@ fn aggregate(
     let terms = terms as usize;
     let mut by_term = vec![0.0; terms * u];
     for (b, d) in distinct.iter().enumerate() {
-        for &(t, w) in &vectors[d.0 as usize] {
+        for &(t, w) in vector(d.0) {
             by_term[column[t as usize] as usize * u + b] = w;
         }
     }
@@ -367,7 +373,7 @@ fn aggregate(
     let mut sims = vec![0.0; u * u];
     for (a, d) in distinct.iter().enumerate() {
         let row = &mut sims[a * u + a..(a + 1) * u];
-        for &(t, w) in &vectors[d.0 as usize] {
+        for &(t, w) in vector(d.0) {
             let k = column[t as usize] as usize;
             add_scaled(row, w, &by_term[k * u + a..(k + 1) * u]);
         }
@@ -389,7 +395,7 @@ fn aggregate(
         }
         value[a] = num / den;
     }
-    out.extend(rows.iter().map(|&r| (r, value[index[&doc[&r]]])));
+    out.extend(rows.iter().zip(&slot).map(|(&r, &k)| (r, value[k])));
 }
 
 /// `row += w·x`, element by element (a multiply, then an add: never fused, so every sum is the

@@ -19,12 +19,21 @@ use polars::prelude::PlHashMap;
 
 /// A fitted corpus: one sparse vector per distinct text.
 pub struct Corpus {
-    /// Sparse L2-normalised vectors, (term, weight) sorted by term.
-    pub vectors: Vec<Vec<(u32, f64)>>,
+    /// The distinct texts' sparse L2-normalised vectors, (term, weight) sorted by term, one after
+    /// another: text d's is `entries[starts[d]..starts[d + 1]]`.
+    entries: Vec<(u32, f64)>,
+    starts: Vec<usize>,
     /// For each input document (row), its distinct-text index.
     pub doc_of_row: Vec<u32>,
     /// Terms kept after `max_features`.
     pub vocabulary_size: usize,
+}
+
+impl Corpus {
+    /// The vector of distinct text `d`.
+    pub fn vector(&self, d: u32) -> &[(u32, f64)] {
+        &self.entries[self.starts[d as usize]..self.starts[d as usize + 1]]
+    }
 }
 
 /// Maximal runs of word characters at least two characters long, of already lower-cased text.
@@ -107,19 +116,19 @@ impl Counts {
             .map(move |t| (t, std::mem::take(&mut count[t as usize])))
     }
 
-    /// (term, count) in ascending term order; leaves the buffer empty. Reads the bitmap up to the
-    /// largest touched term where that is shorter than sorting the touched list.
-    fn drain_sorted(&mut self) -> Vec<(u32, u32)> {
+    /// Appends (term, count) to `out` in ascending term order; leaves the buffer empty. Reads the
+    /// bitmap up to the largest touched term where that is shorter than sorting the touched list.
+    fn drain_sorted(&mut self, out: &mut Vec<(u32, u32)>) {
         let Some(&last) = self.touched.iter().max() else {
-            return Vec::new();
+            return;
         };
         let words = last as usize / 64 + 1;
         if words > 4 * self.touched.len() {
-            let mut out: Vec<(u32, u32)> = self.drain().collect();
-            out.sort_unstable_by_key(|&(t, _)| t);
-            return out;
+            let start = out.len();
+            out.extend(self.drain());
+            out[start..].sort_unstable_by_key(|&(t, _)| t);
+            return;
         }
-        let mut out = Vec::with_capacity(self.touched.len());
         for (w, word) in self.bits[..words].iter_mut().enumerate() {
             let mut bits = std::mem::take(word);
             while bits != 0 {
@@ -129,7 +138,6 @@ impl Counts {
             }
         }
         self.touched.clear();
-        out
     }
 }
 
@@ -160,7 +168,10 @@ pub fn fit_transform<'a>(
     let mut terms: Vec<String> = Vec::new();
     let mut total: Vec<u64> = Vec::new();
     let mut df: Vec<u64> = Vec::new();
-    let mut counts: Vec<Vec<(u32, u32)>> = Vec::with_capacity(texts.len());
+    // Each distinct text's (term, count) in term order, one after another.
+    let mut counts: Vec<(u32, u32)> = Vec::new();
+    let mut starts: Vec<usize> = Vec::with_capacity(texts.len() + 1);
+    starts.push(0);
     // Each distinct line's term counts, as a range of `line_counts`.
     let mut lines: PlHashMap<&str, (usize, usize)> = PlHashMap::default();
     let mut line_counts: Vec<(u32, u32)> = Vec::new();
@@ -194,12 +205,13 @@ pub fn fit_transform<'a>(
             }
         }
         let m = multiplicity[d];
-        let doc = local.drain_sorted();
-        for &(t, c) in &doc {
+        let start = counts.len();
+        local.drain_sorted(&mut counts);
+        for &(t, c) in &counts[start..] {
             total[t as usize] += m * c as u64;
             df[t as usize] += m;
         }
-        counts.push(doc);
+        starts.push(counts.len());
     }
 
     // Keep the `max_features` most frequent terms, ties alphabetically.
@@ -221,26 +233,30 @@ pub fn fit_transform<'a>(
         .map(|&d| ((1.0 + n_docs) / (1.0 + d as f64)).ln() + 1.0)
         .collect();
 
-    let vectors = counts
-        .into_iter()
-        .map(|doc| {
-            let mut v: Vec<(u32, f64)> = doc
-                .into_iter()
-                .filter(|&(t, _)| keep[t as usize])
-                .map(|(t, c)| (t, c as f64 * idf[t as usize]))
-                .collect();
-            let norm = v.iter().map(|(_, w)| w * w).sum::<f64>().sqrt();
-            if norm > 0.0 {
-                let unit_norm = 1.0 + 1e-8;
-                for (_, w) in &mut v {
-                    *w /= norm * unit_norm;
-                }
+    let mut entries: Vec<(u32, f64)> = Vec::with_capacity(counts.len());
+    let mut vector_starts = Vec::with_capacity(starts.len());
+    vector_starts.push(0);
+    for doc in starts.windows(2) {
+        let start = entries.len();
+        entries.extend(
+            counts[doc[0]..doc[1]]
+                .iter()
+                .filter(|&&(t, _)| keep[t as usize])
+                .map(|&(t, c)| (t, c as f64 * idf[t as usize])),
+        );
+        let v = &mut entries[start..];
+        let norm = v.iter().map(|(_, w)| w * w).sum::<f64>().sqrt();
+        if norm > 0.0 {
+            let unit_norm = 1.0 + 1e-8;
+            for (_, w) in v {
+                *w /= norm * unit_norm;
             }
-            v
-        })
-        .collect();
+        }
+        vector_starts.push(entries.len());
+    }
     Corpus {
-        vectors,
+        entries,
+        starts: vector_starts,
         doc_of_row,
         vocabulary_size: order.len(),
     }
@@ -294,8 +310,8 @@ mod tests {
         let first_row_of = |text: usize| ROWS.iter().position(|&r| r == text).unwrap();
         for a in 0..6 {
             for b in 0..6 {
-                let va = &corpus.vectors[corpus.doc_of_row[first_row_of(a)] as usize];
-                let vb = &corpus.vectors[corpus.doc_of_row[first_row_of(b)] as usize];
+                let va = corpus.vector(corpus.doc_of_row[first_row_of(a)]);
+                let vb = corpus.vector(corpus.doc_of_row[first_row_of(b)]);
                 assert!(
                     (dot(va, vb) - expected[a][b]).abs() < 1e-4,
                     "sim({a},{b}) = {}",
@@ -394,7 +410,7 @@ mod tests {
             for (_, w) in &mut v {
                 *w /= norm * (1.0 + 1e-8);
             }
-            let got = &corpus.vectors[corpus.doc_of_row[row] as usize];
+            let got = corpus.vector(corpus.doc_of_row[row]);
             assert_eq!(got.len(), v.len(), "text {r}");
             for ((gt, gw), (et, ew)) in got.iter().zip(&v) {
                 assert_eq!((gt, gw.to_bits()), (et, ew.to_bits()), "text {r}");
@@ -414,6 +430,6 @@ mod tests {
         let corpus = fit_transform(["bb aa cc cc", "dd aa"].into_iter().map(Some), 2);
         // totals: aa 2, cc 2, bb 1, dd 1 → keep aa, cc.
         assert_eq!(corpus.vocabulary_size, 2);
-        assert_eq!(corpus.vectors[1].len(), 1);
+        assert_eq!(corpus.vector(corpus.doc_of_row[1]).len(), 1);
     }
 }
