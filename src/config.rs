@@ -98,11 +98,7 @@ fn toml_text(v: &toml::Value) -> Result<String> {
 pub fn column_map(project: &ProjectFile, schema: Option<&Path>) -> Result<ColumnMap> {
     let mut user = project.columns.clone();
     if let Some(path) = schema {
-        let text =
-            std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-        let pairs =
-            ColumnMap::parse_toml(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-        user.extend(pairs);
+        user.extend(ColumnMap::read_file(path)?);
     }
     Ok(ColumnMap { user })
 }

@@ -135,17 +135,11 @@ pub fn ingest_options(globals: &Globals, project: &ProjectFile) -> Result<Ingest
         .success_threshold
         .or(project.success_threshold)
         .unwrap_or(0.5);
-    if !success_threshold.is_finite() {
-        anyhow::bail!(
-            "--success-threshold {success_threshold}: expected a finite number (a trajectory succeeds when R(τ) exceeds it)"
-        );
-    }
-    Ok(IngestOptions {
-        columns: column_map(project, globals.schema.as_deref())?,
-        lenient: globals.lenient,
+    Ok(IngestOptions::new(
+        column_map(project, globals.schema.as_deref())?,
+        globals.lenient,
         success_threshold,
-        ..IngestOptions::default()
-    })
+    )?)
 }
 
 /// Prints `--lenient` skips as a warning, and ingest's notes.

@@ -453,6 +453,18 @@ impl ColumnUse {
 }
 
 impl ColumnMap {
+    /// The pairs of a schema file (`--schema map.toml`), errors naming the file.
+    pub fn read_file(
+        path: &std::path::Path,
+    ) -> crate::error::Result<std::collections::BTreeMap<String, String>> {
+        let text = std::fs::read_to_string(path).map_err(|cause| crate::error::Error::Io {
+            path: path.to_path_buf(),
+            cause,
+        })?;
+        Self::parse_toml(&text)
+            .map_err(|e| crate::error::Error::Config(format!("{}: {e}", path.display())))
+    }
+
     /// The pairs of a schema file's text (`source = "canonical"` lines, at the top level or in a
     /// `[columns]` table); `Err` is the message, to be prefixed with the file's name.
     pub fn parse_toml(text: &str) -> Result<std::collections::BTreeMap<String, String>, String> {

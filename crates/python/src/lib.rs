@@ -182,27 +182,16 @@ struct Ingest {
 
 impl Ingest {
     fn options(&self) -> Result<IngestOptions> {
-        if !self.success_threshold.is_finite() {
-            anyhow::bail!(
-                "--success-threshold {}: expected a finite number (a trajectory succeeds when R(τ) exceeds it)",
-                self.success_threshold
-            );
-        }
         let mut user = std::collections::BTreeMap::new();
         if let Some(path) = &self.schema_file {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading {}", path.display()))?;
-            let pairs = ColumnMap::parse_toml(&text)
-                .map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
-            user.extend(pairs);
+            user.extend(ColumnMap::read_file(path)?);
         }
         user.extend(self.columns.iter().cloned());
-        Ok(IngestOptions {
-            columns: ColumnMap { user },
-            lenient: self.lenient,
-            success_threshold: self.success_threshold,
-            ..IngestOptions::default()
-        })
+        Ok(IngestOptions::new(
+            ColumnMap { user },
+            self.lenient,
+            self.success_threshold,
+        )?)
     }
 
     /// `credit_core::ingest::stream` as the CLI's `read_windows` calls it (no progress bar).

@@ -44,6 +44,23 @@ pub struct IngestOptions {
     pub limits: Limits,
 }
 
+impl IngestOptions {
+    /// The options a user sets, checked (the other sizes at their defaults).
+    pub fn new(columns: ColumnMap, lenient: bool, success_threshold: f64) -> Result<Self> {
+        if !success_threshold.is_finite() {
+            return Err(crate::error::Error::Config(format!(
+                "--success-threshold {success_threshold}: expected a finite number (a trajectory succeeds when R(τ) exceeds it)"
+            )));
+        }
+        Ok(IngestOptions {
+            columns,
+            lenient,
+            success_threshold,
+            ..IngestOptions::default()
+        })
+    }
+}
+
 impl Default for IngestOptions {
     fn default() -> Self {
         IngestOptions {

@@ -1,9 +1,9 @@
 //! Typed rows in columns: the values of every canonical field for a run of rows, each row with its
 //! sequence number (its place in the input) and its origin (file, line or row).
 //!
-//! Readers fill one [`Rows`] per block of input; the assembler copies each row into the [`Rows`] of
-//! the unit (group or iteration) it belongs to, and a window of complete units becomes a polars
-//! frame ([`Rows::frame`]). Text is stored as one byte buffer with offsets, so a row costs no
+//! Readers fill one [`Rows`] per block of input; the assembler hands each row, by reference, to the
+//! unit (group or iteration) it belongs to ([`UnitRows`]), and a window of complete units becomes a
+//! polars frame ([`Rows::frame`]). Text is stored as one byte buffer with offsets, so a row costs no
 //! allocation of its own; once a block is complete its buffers are frozen, and the frames' string
 //! columns are views into them (the text is never copied again).
 
@@ -40,41 +40,36 @@ impl<'a> Value<'a> {
 
 /// A text column's bytes: growing while a reader fills its block, then frozen into a buffer that
 /// every window's frame shares.
-#[derive(Clone, Debug)]
-pub(crate) enum Bytes {
-    Growing(Vec<u8>),
-    Frozen(polars_buffer::Buffer<u8>),
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Bytes {
+    growing: Vec<u8>,
+    frozen: Option<polars_buffer::Buffer<u8>>,
 }
 
 impl Bytes {
     fn as_slice(&self) -> &[u8] {
-        match self {
-            Bytes::Growing(v) => v,
-            Bytes::Frozen(b) => b,
-        }
+        self.frozen.as_deref().unwrap_or(&self.growing)
     }
 
+    /// The bytes to append to (a frozen buffer is copied back first; readers never do that).
     fn growing(&mut self) -> &mut Vec<u8> {
-        if let Bytes::Frozen(b) = self {
-            *self = Bytes::Growing(b.as_slice().to_vec());
+        if let Some(frozen) = self.frozen.take() {
+            self.growing = frozen.as_slice().to_vec();
         }
-        match self {
-            Bytes::Growing(v) => v,
-            Bytes::Frozen(_) => unreachable!("thawed just above"),
-        }
+        &mut self.growing
     }
 
     fn freeze(&mut self) {
-        if let Bytes::Growing(v) = self {
-            *self = Bytes::Frozen(std::mem::take(v).into());
+        if self.frozen.is_none() {
+            self.frozen = Some(std::mem::take(&mut self.growing).into());
         }
     }
 
     /// The bytes as a buffer for a string-view array (a copy only if never frozen).
     fn shared(&self) -> polars_buffer::Buffer<u8> {
-        match self {
-            Bytes::Growing(v) => v.clone().into(),
-            Bytes::Frozen(b) => b.clone(),
+        match &self.frozen {
+            Some(frozen) => frozen.clone(),
+            None => self.growing.clone().into(),
         }
     }
 }
@@ -97,7 +92,7 @@ impl Buffer {
     fn new(kind: Kind) -> Self {
         match kind {
             Kind::Key | Kind::Text => Buffer::Text {
-                bytes: Bytes::Growing(Vec::new()),
+                bytes: Bytes::default(),
                 ends: Vec::new(),
                 valid: Vec::new(),
             },
@@ -142,10 +137,10 @@ impl Buffer {
     #[cfg(test)]
     fn frozen_ptr(&self) -> *const u8 {
         match self {
-            Buffer::Text {
-                bytes: Bytes::Frozen(b),
-                ..
-            } => b.as_ptr(),
+            Buffer::Text { bytes, .. } => bytes
+                .frozen
+                .as_ref()
+                .map_or(std::ptr::null(), |b| b.as_ptr()),
             _ => std::ptr::null(),
         }
     }
