@@ -339,7 +339,7 @@ impl Assembler {
         match self.open_trajs.get(&traj_key) {
             Some((g, first)) if g != gid => {
                 let (g, first) = (g.clone(), *first);
-                let e = self.two_groups(origin, tid, gid, &g, first);
+                let e = self.two_groups(origin, tid, gid, Some(&g), first);
                 self.reject(e, 1)?;
                 return Ok(Err(None));
             }
@@ -347,7 +347,9 @@ impl Assembler {
             None => {
                 if let Some(&(group_hash, first)) = self.closed_trajs.get(&hash128(&traj_key)) {
                     if group_hash != hash128(&(it, gid)) {
-                        let e = self.two_groups(origin, tid, gid, "(another group)", first);
+                        // Closed trajectories keep only hashes (bounded memory): the first row's
+                        // place tells the user which group that was.
+                        let e = self.two_groups(origin, tid, gid, None, first);
                         self.reject(e, 1)?;
                         return Ok(Err(None));
                     }
@@ -389,14 +391,18 @@ impl Assembler {
         at: Origin,
         tid: &str,
         gid: &str,
-        first_gid: &str,
+        first_gid: Option<&str>,
         first: Origin,
     ) -> Error {
+        let before = match first_gid {
+            Some(g) => format!("in group `{g}`"),
+            None => "in another group".to_string(),
+        };
         Error::input(
             self.location(at, Some(GROUP_ID)),
             Reason::TrajectoryInTwoGroups,
             format!(
-                "trajectory `{tid}` is in group `{gid}` here but in group `{first_gid}` at {}; a trajectory belongs to one group",
+                "trajectory `{tid}` is in group `{gid}` here but {before} at {}; a trajectory belongs to one group",
                 self.location(first, None)
             ),
         )
@@ -866,6 +872,35 @@ mod tests {
             ),
             Flow::Continue => panic!("g1 was closed"),
         }
+    }
+
+    #[test]
+    fn a_closed_trajectory_in_another_group_is_an_error_at_its_first_row() {
+        let closing = Closing::Optimistic {
+            quiet: 0,
+            budget: u64::MAX,
+        };
+        let mut a = Assembler::new(
+            UnitKind::Group,
+            closing,
+            false,
+            0.5,
+            0.95,
+            vec!["mem.jsonl".into()],
+        );
+        a.push(block(&[line("g1", "a", 0, 0.0)], 1)).unwrap();
+        // g2's row closes g1; then trajectory `a` comes back in g2.
+        a.push(block(&[line("g2", "b", 0, 0.0)], 2)).unwrap();
+        let e = a.push(block(&[line("g2", "a", 1, 1.0)], 3)).err().unwrap();
+        let (reason, at, field, text) = input_error(e);
+        assert_eq!(reason, Reason::TrajectoryInTwoGroups);
+        assert_eq!((at, field.as_deref()), (Some(3), Some(GROUP_ID)));
+        assert!(
+            text.contains(
+                "trajectory `a` is in group `g2` here but in another group at mem.jsonl:1;"
+            ),
+            "{text}"
+        );
     }
 
     #[test]
