@@ -13,7 +13,9 @@ graphgpo), compare, graph --top 1 and report. It prints wall time, rows/s, MB/s 
 peak RSS (from wait4) and the ratio to polars, as a Markdown table.
 """
 import argparse
+import atexit
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -65,7 +67,10 @@ def main():
             gen = [sys.executable, os.path.join(HERE, "synth_scale.py"), "--rows", str(rows), "--out", jsonl]
             subprocess.run(gen + ([] if parquet else ["--no-parquet"]), check=True, stdout=subprocess.DEVNULL)
         inputs = [("jsonl", jsonl, "ndjson")] + ([("parquet", pq, "parquet")] if parquet and os.path.exists(pq) else [])
+        # The commands' outputs (reports, graphs, advantages: GBs at 10M rows) go to a scratch
+        # folder removed after each size (and on a failure).
         out = tempfile.mkdtemp(dir=a.data)
+        atexit.register(shutil.rmtree, out, True)
         for label, path, polars_kind in inputs:
             mb = os.path.getsize(path) / 1e6
             if rows <= a.polars_max_rows:
@@ -91,6 +96,7 @@ def main():
                 ratio = f"{base / seconds:.2f}" if base else ""
                 print(f"| {rows:,} | {label} | credit {name}{extra} | {seconds:.2f} | {rows / seconds:,.0f} | {mb / seconds:,.0f} | {rss:,.0f} | {ratio} |")
             sys.stdout.flush()
+        shutil.rmtree(out, ignore_errors=True)
 
 
 if __name__ == "__main__":
