@@ -95,6 +95,64 @@ fn verl_dumps_are_single_turn_groups() {
 }
 
 #[test]
+fn an_extra_reward_field_becomes_the_reward_by_mapping() {
+    // verl writes extra reward fields (e.g. `acc`) beside `score`; `--schema` makes one of them
+    // the reward, and the episode's reward with it (one step per rollout).
+    let run = Run::new();
+    let dir = run.path("dump");
+    std::fs::create_dir(&dir).unwrap();
+    let rows = read_jsonl(&fixture("verl/with_uid/rollout_data_dir/1.jsonl"));
+    let mut text = String::new();
+    let mut acc_of: BTreeMap<String, f64> = BTreeMap::new();
+    for (i, mut row) in rows.into_iter().enumerate() {
+        let acc = (i % 3 == 0) as i64 as f64;
+        acc_of.insert(row["uid"].as_str().unwrap().to_string(), acc);
+        row["acc"] = serde_json::json!(acc);
+        text.push_str(&format!("{row}\n"));
+    }
+    std::fs::write(dir.join("1.jsonl"), text).unwrap();
+    let map = run.path("map.toml");
+    std::fs::write(&map, "acc = \"reward\"\n").unwrap();
+    let (dir, map) = (dir.to_str().unwrap(), map.to_str().unwrap());
+    let s = json(&run.credit(["analyze", dir, "--schema", map, "--format", "json"]));
+    let uses = s["columns"].as_array().unwrap();
+    for field in ["reward", "episode_reward"] {
+        let feed = uses.iter().find(|u| u["field"] == field).unwrap();
+        assert_eq!(feed["column"], "acc", "{field}");
+    }
+    let group = uses.iter().find(|u| u["field"] == "group_id").unwrap();
+    assert_eq!(group["column"], "uid");
+    // GRPO's score and group mean are `acc`'s, recomputed here from the file.
+    let out = run.path("adv.jsonl");
+    let o = run.credit([
+        "advantages",
+        dir,
+        "--schema",
+        map,
+        "--methods",
+        "grpo",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let sample = |uid: &str| uid.rsplitn(3, '_').nth(2).unwrap().to_string();
+    let mut groups: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    for (uid, acc) in &acc_of {
+        groups.entry(sample(uid)).or_default().push(*acc);
+    }
+    for row in read_jsonl(&out) {
+        let uid = row["traj_id"].as_str().unwrap();
+        assert_eq!(row["grpo_score"].as_f64().unwrap(), acc_of[uid], "{uid}");
+        let g = &groups[&sample(uid)];
+        let mean = g.iter().sum::<f64>() / g.len() as f64;
+        assert!(
+            (row["grpo_mean"].as_f64().unwrap() - mean).abs() < 1e-12,
+            "{uid}"
+        );
+    }
+}
+
+#[test]
 fn dumps_without_ids_are_refused_naming_the_verl_version() {
     let run = Run::new();
     let out = run.credit([

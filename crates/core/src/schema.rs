@@ -508,10 +508,11 @@ impl ColumnMap {
             return None;
         }
         let mut feeds: Vec<Option<Feed>> = vec![None; FIELDS.len()];
-        let mut uses = Vec::new();
+        let mut uses: Vec<ColumnUse> = Vec::new();
         let mut feed =
             |field: &'static str, column: &str, agree: &[&str], derive: Derive, how: &str| {
                 let i = field_index(field).expect("canonical field");
+                uses.retain(|u| u.field != field);
                 let agree: Vec<String> = agree
                     .iter()
                     .filter(|a| has(a))
@@ -558,6 +559,31 @@ impl ColumnMap {
         feed(PROMPT, "input", &[], Derive::Value, "");
         if has("data_source") {
             feed(TASK, "data_source", &[], Derive::Value, "");
+        }
+        // The user's mapping wins (ids and steps aside: mapping those means it is no plain dump),
+        // e.g. `acc = "reward"` to study one of verl's extra reward fields instead of `score`; one
+        // step per rollout, so the episode's reward follows unless it is mapped too.
+        let mapped_episode = self.user.values().any(|t| t == EPISODE_REWARD);
+        for (source, target) in &self.user {
+            let Some(mapped) = field(target).filter(|_| has(source)) else {
+                continue;
+            };
+            feed(
+                mapped.name,
+                source,
+                &[],
+                Derive::Value,
+                "mapped by the user",
+            );
+            if mapped.name == REWARD && !mapped_episode {
+                feed(
+                    EPISODE_REWARD,
+                    source,
+                    &[],
+                    Derive::Value,
+                    "mapped by the user",
+                );
+            }
         }
         uses.sort_by_key(|u| field_index(u.field));
         Some(Resolution { feeds, uses })
