@@ -244,6 +244,21 @@ fn the_state_comes_from_anchor_obs_and_analyze_says_so() {
         "{text}"
     );
     assert!(text.contains("policy text (policy_obs) ← obs"), "{text}");
+    // The report's header says the same.
+    let out = run.path("report");
+    let r = run.credit([
+        "report",
+        input.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+    ]);
+    assert!(r.status.success(), "{}", crate::util::stderr(&r));
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(html.contains("state (obs) ← anchor_obs"), "report header");
+    assert!(
+        html.contains("state (obs) ← anchor_obs; obs also present: feeds policy_obs"),
+        "report header"
+    );
 }
 
 /// `credit` with ingest's windows shrunk to nothing: every unit closes as early as it can.
