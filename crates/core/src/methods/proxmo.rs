@@ -323,7 +323,6 @@ fn aggregate(
     tau: f64,
     out: &mut Vec<(u32, f64)>,
 ) {
-    let vector = |d: u32| corpus.vector(d);
     let mut index: PlHashMap<u32, usize> =
         PlHashMap::with_capacity_and_hasher(rows.len(), Default::default());
     let mut distinct: Vec<(u32, f64, f64)> = Vec::new(); // (doc, count, return sum)
@@ -346,12 +345,12 @@ fn aggregate(
     // The group's terms in ascending order: marked in a table over the term ids, then numbered.
     let dim = distinct
         .iter()
-        .flat_map(|d| vector(d.0).last().map(|e| e.0 as usize + 1))
+        .flat_map(|d| corpus.vector(d.0).last().map(|e| e.0 as usize + 1))
         .max()
         .unwrap_or(0);
     let mut column = vec![u32::MAX; dim];
     for d in &distinct {
-        for &(t, _) in vector(d.0) {
+        for &(t, _) in corpus.vector(d.0) {
             column[t as usize] = 0;
         }
     }
@@ -363,7 +362,7 @@ fn aggregate(
     let terms = terms as usize;
     let mut by_term = vec![0.0; terms * u];
     for (b, d) in distinct.iter().enumerate() {
-        for &(t, w) in vector(d.0) {
+        for &(t, w) in corpus.vector(d.0) {
             by_term[column[t as usize] as usize * u + b] = w;
         }
     }
@@ -373,7 +372,7 @@ fn aggregate(
     let mut sims = vec![0.0; u * u];
     for (a, d) in distinct.iter().enumerate() {
         let row = &mut sims[a * u + a..(a + 1) * u];
-        for &(t, w) in vector(d.0) {
+        for &(t, w) in corpus.vector(d.0) {
             let k = column[t as usize] as usize;
             add_scaled(row, w, &by_term[k * u + a..(k + 1) * u]);
         }
