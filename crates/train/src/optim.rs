@@ -8,6 +8,7 @@
 //! θ ← θ − lr · (m / (1 − β₁ᵗ)) / (√(v / (1 − β₂ᵗ)) + ε)
 
 use crate::error::{Context, Error, Result};
+use crate::random::SplitMix64;
 use candle_core::{DType, Tensor, Var};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -260,6 +261,33 @@ fn cpu_f32s<'a>(
         }
         _ => candle_core::bail!("fused AdamW needs contiguous f32 CPU tensors"),
     }
+}
+
+/// Mini-batch epochs over `train` (example indices), reshuffled before each epoch by a
+/// Fisher–Yates pass of a generator seeded `seed ^ 0x5eed`. `step` trains on one batch, drawing any
+/// randomness of its own (dropout) from the same generator, and returns the batch's mean loss;
+/// the result is each epoch's mean loss over its examples.
+pub fn shuffled_epochs(
+    train: &[usize],
+    seed: u64,
+    epochs: usize,
+    batch: usize,
+    mut step: impl FnMut(&[usize], &mut SplitMix64) -> Result<f64>,
+) -> Result<Vec<f64>> {
+    let mut rng = SplitMix64(seed ^ 0x5eed);
+    let mut order = train.to_vec();
+    let mut epoch_loss = Vec::with_capacity(epochs);
+    for _ in 0..epochs {
+        for i in (1..order.len()).rev() {
+            order.swap(i, rng.below(i as u64 + 1) as usize);
+        }
+        let mut total = 0.0;
+        for chunk in order.chunks(batch) {
+            total += step(chunk, &mut rng)? * chunk.len() as f64;
+        }
+        epoch_loss.push(total / order.len() as f64);
+    }
+    Ok(epoch_loss)
 }
 
 /// Each named variable's gradient in `store`, zeros where the loss does not reach it: the

@@ -20,7 +20,7 @@
 
 use crate::atomic::write_atomic;
 use crate::error::{Context, Error, Result};
-use crate::optim::{clip_grad_norm, gradients, AdamW, AdamWConfig};
+use crate::optim::{clip_grad_norm, gradients, shuffled_epochs, AdamW, AdamWConfig};
 use crate::random::SplitMix64;
 use candle_core::{DType, Device, Tensor, Var, D};
 use candle_nn::{ops, RmsNorm};
@@ -587,45 +587,35 @@ fn fit(
             ..AdamWConfig::default()
         },
     )?;
-    let mut rng = SplitMix64(opts.seed ^ 0x5eed);
-    let mut order = train.to_vec();
-    let mut epoch_loss = Vec::with_capacity(opts.epochs);
-    for _ in 0..opts.epochs {
-        for i in (1..order.len()).rev() {
-            order.swap(i, rng.below(i as u64 + 1) as usize);
-        }
-        let mut total = 0.0;
-        for chunk in order.chunks(opts.batch) {
-            let items: Vec<(&[Sparse], &[StepText])> = chunk
-                .iter()
-                .map(|&i| {
-                    (
-                        examples[i].features.as_slice(),
-                        examples[i].traj.steps.as_slice(),
-                    )
-                })
-                .collect();
-            let packed = Packed::new(
-                &items,
-                Some((opts.dropout, &mut rng)),
-                config.text_width(),
-                &model.device,
-            )?;
-            let target: Vec<f32> = chunk.iter().map(|&i| examples[i].traj.ret as f32).collect();
-            let target = Tensor::from_vec(target, chunk.len(), &model.device).ctx("targets")?;
-            let loss = model
-                .predicted_returns(&packed)
-                .and_then(|r| (r - target)?.sqr()?.mean_all())
-                .ctx("progress loss")?;
-            total +=
-                f64::from(loss.to_scalar::<f32>().ctx("reading the loss")?) * chunk.len() as f64;
-            let store = loss.backward().ctx("progress backward pass")?;
-            let mut grads = gradients(&store, &model.params)?;
-            clip_grad_norm(&mut grads, opts.max_grad_norm)?;
-            optim.step(&grads, opts.lr)?;
-        }
-        epoch_loss.push(total / order.len() as f64);
-    }
+    let epoch_loss = shuffled_epochs(train, opts.seed, opts.epochs, opts.batch, |chunk, rng| {
+        let items: Vec<(&[Sparse], &[StepText])> = chunk
+            .iter()
+            .map(|&i| {
+                (
+                    examples[i].features.as_slice(),
+                    examples[i].traj.steps.as_slice(),
+                )
+            })
+            .collect();
+        let packed = Packed::new(
+            &items,
+            Some((opts.dropout, rng)),
+            config.text_width(),
+            &model.device,
+        )?;
+        let target: Vec<f32> = chunk.iter().map(|&i| examples[i].traj.ret as f32).collect();
+        let target = Tensor::from_vec(target, chunk.len(), &model.device).ctx("targets")?;
+        let loss = model
+            .predicted_returns(&packed)
+            .and_then(|r| (r - target)?.sqr()?.mean_all())
+            .ctx("progress loss")?;
+        let value = f64::from(loss.to_scalar::<f32>().ctx("reading the loss")?);
+        let store = loss.backward().ctx("progress backward pass")?;
+        let mut grads = gradients(&store, &model.params)?;
+        clip_grad_norm(&mut grads, opts.max_grad_norm)?;
+        optim.step(&grads, opts.lr)?;
+        Ok(value)
+    })?;
     Ok((model, epoch_loss))
 }
 

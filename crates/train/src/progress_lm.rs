@@ -18,11 +18,10 @@ use crate::error::{Context, Error, Result};
 use crate::load::Tokenizer;
 use crate::lora::{self, LoraConfig, ADAPTER_CONFIG, ADAPTER_WEIGHTS};
 use crate::model::{Config, Model, Pass};
-use crate::optim::{clip_grad_norm, gradients, AdamW, AdamWConfig};
+use crate::optim::{clip_grad_norm, gradients, shuffled_epochs, AdamW, AdamWConfig};
 use crate::progress::{
     calibration, folds, ProgressReport, Readout, StepModel, StepText, Trajectory,
 };
-use crate::random::SplitMix64;
 use crate::DeviceKind;
 use candle_core::{DType, Tensor, Var};
 use serde::{Deserialize, Serialize};
@@ -368,31 +367,21 @@ fn fit(
             ..AdamWConfig::default()
         },
     )?;
-    let mut rng = SplitMix64(opts.seed ^ 0x5eed);
-    let mut order = train.to_vec();
-    let mut epoch_loss = Vec::with_capacity(opts.epochs);
     let device = est.model.device().clone();
-    for _ in 0..opts.epochs {
-        for i in (1..order.len()).rev() {
-            order.swap(i, rng.below(i as u64 + 1) as usize);
-        }
-        let mut total = 0.0;
-        for chunk in order.chunks(opts.batch) {
-            let batch: Vec<&Example> = chunk.iter().map(|&i| &examples[i]).collect();
-            let target: Vec<f32> = batch.iter().map(|e| e.ret as f32).collect();
-            let target = Tensor::from_vec(target, batch.len(), &device).ctx("targets")?;
-            let loss = (est.predicted_returns(&batch, Pass::Train)? - target)
-                .and_then(|d| d.sqr()?.mean_all())
-                .ctx("progress loss")?;
-            total +=
-                f64::from(loss.to_scalar::<f32>().ctx("reading the loss")?) * chunk.len() as f64;
-            let store = est.model.backward(&loss)?;
-            let mut grads = gradients(&store, &trained)?;
-            clip_grad_norm(&mut grads, opts.max_grad_norm)?;
-            optim.step(&grads, opts.lr)?;
-        }
-        epoch_loss.push(total / order.len() as f64);
-    }
+    let epoch_loss = shuffled_epochs(train, opts.seed, opts.epochs, opts.batch, |chunk, _| {
+        let batch: Vec<&Example> = chunk.iter().map(|&i| &examples[i]).collect();
+        let target: Vec<f32> = batch.iter().map(|e| e.ret as f32).collect();
+        let target = Tensor::from_vec(target, batch.len(), &device).ctx("targets")?;
+        let loss = (est.predicted_returns(&batch, Pass::Train)? - target)
+            .and_then(|d| d.sqr()?.mean_all())
+            .ctx("progress loss")?;
+        let value = f64::from(loss.to_scalar::<f32>().ctx("reading the loss")?);
+        let store = est.model.backward(&loss)?;
+        let mut grads = gradients(&store, &trained)?;
+        clip_grad_norm(&mut grads, opts.max_grad_norm)?;
+        optim.step(&grads, opts.lr)?;
+        Ok(value)
+    })?;
     Ok((est, epoch_loss))
 }
 
