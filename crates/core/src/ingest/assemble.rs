@@ -692,6 +692,22 @@ mod tests {
         Assembler::new(kind, closing, lenient, 0.5, 0.95, vec!["mem.jsonl".into()])
     }
 
+    /// A group assembler that closes each group as soon as another group's row comes.
+    fn eager_assembler() -> Assembler {
+        let closing = Closing::Optimistic {
+            quiet: 0,
+            budget: u64::MAX,
+        };
+        Assembler::new(
+            UnitKind::Group,
+            closing,
+            false,
+            0.5,
+            0.95,
+            vec!["mem.jsonl".into()],
+        )
+    }
+
     /// Assembles `lines` as one block: the single window at the end, with the report.
     fn assemble(lines: &[String], kind: UnitKind, lenient: bool) -> Result<(Window, IngestReport)> {
         let mut a = assembler(kind, lenient);
@@ -843,18 +859,7 @@ mod tests {
     #[test]
     fn a_group_seen_again_after_it_closed_restarts_the_pass() {
         // quiet 0: a unit closes as soon as a later block's rows have gone by.
-        let closing = Closing::Optimistic {
-            quiet: 0,
-            budget: u64::MAX,
-        };
-        let mut a = Assembler::new(
-            UnitKind::Group,
-            closing,
-            false,
-            0.5,
-            0.95,
-            vec!["mem.jsonl".into()],
-        );
+        let mut a = eager_assembler();
         let push = |a: &mut Assembler, l: String, n: u64| a.push(block(&[l], n)).unwrap();
         assert!(matches!(
             push(&mut a, line("g1", "a", 0, 0.0), 1),
@@ -876,18 +881,7 @@ mod tests {
 
     #[test]
     fn a_closed_trajectory_in_another_group_is_an_error_at_its_first_row() {
-        let closing = Closing::Optimistic {
-            quiet: 0,
-            budget: u64::MAX,
-        };
-        let mut a = Assembler::new(
-            UnitKind::Group,
-            closing,
-            false,
-            0.5,
-            0.95,
-            vec!["mem.jsonl".into()],
-        );
+        let mut a = eager_assembler();
         a.push(block(&[line("g1", "a", 0, 0.0)], 1)).unwrap();
         // g2's row closes g1; then trajectory `a` comes back in g2.
         a.push(block(&[line("g2", "b", 0, 0.0)], 2)).unwrap();
