@@ -4,14 +4,16 @@
 //! product computed here with plain loops), a resumed run equals an uninterrupted one, and
 //! activation checkpointing leaves every gradient unchanged.
 
+mod common;
 use candle_core::{DType, Device, Tensor};
-use credit_train::checkpoint::{self, METRICS};
+use common::{metrics, run};
+use credit_train::checkpoint;
 use credit_train::load::{self, Tokenizer};
 use credit_train::lora::{self, LoraConfig, Target};
 use credit_train::optim::{AdamW, AdamWConfig};
 use credit_train::random::{self, BYTE_LEVEL_VOCAB};
-use credit_train::train::{self, StepMetrics};
-use credit_train::{Config, DeviceKind, RunOptions, Sample, TrainConfig};
+use credit_train::train;
+use credit_train::{Config, DeviceKind, Sample, TrainConfig};
 use std::collections::HashMap;
 use std::path::Path;
 
@@ -159,23 +161,6 @@ fn only_adapters_train_and_the_base_stays_bit_identical() {
         let now: Vec<u32> = values(t).iter().map(|v| v.to_bits()).collect();
         assert!(&now == bits, "frozen `{name}` changed");
     }
-}
-
-fn run(model: &Path, out: &Path, resume: bool) -> RunOptions {
-    RunOptions {
-        model_dir: model.to_path_buf(),
-        out_dir: out.to_path_buf(),
-        device: DeviceKind::Cpu,
-        resume,
-    }
-}
-
-fn metrics(out: &Path) -> Vec<StepMetrics> {
-    std::fs::read_to_string(out.join(METRICS))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
 }
 
 #[test]

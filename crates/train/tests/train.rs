@@ -4,12 +4,14 @@
 //! direction of the advantage, the loss is finite, the checkpoint loads as a model, a resumed
 //! run equals an uninterrupted one, and the `credit-train` binary trains from a hand-off file.
 
+mod common;
 use candle_core::{DType, Device};
+use common::{metrics, run};
 use credit_train::checkpoint::{self, METRICS, OPTIMIZER, TRAINER_STATE};
 use credit_train::load::{self, ChatFormat, Tokenizer};
 use credit_train::random::{self, BYTE_LEVEL_VOCAB};
-use credit_train::train::{self, StepMetrics};
-use credit_train::{Config, DeviceKind, RunOptions, Sample, TrainConfig};
+use credit_train::train;
+use credit_train::{Config, DeviceKind, Sample, TrainConfig};
 use std::path::Path;
 
 /// A tiny model directory: Qwen2 layout, untied head (so `lm_head.weight` is trained too),
@@ -52,23 +54,6 @@ fn samples(tokenizer: &Tokenizer, old_logprob: &[Option<f32>]) -> Vec<Sample> {
                 old_token_logprobs: None,
             }
         })
-        .collect()
-}
-
-fn run(model: &Path, out: &Path, resume: bool) -> RunOptions {
-    RunOptions {
-        model_dir: model.to_path_buf(),
-        out_dir: out.to_path_buf(),
-        device: DeviceKind::Cpu,
-        resume,
-    }
-}
-
-fn metrics(out: &Path) -> Vec<StepMetrics> {
-    std::fs::read_to_string(out.join(METRICS))
-        .unwrap()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
         .collect()
 }
 
