@@ -37,7 +37,7 @@ fn clean_up_on_signals() {
     };
     std::thread::spawn(move || {
         if let Some(signal) = signals.forever().next() {
-            credit_core::output::remove_temporaries();
+            credit_output::remove_temporaries();
             std::process::exit(128 + signal);
         }
     });

@@ -9,6 +9,7 @@ mod explorer;
 mod fuzz;
 mod graph;
 mod memory;
+mod outputs;
 mod readme;
 mod report;
 mod train;

@@ -3,7 +3,7 @@
 use super::{read_windows, Format, Globals, MethodArgs, Notes};
 use crate::config::ProjectFile;
 use crate::exit::ExitCode;
-use anyhow::{Context, Result};
+use anyhow::Result;
 use credit_core::ingest::Event;
 use credit_core::output::{advantages_rows, table_format, InOrder, OutputRows, TableWriter};
 use std::path::PathBuf;
@@ -33,11 +33,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let hisr = args.methods.hisr_params(&project)?;
     let fillers = args.models.load(&hisr)?;
     let json = args.globals.format == Format::Json;
-    let inputs = credit_core::ingest::input_files(&project.inputs(&args.globals.paths))
-        .context("reading the logs")?;
-    credit_core::output::check_not_input(&args.output, &inputs)?;
-    let mut writer = TableWriter::create(&args.output)
-        .with_context(|| format!("writing {}", args.output.display()))?;
+    let read = super::inputs(&args.globals, &project, &args.models.paths())?;
+    let mut writer = TableWriter::create(&args.output, &read)?;
     let mut in_order: InOrder<OutputRows> = InOrder::default();
     let mut notes = Notes::default();
     let mut columns: Vec<String> = Vec::new();
@@ -64,7 +61,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
                     })?;
                 }
                 Event::Restart => {
-                    writer = TableWriter::create(&args.output)?;
+                    writer = TableWriter::create(&args.output, &read)?;
                     in_order.clear();
                     notes.clear();
                 }
@@ -77,9 +74,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     notes.extend(report.notes.iter().cloned());
     let meta = plan.metadata(&notes);
     let rows = writer.rows();
-    writer
-        .finish(&meta)
-        .with_context(|| format!("writing {}", args.output.display()))?;
+    writer.finish(&meta)?;
     if json {
         outln!(
             "{}",

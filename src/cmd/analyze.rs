@@ -43,6 +43,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
     // No method flags here: HISR's segmenter comes from the preset and credit.toml.
     let hisr = MethodArgs::default().hisr_params(&project)?;
     let fillers = args.models.load(&hisr)?;
+    let read = super::inputs(&args.globals, &project, &args.models.paths())?;
+    if let Some(dir) = &args.plots {
+        credit_output::OutputDir::check(dir, "analyze --plots", &read)?;
+    }
     let mut builder = SummaryBuilder::default();
     let mut notes = Notes::default();
     let thresholds = args.similarity.as_deref().unwrap_or_default();
@@ -83,6 +87,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
         };
         write_plots(
             dir,
+            "analyze --plots",
+            &read,
             &inputs,
             credit_report::Scope::Analyze,
             args.globals.format == Format::Json,

@@ -26,6 +26,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let hisr = args.methods.hisr_params(&project)?;
     let fillers = args.models.load(&hisr)?;
     let json = args.globals.format == Format::Json;
+    let read = super::inputs(&args.globals, &project, &args.models.paths())?;
+    if let Some(dir) = &args.plots {
+        credit_output::OutputDir::check(dir, "compare --plots", &read)?;
+    }
     let gathered = gather(
         &args.globals,
         &project,
@@ -44,7 +48,14 @@ pub fn run(args: Args) -> Result<ExitCode> {
             proxmo: proxmo_params(&plan),
             metadata: plan.metadata(notes),
         };
-        write_plots(dir, &inputs, credit_report::Scope::Compare, json)?;
+        write_plots(
+            dir,
+            "compare --plots",
+            &read,
+            &inputs,
+            credit_report::Scope::Compare,
+            json,
+        )?;
     }
     if json {
         let mut value = serde_json::to_value(&comparison)?;

@@ -8,7 +8,7 @@ use crate::exit::ExitCode;
 use anyhow::{bail, Context, Result};
 use credit_core::graph::GroupGraph;
 use credit_core::ingest::Event;
-use credit_core::output::write_atomic;
+use credit_output::{OutputDir, Stale};
 use credit_report::dot::to_dot;
 use std::path::{Path, PathBuf};
 
@@ -30,7 +30,8 @@ pub struct Args {
     /// The method whose advantage colours the edges.
     #[arg(long, value_name = "METHOD", default_value = "graphgpo")]
     pub color_by: String,
-    /// Output folder (created if missing).
+    /// Output folder: new, empty, or one credit graph wrote before (never a folder of other
+    /// files, nor one holding or inside the logs).
     #[arg(short = 'o', long, value_name = "DIR")]
     pub out: PathBuf,
 }
@@ -56,8 +57,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
         (None, true) => Choice::All,
         (None, false) => Choice::Largest(args.top.unwrap_or(1)),
     };
-    std::fs::create_dir_all(&args.out)
-        .with_context(|| format!("creating {}", args.out.display()))?;
+    let read = super::inputs(&args.globals, &project, &[])?;
+    let out = OutputDir::open(&args.out, "graph", &read)?;
     let dot_available = credit_report::dot::available();
 
     // `--top N` keeps the N largest groups seen so far; a window only draws groups that could
@@ -138,6 +139,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
                     }
                 }
                 Event::Restart => {
+                    written.clear();
                     largest.clear();
                     first_ids.clear();
                     smallest_kept.store(0, std::sync::atomic::Ordering::Relaxed);
@@ -149,6 +151,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     for d in &largest {
         write_graph(&args.out, d, dot_available, &mut written)?;
     }
+    out.finish(Stale::Keep)?;
     if let (Choice::Named(id), true) = (&choice, written.is_empty()) {
         bail!(
             "no group `{id}` in the logs (groups include: {})",
@@ -184,12 +187,7 @@ fn write_graph(
 ) -> Result<()> {
     let name = file_stem(id, *iteration);
     let dot_path = out.join(format!("{name}.dot"));
-    write_atomic(&dot_path, |f| {
-        std::io::Write::write_all(f, text.as_bytes()).map_err(|source| credit_core::Error::Io {
-            path: dot_path.clone(),
-            cause: source,
-        })
-    })?;
+    credit_output::write_file(&dot_path, |f| std::io::Write::write_all(f, text.as_bytes()))?;
     written.push(dot_path.clone());
     if dot_available {
         for format in ["svg", "png"] {
@@ -201,21 +199,21 @@ fn write_graph(
     Ok(())
 }
 
-/// Runs `dot` into a temporary file beside the target, then renames it into place.
+/// Runs `dot` into the target, written whole or not at all.
 fn render(dot_path: &Path, target: &Path, format: &str) -> Result<()> {
-    let tmp = target.with_extension(format!("{format}.tmp"));
-    let status = std::process::Command::new("dot")
-        .arg(format!("-T{format}"))
-        .arg("-o")
-        .arg(&tmp)
-        .arg(dot_path)
-        .status()
-        .context("running Graphviz `dot`")?;
-    if !status.success() {
-        let _ = std::fs::remove_file(&tmp);
-        bail!("Graphviz `dot -T{format}` failed on {}", dot_path.display());
-    }
-    std::fs::rename(&tmp, target).with_context(|| format!("renaming into {}", target.display()))
+    credit_output::write_file_at(target, |tmp| -> Result<()> {
+        let status = std::process::Command::new("dot")
+            .arg(format!("-T{format}"))
+            .arg("-o")
+            .arg(tmp)
+            .arg(dot_path)
+            .status()
+            .context("running Graphviz `dot`")?;
+        if !status.success() {
+            bail!("Graphviz `dot -T{format}` failed on {}", dot_path.display());
+        }
+        Ok(())
+    })
 }
 
 /// A file name for a group: its id with every character outside `[A-Za-z0-9_-]` replaced by `_`

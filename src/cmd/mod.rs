@@ -23,6 +23,8 @@ use credit_core::output::InOrder;
 pub use credit_core::plan::{Notes, Plan};
 use credit_core::profile::Profile;
 use credit_core::StepBatch;
+use credit_output::{Inputs, OutputDir, Stale};
+use std::io::Write as _;
 use std::path::PathBuf;
 
 /// Credit assignment diagnostics for multi-turn LLM-agent RL: recompute, compare and report
@@ -193,10 +195,55 @@ pub fn read_windows<R: Send>(
         process,
         sink,
     )
-    .context("reading the logs")?;
+    .map_err(reading)?;
     bar.finish_and_clear();
     warn_skips(&report);
     Ok(report)
+}
+
+/// An error met while the logs are streamed, said as one of reading them; an error that already
+/// names its own stage (writing an output, drawing a figure) keeps it.
+fn reading(error: anyhow::Error) -> anyhow::Error {
+    let staged = error.chain().any(|cause| {
+        cause.is::<credit_output::Error>()
+            || cause.is::<Drawing>()
+            || matches!(
+                cause.downcast_ref::<credit_core::Error>(),
+                Some(credit_core::Error::Output(_))
+            )
+    });
+    if staged {
+        error
+    } else {
+        error.context("reading the logs")
+    }
+}
+
+/// A failure while drawing (Graphviz, a figure), naming what was drawn.
+#[derive(Debug, thiserror::Error)]
+#[error("drawing {what}: {cause}")]
+pub struct Drawing {
+    pub what: String,
+    pub cause: String,
+}
+
+/// What a run reads, for the output rule: the logs (every file of a log folder by its inode too),
+/// the settings files given, and `extra` (models, rule files).
+pub fn inputs(
+    globals: &Globals,
+    project: &ProjectFile,
+    extra: &[&std::path::Path],
+) -> Result<Inputs> {
+    let logs = project.inputs(&globals.paths);
+    let mut inputs = Inputs::new(&logs);
+    inputs.add_files(credit_core::ingest::input_files(&logs).context("reading the logs")?);
+    for path in globals.schema.iter().chain(&globals.config) {
+        inputs.add(path);
+    }
+    for path in extra {
+        inputs.add(path);
+    }
+    Ok(inputs)
 }
 
 impl MethodArgs {
@@ -376,28 +423,24 @@ pub fn gather_with<X: Send>(
     })
 }
 
-/// The figures of `scope` as PNG and SVG files in `dir` (`--plots DIR`).
+/// The figures of `scope` as PNG and SVG files in the folder output `dir` (`--plots DIR`).
 pub fn write_plots(
     dir: &std::path::Path,
+    command: &str,
+    read: &Inputs,
     inputs: &credit_report::Inputs,
     scope: credit_report::Scope,
     json: bool,
 ) -> Result<()> {
-    std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+    let out = OutputDir::open(dir, command, read)?;
     let bar = crate::progress::spinner("drawing figures", json);
     let figures = credit_report::figures(inputs, scope, Some(dir))?;
     bar.finish_and_clear();
     for figure in &figures {
         let path = dir.join(format!("{}.svg", figure.id));
-        credit_core::output::write_atomic(&path, |f| {
-            std::io::Write::write_all(f, figure.svg.as_bytes()).map_err(|source| {
-                credit_core::Error::Io {
-                    path: path.clone(),
-                    cause: source,
-                }
-            })
-        })?;
+        credit_output::write_file(&path, |f| f.write_all(figure.svg.as_bytes()))?;
     }
+    out.finish(Stale::Remove)?;
     if !json {
         eprintln!(
             "wrote {} figures (PNG and SVG) to {}",

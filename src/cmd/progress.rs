@@ -19,6 +19,7 @@ use credit_train::progress::{
 };
 use credit_train::progress_lm::{train_backbone_progress, BackboneTrain};
 use credit_train::DeviceKind;
+use credit_output::{OutputDir, Stale};
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, clap::Args)]
@@ -138,6 +139,13 @@ pub fn train(args: ProgressArgs, readout: Readout) -> Result<ExitCode> {
         ..MethodArgs::default()
     }
     .hisr_params(&project)?;
+    let command = match readout {
+        Readout::Step => "train progress",
+        Readout::SegmentEnd => "train sprm",
+    };
+    let backbone: Vec<&Path> = args.backbone.iter().map(PathBuf::as_path).collect();
+    let read = super::inputs(&args.globals, &project, &backbone)?;
+    OutputDir::check(&args.out, command, &read)?;
     let ingested = load(&args.globals, &project)?;
     let trajs = trajectories(&ingested.batch, readout, &hisr)?;
     let what = match readout {
@@ -167,16 +175,16 @@ pub fn train(args: ProgressArgs, readout: Readout) -> Result<ExitCode> {
                 ..d
             };
             let (model, report) = train_backbone_progress(&trajs, &opts)?;
-            model
-                .save(&args.out)
-                .with_context(|| format!("saving to {}", args.out.display()))?;
+            let out = OutputDir::open(&args.out, command, &read)?;
+            model.save(&args.out)?;
+            out.finish(Stale::Remove)?;
             report
         }
         None => {
             let (model, report) = train_progress(&trajs, &small_model_opts(&args, readout))?;
-            model
-                .save(&args.out)
-                .with_context(|| format!("saving to {}", args.out.display()))?;
+            let out = OutputDir::open(&args.out, command, &read)?;
+            model.save(&args.out)?;
+            out.finish(Stale::Remove)?;
             report
         }
     };
@@ -323,6 +331,15 @@ pub struct Fillers {
 }
 
 impl SignalModels {
+    /// The model folders given (inputs of the run).
+    pub fn paths(&self) -> Vec<&Path> {
+        self.progress_model
+            .iter()
+            .chain(&self.sprm_model)
+            .map(PathBuf::as_path)
+            .collect()
+    }
+
     pub fn load(&self, hisr: &hisr::Params) -> Result<Fillers> {
         let mut models = Vec::new();
         if let Some(dir) = &self.progress_model {

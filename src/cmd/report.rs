@@ -7,7 +7,7 @@ use crate::config::ProjectFile;
 use crate::exit::ExitCode;
 use anyhow::{bail, Context, Result};
 use credit_core::analyses::compare::compare;
-use credit_core::output::write_atomic;
+use credit_output::{OutputDir, Stale};
 use credit_report::explorer::{DrawSvg, Selection, Selector};
 use credit_report::trends::{self, Trends};
 use credit_report::{check, dot, figures, html, markdown, summary_json, Inputs, Scope};
@@ -19,7 +19,8 @@ pub struct Args {
     pub globals: Globals,
     #[command(flatten)]
     pub methods: MethodArgs,
-    /// Output folder: report.html, report.md, summary.json, figures/.
+    /// Output folder: report.html, report.md, summary.json, figures/. New, empty, or one credit
+    /// report wrote before (never a folder of other files, nor one holding or inside the logs).
     #[arg(short = 'o', long, value_name = "DIR")]
     pub out: PathBuf,
     /// Threshold rules over summary.json keys; the exit code is 1 when any fails.
@@ -41,13 +42,9 @@ pub struct Args {
 }
 
 fn write_text(path: &Path, text: &str) -> Result<()> {
-    write_atomic(path, |f| {
-        std::io::Write::write_all(f, text.as_bytes()).map_err(|source| credit_core::Error::Io {
-            path: path.to_path_buf(),
-            cause: source,
-        })
-    })
-    .with_context(|| format!("writing {}", path.display()))
+    Ok(credit_output::write_file(path, |f| {
+        std::io::Write::write_all(f, text.as_bytes())
+    })?)
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
@@ -79,6 +76,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
         bail!("--explore needs room: --explore-max is 0");
     }
     let json = args.globals.format == Format::Json;
+    let read = super::inputs(&args.globals, &project, &args.models.paths())?;
+    OutputDir::check(&args.out, "report", &read)?;
     let hisr = args.methods.hisr_params(&project)?;
     let fillers = args.models.load(&hisr)?;
     let labels: Vec<String> = plan.methods.iter().map(|m| m.label().to_string()).collect();
@@ -137,71 +136,66 @@ pub fn run(args: Args) -> Result<ExitCode> {
         metadata: plan.metadata(&gathered.notes),
     };
 
-    // The checks first (a bad key fails before anything is written); then the whole report is
-    // built in a folder beside `--out` and swapped in at once, so a report never mixes two runs.
+    // The checks first (a bad key fails before anything is written); then the report's files,
+    // each written whole, into a folder that holds nothing but credit's report.
     let outcome = rules
         .as_ref()
         .map(|r| check::evaluate(r, &summary_json(&inputs, &[], None), baseline.as_ref()))
         .transpose()?;
     let dot_available = selector.is_some() && dot::available();
-    let staging = credit_core::output::temporary(&args.out);
-    let built = (|| -> Result<Vec<credit_report::plots::Figure>> {
-        let figure_dir = staging.join("figures");
-        std::fs::create_dir_all(&figure_dir)
-            .with_context(|| format!("creating {}", figure_dir.display()))?;
-        let bar = crate::progress::spinner("drawing figures", json);
-        let mut figures = figures(&inputs, Scope::All, Some(&figure_dir))?;
-        figures.extend(trends::figure(
-            &trends,
-            summary,
-            &labels,
-            Some(&figure_dir),
-        )?);
-        let explorer = match &selector {
-            Some(s) => {
-                let draw: &DrawSvg = &dot::svg;
-                let draw = dot_available.then_some(draw);
-                Some(selection.finish(s, &comparison, draw)?)
-            }
-            None => None,
-        };
-        bar.finish_and_clear();
-        for figure in &figures {
-            write_text(&figure_dir.join(format!("{}.svg", figure.id)), &figure.svg)?;
+    let out = OutputDir::open(&args.out, "report", &read)?;
+    let figure_dir = out.join("figures");
+    std::fs::create_dir_all(&figure_dir)
+        .map_err(|cause| credit_output::Error::Write {
+            path: figure_dir.clone(),
+            cause,
+        })?;
+    let bar = crate::progress::spinner("drawing figures", json);
+    let mut figures = figures(&inputs, Scope::All, Some(&figure_dir))?;
+    figures.extend(trends::figure(
+        &trends,
+        summary,
+        &labels,
+        Some(&figure_dir),
+    )?);
+    let explorer = match &selector {
+        Some(s) => {
+            let draw: &DrawSvg = &dot::svg;
+            let draw = dot_available.then_some(draw);
+            Some(selection.finish(s, &comparison, draw)?)
         }
-        let document = summary_json(&inputs, &figures, outcome.as_ref());
-        write_text(
-            &staging.join("summary.json"),
-            &serde_json::to_string_pretty(&document)?,
-        )?;
-        write_text(
-            &staging.join("report.html"),
-            &html::write(
-                &inputs,
-                &figures,
-                outcome.as_ref(),
-                baseline.as_ref(),
-                explorer.as_ref(),
-            ),
-        )?;
-        write_text(
-            &staging.join("report.md"),
-            &markdown::write(
-                &inputs,
-                &figures,
-                outcome.as_ref(),
-                baseline.as_ref(),
-                explorer.as_ref().map_or(0, |e| e.groups.len()),
-            ),
-        )?;
-        swap_in(&staging, &args.out)?;
-        Ok(figures)
-    })();
-    if built.is_err() {
-        let _ = std::fs::remove_dir_all(&staging);
+        None => None,
+    };
+    bar.finish_and_clear();
+    for figure in &figures {
+        write_text(&figure_dir.join(format!("{}.svg", figure.id)), &figure.svg)?;
     }
-    credit_core::output::remove_temporaries_under(&staging);
-    let figures = built?;
+    let document = summary_json(&inputs, &figures, outcome.as_ref());
+    write_text(
+        &out.join("summary.json"),
+        &serde_json::to_string_pretty(&document)?,
+    )?;
+    write_text(
+        &out.join("report.md"),
+        &markdown::write(
+            &inputs,
+            &figures,
+            outcome.as_ref(),
+            baseline.as_ref(),
+            explorer.as_ref().map_or(0, |e| e.groups.len()),
+        ),
+    )?;
+    write_text(
+        &out.join("report.html"),
+        &html::write(
+            &inputs,
+            &figures,
+            outcome.as_ref(),
+            baseline.as_ref(),
+            explorer.as_ref(),
+        ),
+    )?;
+    out.finish(Stale::Remove)?;
 
     let passed = outcome.as_ref().is_none_or(|o| o.passed);
     if json {
@@ -216,8 +210,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
         );
     } else {
         outln!(
-            "wrote {0}/report.html, {0}/report.md, {0}/summary.json and {1} figures",
-            args.out.display(),
+            "wrote {}, {}, {} and {} figures",
+            args.out.join("report.html").display(),
+            args.out.join("report.md").display(),
+            args.out.join("summary.json").display(),
             figures.len()
         );
         if selector.is_some() && !dot_available {
@@ -239,28 +235,4 @@ pub fn run(args: Args) -> Result<ExitCode> {
     } else {
         ExitCode::GateFailed
     })
-}
-
-/// Moves the finished folder `staging` to `out`, replacing what was there (moved aside first, then
-/// removed), so `out` holds either the old report or the new one, never a mix.
-fn swap_in(staging: &Path, out: &Path) -> Result<()> {
-    if out.exists() {
-        let name = out.file_name().and_then(|n| n.to_str()).unwrap_or("report");
-        let old = out.with_file_name(format!(".{name}.{}.old", std::process::id()));
-        credit_core::output::register_temporary(&old);
-        std::fs::rename(out, &old)
-            .with_context(|| format!("moving the old {} aside", out.display()))?;
-        let moved = std::fs::rename(staging, out);
-        if moved.is_err() {
-            let _ = std::fs::rename(&old, out);
-        }
-        moved.with_context(|| format!("moving the report into {}", out.display()))?;
-        std::fs::remove_dir_all(&old)
-            .with_context(|| format!("removing the old {}", old.display()))?;
-        credit_core::output::remove_temporaries_under(&old);
-    } else {
-        std::fs::rename(staging, out)
-            .with_context(|| format!("moving the report into {}", out.display()))?;
-    }
-    Ok(())
 }

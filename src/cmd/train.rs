@@ -7,6 +7,7 @@
 //! unless it already carries it), else [`template`]: the task, the last two (obs, action) pairs of
 //! the trajectory and the current obs. See docs/training.md.
 
+use credit_output::{OutputDir, Stale};
 use super::{load, Format, Globals, MethodArgs};
 use crate::config::ProjectFile;
 use crate::exit::ExitCode;
@@ -167,6 +168,12 @@ fn policy(mut args: PolicyArgs) -> Result<ExitCode> {
     config.check()?;
     let device: DeviceKind = args.device.parse()?;
     let json = args.globals.format == Format::Json;
+    let read = super::inputs(&args.globals, &project, &[&args.model])?;
+    if let Some(path) = &args.handoff {
+        read.check(path)?;
+    } else if let Some(out) = &args.out {
+        OutputDir::check(out, "train policy", &read)?;
+    }
     let tokenizer = Tokenizer::load(&args.model).context("reading the model's tokenizer")?;
 
     let ingested = load(&args.globals, &project)?;
@@ -222,6 +229,7 @@ fn policy(mut args: PolicyArgs) -> Result<ExitCode> {
     let Some(out) = args.out.clone() else {
         bail!("`--out DIR` is required unless --handoff is given")
     };
+    let out_dir = OutputDir::open(&out, "train policy", &read)?;
     let options = RunOptions {
         model_dir: args.model.clone(),
         out_dir: out.clone(),
@@ -265,6 +273,7 @@ fn policy(mut args: PolicyArgs) -> Result<ExitCode> {
         })
         .with_context(|| format!("training on {}", args.model.display()))?;
     bar.finish_and_clear();
+    out_dir.finish(Stale::Remove)?;
 
     let metrics = out.join(credit_train::checkpoint::METRICS);
     let merged = config

@@ -86,6 +86,9 @@ pub enum Error {
     Numbers(String),
     #[error("polars: {0}")]
     Polars(#[from] polars::error::PolarsError),
+    /// Writing an output, or the output rule's refusal.
+    #[error(transparent)]
+    Output(#[from] credit_output::Error),
 }
 
 /// Why a row was rejected: the key of `--lenient`'s skip counts.
@@ -127,15 +130,7 @@ impl Reason {
 
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// An I/O error as a sentence part: "no such file or directory" rather than "No such file or
-/// directory (os error 2)".
-fn io_message(e: &std::io::Error) -> String {
-    match e.kind() {
-        std::io::ErrorKind::NotFound => "no such file or directory".into(),
-        std::io::ErrorKind::PermissionDenied => "permission denied".into(),
-        _ => e.to_string(),
-    }
-}
+use credit_output::describe as io_message;
 
 impl Error {
     pub fn input(location: Location, reason: Reason, message: impl Into<String>) -> Self {

@@ -1,15 +1,13 @@
-//! Writing results: tables to .parquet/.jsonl/.csv by extension, atomically (a temporary file in
-//! the same folder, renamed into place, so nothing is left on error), with the run's metadata
-//! (Parquet key-value metadata `credit`, or a `<file>.meta.json` beside JSONL and CSV).
-//!
-//! Every temporary path is registered while it exists ([`remove_temporaries`] deletes them when
-//! the run is interrupted), and a temporary left by a run that was killed outright is removed the
-//! next time the same output is written.
+//! Writing results: tables to .parquet/.jsonl/.csv by extension, with the run's metadata (Parquet
+//! key-value metadata `credit`, or a `<file>.meta.json` beside JSONL and CSV), through the one
+//! output layer (`credit_output`: written whole or not at all, never over an input).
 
 use crate::batch::StepBatch;
 use crate::error::{Error, Result};
 use crate::methods::{Advantages, Values};
 use crate::schema::columns::{GROUP_ID, ITERATION, STEP, TRAJ_ID};
+pub use credit_output::Inputs;
+use credit_output::AtomicFile;
 use polars::prelude::*;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -40,130 +38,6 @@ pub fn table_format(path: &Path) -> Result<TableFormat> {
     })
 }
 
-/// Writes to `path` through a temporary file in the same folder.
-pub fn write_atomic(
-    path: &Path,
-    write: impl FnOnce(&mut std::fs::File) -> Result<()>,
-) -> Result<()> {
-    let tmp = temporary(path);
-    let io = |p: &Path| {
-        let p = p.to_path_buf();
-        move |source| Error::Io {
-            path: p,
-            cause: source,
-        }
-    };
-    let result = (|| {
-        let mut file = std::fs::File::create(&tmp).map_err(io(&tmp))?;
-        write(&mut file)?;
-        file.flush().map_err(io(&tmp))?;
-        file.sync_all().map_err(io(&tmp))?;
-        std::fs::rename(&tmp, path).map_err(io(path))
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    forget_temporary(&tmp);
-    result
-}
-
-/// Temporary paths of this run that exist now.
-static TEMPORARIES: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
-
-fn forget_temporary(path: &Path) {
-    if let Ok(mut list) = TEMPORARIES.lock() {
-        list.retain(|p| p != path);
-    }
-}
-
-/// Registers a temporary path of this run for [`remove_temporaries`].
-pub fn register_temporary(path: &Path) {
-    if let Ok(mut list) = TEMPORARIES.lock() {
-        list.push(path.to_path_buf());
-    }
-}
-
-/// Forgets the temporaries at or under `path` (a folder that was moved into place or removed).
-pub fn remove_temporaries_under(path: &Path) {
-    if let Ok(mut list) = TEMPORARIES.lock() {
-        list.retain(|p| !p.starts_with(path));
-    }
-}
-
-/// Deletes every temporary file or folder of this run (when it is interrupted).
-pub fn remove_temporaries() {
-    if let Ok(list) = TEMPORARIES.lock() {
-        for path in list.iter() {
-            let _ = std::fs::remove_file(path).or_else(|_| std::fs::remove_dir_all(path));
-        }
-    }
-}
-
-/// Whether process `pid` is running (unknown outside Linux: assumed running).
-fn running(pid: u32) -> bool {
-    !Path::new("/proc/self").exists() || Path::new(&format!("/proc/{pid}")).exists()
-}
-
-/// A temporary path beside `path` (hidden, named for the target and this process), registered
-/// for [`remove_temporaries`]; temporaries of the same target left by runs that no longer exist
-/// are removed.
-pub fn temporary(path: &Path) -> PathBuf {
-    let dir = path
-        .parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."));
-    let name = path.file_name().and_then(|n| n.to_str()).unwrap_or("out");
-    let prefix = format!(".{name}.");
-    if let Ok(entries) = std::fs::read_dir(dir) {
-        for entry in entries.flatten() {
-            let file = entry.file_name();
-            let Some(pid) = file
-                .to_str()
-                .and_then(|f| f.strip_prefix(&prefix))
-                .and_then(|f| f.strip_suffix(".tmp").or_else(|| f.strip_suffix(".old")))
-                .and_then(|f| f.parse::<u32>().ok())
-            else {
-                continue;
-            };
-            if pid != std::process::id() && !running(pid) {
-                let stale = entry.path();
-                let _ = std::fs::remove_file(&stale).or_else(|_| std::fs::remove_dir_all(&stale));
-            }
-        }
-    }
-    let tmp = dir.join(format!("{prefix}{}.tmp", std::process::id()));
-    register_temporary(&tmp);
-    tmp
-}
-
-/// Refuses to write `output` when it is one of the input files (it would replace a log).
-pub fn check_not_input(output: &Path, inputs: &[PathBuf]) -> Result<()> {
-    let Ok(out) = std::fs::metadata(output) else {
-        return Ok(());
-    };
-    for input in inputs {
-        if std::fs::metadata(input).is_ok_and(|m| same_file(&m, &out)) {
-            return Err(Error::Config(format!(
-                "{}: this is an input log ({}); write the output somewhere else",
-                output.display(),
-                input.display()
-            )));
-        }
-    }
-    Ok(())
-}
-
-#[cfg(unix)]
-fn same_file(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
-    use std::os::unix::fs::MetadataExt;
-    a.dev() == b.dev() && a.ino() == b.ino()
-}
-
-#[cfg(not(unix))]
-fn same_file(a: &std::fs::Metadata, b: &std::fs::Metadata) -> bool {
-    a.len() == b.len() && a.modified().ok() == b.modified().ok()
-}
-
 /// The output of `credit advantages`: keys (`group_id`, `traj_id`, `step`, and `iteration` when
 /// present) then every method's columns, one row per batch row in input order.
 pub fn advantages_frame(batch: &StepBatch, results: &[Advantages]) -> Result<DataFrame> {
@@ -192,35 +66,37 @@ pub fn sidecar(path: &Path) -> PathBuf {
     PathBuf::from(name)
 }
 
-/// The temporary file behind a buffer, shared by the table writer and the Parquet writer it
-/// hands a handle to (polars writes a page at a time: unbuffered, that is a system call each).
+/// The file behind the table, shared by [`TableWriter`] and the Parquet writer it hands a handle
+/// to.
 #[derive(Clone)]
-struct Buffered(std::sync::Arc<std::sync::Mutex<std::io::BufWriter<std::fs::File>>>);
+struct Shared(std::sync::Arc<std::sync::Mutex<AtomicFile>>);
 
-impl Buffered {
-    fn new(file: std::fs::File) -> Self {
-        Buffered(std::sync::Arc::new(std::sync::Mutex::new(
-            std::io::BufWriter::with_capacity(1 << 20, file),
-        )))
-    }
-
-    fn lock(
-        &self,
-    ) -> std::io::Result<std::sync::MutexGuard<'_, std::io::BufWriter<std::fs::File>>> {
+impl Shared {
+    fn lock(&self) -> std::io::Result<std::sync::MutexGuard<'_, AtomicFile>> {
         self.0
             .lock()
             .map_err(|_| std::io::Error::other("the output writer was poisoned by a panic"))
     }
 
-    /// Writes out the buffer and waits for the disk.
-    fn sync(&self) -> std::io::Result<()> {
-        let mut file = self.lock()?;
-        file.flush()?;
-        file.get_ref().sync_all()
+    /// The error to report for a failed write: the disk's own (`no space left on device`) where
+    /// the file met one, else what the writer said; naming the output.
+    fn failed(&self, cause: impl std::fmt::Display) -> Error {
+        match self.lock() {
+            Ok(mut file) => file.failed(std::io::Error::other(cause.to_string())).into(),
+            Err(e) => Error::Config(e.to_string()),
+        }
+    }
+
+    /// The file, once every other handle is gone.
+    fn into_file(self) -> Result<AtomicFile> {
+        std::sync::Arc::try_unwrap(self.0)
+            .ok()
+            .and_then(|m| m.into_inner().ok())
+            .ok_or_else(|| Error::Config("the output writer is still in use".into()))
     }
 }
 
-impl Write for Buffered {
+impl Write for Shared {
     fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
         self.lock()?.write(bytes)
     }
@@ -235,7 +111,7 @@ impl Write for Buffered {
 }
 
 enum Sink {
-    Parquet(Option<Box<polars::io::parquet::write::BatchedWriter<Buffered>>>),
+    Parquet(Option<Box<polars::io::parquet::write::BatchedWriter<Shared>>>),
     Jsonl,
     Csv { header: bool },
 }
@@ -244,24 +120,34 @@ enum Sink {
 /// metadata) by [`TableWriter::finish`]; dropped unfinished, it leaves nothing behind.
 pub struct TableWriter {
     path: PathBuf,
-    tmp: PathBuf,
-    file: Option<Buffered>,
+    file: Shared,
     sink: Sink,
     rows: u64,
 }
 
 impl TableWriter {
-    pub fn create(path: &Path) -> Result<Self> {
+    /// A table at `path`, refused when `path` (or its `.meta.json`) is, contains or lies inside
+    /// one of `inputs`.
+    pub fn create(path: &Path, inputs: &Inputs) -> Result<Self> {
         let format = table_format(path)?;
-        let tmp = temporary(path);
-        let file = std::fs::File::create(&tmp).map_err(|source| Error::Io {
-            path: tmp.clone(),
-            cause: source,
-        })?;
+        inputs.check(path)?;
+        if format != TableFormat::Parquet {
+            let meta = sidecar(path);
+            inputs.check(&meta)?;
+            // NAME_MAX on Linux and macOS: found only at the end, after all the work, otherwise.
+            if meta.file_name().is_some_and(|n| n.len() > 255) {
+                return Err(Error::Config(format!(
+                    "{}: the name of its metadata file (`.meta.json` added) is longer than 255 bytes: choose a shorter name, or .parquet (metadata inside)",
+                    path.display()
+                )));
+            }
+        }
+        ours(path, format)?;
         Ok(TableWriter {
             path: path.to_path_buf(),
-            tmp,
-            file: Some(Buffered::new(file)),
+            file: Shared(std::sync::Arc::new(std::sync::Mutex::new(AtomicFile::create(
+                path,
+            )?))),
             sink: match format {
                 TableFormat::Parquet => Sink::Parquet(None),
                 TableFormat::Jsonl => Sink::Jsonl,
@@ -278,92 +164,135 @@ impl TableWriter {
     /// Appends the rows of `frame` (every frame has the same columns).
     pub fn write(&mut self, frame: &mut DataFrame) -> Result<()> {
         self.rows += frame.height() as u64;
-        let file = self.file.as_mut().expect("open until finished");
-        match &mut self.sink {
-            Sink::Parquet(writer) => {
+        let mut file = self.file.clone();
+        let written = match &mut self.sink {
+            Sink::Parquet(writer) => (|| {
                 if writer.is_none() {
                     *writer = Some(Box::new(
                         ParquetWriter::new(file.clone()).batched(frame.schema())?,
                     ));
                 }
                 frame.rechunk_mut();
-                writer.as_mut().expect("created above").write_batch(frame)?;
-            }
-            Sink::Jsonl => JsonWriter::new(file)
+                writer.as_mut().expect("created above").write_batch(frame)
+            })(),
+            Sink::Jsonl => JsonWriter::new(&mut file)
                 .with_json_format(JsonFormat::JsonLines)
-                .finish(frame)?,
+                .finish(frame),
             Sink::Csv { header } => {
-                CsvWriter::new(file).include_header(*header).finish(frame)?;
+                let written = CsvWriter::new(&mut file)
+                    .include_header(*header)
+                    .finish(frame);
                 *header = false;
+                written
             }
-        }
-        Ok(())
+        };
+        written.map_err(|e| self.file.failed(e))
     }
 
     /// Ends the file with its metadata (Parquet key-value metadata `credit`, or `<file>.meta.json`
-    /// for JSONL and CSV) and moves both into place, the metadata first.
+    /// for JSONL and CSV); both are written and synced before either is renamed into place.
     pub fn finish(mut self, metadata: &serde_json::Value) -> Result<()> {
-        let result = self.end(metadata);
-        if result.is_err() {
-            let _ = std::fs::remove_file(&self.tmp);
-        }
-        forget_temporary(&self.tmp);
-        result
-    }
-
-    fn end(&mut self, metadata: &serde_json::Value) -> Result<()> {
         let text =
             serde_json::to_string_pretty(metadata).map_err(|e| Error::Config(e.to_string()))?;
-        let file = self.file.take().expect("open until finished");
+        let mut sidecar_file = None;
         match &mut self.sink {
             Sink::Parquet(writer) => {
                 let writer = match writer.take() {
                     Some(w) => *w,
-                    None => ParquetWriter::new(file.clone()).batched(&Schema::default())?,
+                    None => ParquetWriter::new(self.file.clone())
+                        .batched(&Schema::default())
+                        .map_err(|e| self.file.failed(e))?,
                 };
-                let mut inner = writer.get_writer().lock().map_err(|_| {
-                    Error::Config("the Parquet writer was poisoned by a panic".into())
-                })?;
-                let schema_key = polars_parquet::write::schema_to_metadata_key(inner.schema());
-                let key_values = vec![
-                    schema_key,
-                    polars_parquet::write::KeyValue {
-                        key: "credit".into(),
-                        value: Some(text.clone()),
-                    },
-                ];
-                inner.end(Some(key_values))?;
+                let ended = (|| {
+                    let mut inner = writer.get_writer().lock().map_err(|_| {
+                        PolarsError::ComputeError("the Parquet writer was poisoned by a panic".into())
+                    })?;
+                    let schema_key = polars_parquet::write::schema_to_metadata_key(inner.schema());
+                    let key_values = vec![
+                        schema_key,
+                        polars_parquet::write::KeyValue {
+                            key: "credit".into(),
+                            value: Some(text.clone()),
+                        },
+                    ];
+                    inner.end(Some(key_values)).map(drop)
+                })();
+                drop(writer);
+                ended.map_err(|e| self.file.failed(e))?;
             }
             Sink::Jsonl | Sink::Csv { .. } => {
                 let meta = sidecar(&self.path);
-                write_atomic(&meta, |f| {
-                    f.write_all(text.as_bytes()).map_err(|source| Error::Io {
-                        path: meta.clone(),
-                        cause: source,
-                    })
-                })?;
+                let mut file = AtomicFile::create(&meta)?;
+                if let Err(cause) = file.write_all(text.as_bytes()) {
+                    return Err(file.failed(cause).into());
+                }
+                sidecar_file = Some(file);
             }
         }
-        let io = |source| Error::Io {
-            path: self.tmp.clone(),
-            cause: source,
-        };
-        file.sync().map_err(io)?;
-        drop(file);
-        std::fs::rename(&self.tmp, &self.path).map_err(|source| Error::Io {
-            path: self.path.clone(),
-            cause: source,
-        })
+        // The metadata is renamed first: a table in place always has its own.
+        let table = self.file.into_file()?;
+        Ok(credit_output::commit_together(
+            sidecar_file.into_iter().chain([table]).collect(),
+        )?)
     }
 }
 
-impl Drop for TableWriter {
-    fn drop(&mut self) {
-        if self.file.is_some() {
-            self.file = None;
-            let _ = std::fs::remove_file(&self.tmp);
-            forget_temporary(&self.tmp);
-        }
+/// Refuses a table output that would replace a file credit did not write: an existing `path` must
+/// carry credit's metadata (Parquet key-value `credit`; a `.meta.json` beside JSONL and CSV), and a
+/// `.meta.json` already beside it must be credit's.
+fn ours(path: &Path, format: TableFormat) -> Result<()> {
+    let refuse = |what: String| {
+        Error::Output(credit_output::Error::Refused {
+            path: path.to_path_buf(),
+            reason: format!(
+                "{what}: credit replaces only its own earlier output; choose another name, or remove it yourself (nothing was written)"
+            ),
+        })
+    };
+    let meta = sidecar(path);
+    let meta_is_ours = || {
+        std::fs::read(&meta).ok().is_some_and(|bytes| {
+            serde_json::from_slice::<serde_json::Value>(&bytes)
+                .is_ok_and(|v| v.get("credit_version").is_some())
+        })
+    };
+    if format != TableFormat::Parquet && meta.symlink_metadata().is_ok() && !meta_is_ours() {
+        return Err(refuse(format!(
+            "{} exists and is not credit's metadata",
+            meta.display()
+        )));
+    }
+    let Ok(kind) = path.symlink_metadata() else {
+        return Ok(());
+    };
+    if kind.file_type().is_symlink() {
+        return Err(refuse("exists as a symbolic link".into()));
+    }
+    if !kind.is_file() {
+        return Err(refuse("exists and is not a file".into()));
+    }
+    let written_by_credit = match format {
+        TableFormat::Parquet => std::fs::File::open(path)
+            .ok()
+            .and_then(|mut f| polars_parquet::read::read_metadata(&mut f).ok())
+            .is_some_and(|m| {
+                m.key_value_metadata()
+                    .iter()
+                    .flatten()
+                    .any(|kv| kv.key == "credit")
+            }),
+        TableFormat::Jsonl | TableFormat::Csv => meta_is_ours(),
+    };
+    if written_by_credit {
+        Ok(())
+    } else {
+        Err(refuse(match format {
+            TableFormat::Parquet => "exists and was not written by credit (no `credit` metadata)".into(),
+            _ => format!(
+                "exists and was not written by credit (no credit {} beside it)",
+                meta.file_name().map_or(String::new(), |n| n.to_string_lossy().into_owned())
+            ),
+        }))
     }
 }
 
@@ -406,13 +335,6 @@ impl TableWriter {
         };
         self.write(&mut part)
     }
-}
-
-/// Writes a whole table with its metadata.
-pub fn write_table(path: &Path, frame: &mut DataFrame, metadata: &serde_json::Value) -> Result<()> {
-    let mut writer = TableWriter::create(path)?;
-    writer.write(frame)?;
-    writer.finish(metadata)
 }
 
 /// Rows that arrive in windows, out of input order when a log's groups interleave, handed on in
@@ -527,101 +449,18 @@ mod tests {
     }
 
     #[test]
-    fn write_atomic_renames_the_temporary_into_place() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("out.json");
-        std::fs::write(&path, "old").unwrap();
-        let tmp = dir
-            .path()
-            .join(format!(".out.json.{}.tmp", std::process::id()));
-        write_atomic(&path, |f| {
-            // While writing, the data goes to the hidden temporary beside the target, and the
-            // target still holds the old content.
-            assert!(tmp.exists());
-            assert_eq!(std::fs::read_to_string(&path).unwrap(), "old");
-            f.write_all(b"new")
-                .map_err(|e| Error::Config(e.to_string()))
-        })
-        .unwrap();
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "new");
-        // Only the target is left, and the temporary is no longer registered.
-        assert_eq!(names(dir.path()), ["out.json"]);
-        assert!(!TEMPORARIES.lock().unwrap().contains(&tmp));
-    }
-
-    #[test]
-    fn write_atomic_leaves_nothing_on_error() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("out.csv");
-        let e = write_atomic(&path, |f| {
-            f.write_all(b"half").unwrap();
-            Err(Error::Param("failed halfway".into()))
-        })
-        .unwrap_err();
-        assert_eq!(e.to_string(), "failed halfway");
-        assert!(names(dir.path()).is_empty());
-        // An existing target keeps its content.
-        std::fs::write(&path, "kept").unwrap();
-        assert!(write_atomic(&path, |_| Err(Error::Param("no".into()))).is_err());
-        assert_eq!(std::fs::read_to_string(&path).unwrap(), "kept");
-        assert_eq!(names(dir.path()), ["out.csv"]);
-        // A target in a folder that does not exist: an I/O error naming the temporary.
-        let missing = dir.path().join("no/such/out.csv");
-        match write_atomic(&missing, |_| Ok(())).unwrap_err() {
-            Error::Io { path, .. } => assert!(path.starts_with(dir.path().join("no/such"))),
-            other => panic!("{other}"),
-        }
-    }
-
-    #[test]
-    fn temporary_is_hidden_beside_the_target_and_clears_stale_ones() {
-        let dir = tempfile::tempdir().unwrap();
-        let path = dir.path().join("adv.parquet");
-        // 4194305 is above Linux's largest pid (2^22), so no process has it: stale.
-        let stale = dir.path().join(".adv.parquet.4194305.tmp");
-        let stale_dir = dir.path().join(".adv.parquet.4194305.old");
-        // Another target's temporary and an unrelated file are left alone.
-        let other = dir.path().join(".other.parquet.4194305.tmp");
-        let unrelated = dir.path().join(".adv.parquet.notapid.tmp");
-        std::fs::write(&stale, "").unwrap();
-        std::fs::create_dir(&stale_dir).unwrap();
-        std::fs::write(&other, "").unwrap();
-        std::fs::write(&unrelated, "").unwrap();
-        let tmp = temporary(&path);
-        assert_eq!(
-            tmp,
-            dir.path()
-                .join(format!(".adv.parquet.{}.tmp", std::process::id()))
-        );
-        if Path::new("/proc/self").exists() {
-            assert!(!stale.exists() && !stale_dir.exists());
-        }
-        assert!(other.exists() && unrelated.exists());
-        // Registered until forgotten; remove_temporaries_under forgets a folder's.
-        assert!(TEMPORARIES.lock().unwrap().contains(&tmp));
-        remove_temporaries_under(dir.path());
-        assert!(!TEMPORARIES.lock().unwrap().contains(&tmp));
-        // A bare file name: the temporary goes in the current folder.
-        let bare = temporary(Path::new("x.csv"));
-        assert_eq!(
-            bare,
-            Path::new(".").join(format!(".x.csv.{}.tmp", std::process::id()))
-        );
-        forget_temporary(&bare);
-    }
-
-    #[test]
     fn table_writer_finishes_or_leaves_nothing() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.jsonl");
+        let inputs = Inputs::default();
         let mut frame = df!("a" => [1i64, 2]).unwrap();
         // Dropped unfinished: nothing left.
-        let mut w = TableWriter::create(&path).unwrap();
+        let mut w = TableWriter::create(&path, &inputs).unwrap();
         w.write(&mut frame).unwrap();
         drop(w);
         assert!(names(dir.path()).is_empty());
         // Finished: the table and its sidecar, no temporary.
-        let mut w = TableWriter::create(&path).unwrap();
+        let mut w = TableWriter::create(&path, &inputs).unwrap();
         w.write(&mut frame).unwrap();
         w.write(&mut frame).unwrap();
         assert_eq!(w.rows(), 4);
@@ -635,6 +474,25 @@ mod tests {
         let meta: serde_json::Value =
             serde_json::from_str(&std::fs::read_to_string(sidecar(&path)).unwrap()).unwrap();
         assert_eq!(meta["k"], 1);
+    }
+
+    #[test]
+    fn two_writers_of_one_output_do_not_share_a_temporary() {
+        // A second pass over the logs starts a new writer while the first is still alive: dropping
+        // the first must not take the second's file with it.
+        let dir = tempfile::tempdir().unwrap();
+        let inputs = Inputs::default();
+        for name in ["t.jsonl", "t.parquet", "t.csv"] {
+            let path = dir.path().join(name);
+            let mut frame = df!("a" => [1i64, 2]).unwrap();
+            let mut first = TableWriter::create(&path, &inputs).unwrap();
+            first.write(&mut frame).unwrap();
+            let mut second = TableWriter::create(&path, &inputs).unwrap();
+            drop(first);
+            second.write(&mut frame).unwrap();
+            second.finish(&serde_json::json!({})).unwrap();
+            assert!(path.is_file(), "{name}");
+        }
     }
 
     #[test]
@@ -656,14 +514,44 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let log = dir.path().join("log.jsonl");
         std::fs::write(&log, "{}").unwrap();
+        let inputs = Inputs::new([&log]);
         // The same file by another spelling is still the input.
         let other_spelling = dir.path().join(".").join("log.jsonl");
-        let e = check_not_input(&other_spelling, std::slice::from_ref(&log)).unwrap_err();
-        assert!(e.to_string().contains("this is an input log"), "{e}");
-        // A new file, or another existing one, is fine.
-        let out = dir.path().join("out.jsonl");
-        assert!(check_not_input(&out, std::slice::from_ref(&log)).is_ok());
-        std::fs::write(&out, "").unwrap();
-        assert!(check_not_input(&out, &[log]).is_ok());
+        let e = TableWriter::create(&other_spelling, &inputs).err().unwrap();
+        assert!(e.to_string().contains("is the input"), "{e}");
+        assert_eq!(std::fs::read_to_string(&log).unwrap(), "{}");
+        // A new file beside it is fine.
+        assert!(TableWriter::create(&dir.path().join("out.jsonl"), &inputs).is_ok());
+    }
+
+    #[test]
+    fn only_credits_own_tables_are_replaced() {
+        let dir = tempfile::tempdir().unwrap();
+        let inputs = Inputs::default();
+        let metadata = serde_json::json!({"credit_version": "0"});
+        for name in ["t.jsonl", "t.parquet", "t.csv"] {
+            let path = dir.path().join(name);
+            std::fs::write(&path, "user data").unwrap();
+            let e = TableWriter::create(&path, &inputs).err().unwrap();
+            assert!(e.to_string().contains("was not written by credit"), "{e}");
+            std::fs::remove_file(&path).unwrap();
+            let mut frame = df!("a" => [1i64]).unwrap();
+            let mut w = TableWriter::create(&path, &inputs).unwrap();
+            w.write(&mut frame).unwrap();
+            w.finish(&metadata).unwrap();
+            assert!(TableWriter::create(&path, &inputs).is_ok(), "{name}");
+        }
+        // A user's `.meta.json` where the sidecar would go is not replaced either.
+        let path = dir.path().join("u.csv");
+        std::fs::write(sidecar(&path), "{}").unwrap();
+        let e = TableWriter::create(&path, &inputs).err().unwrap();
+        assert!(e.to_string().contains("is not credit's metadata"), "{e}");
+        #[cfg(unix)]
+        {
+            let link = dir.path().join("link.jsonl");
+            std::os::unix::fs::symlink(dir.path().join("t.jsonl"), &link).unwrap();
+            let e = TableWriter::create(&link, &inputs).err().unwrap();
+            assert!(e.to_string().contains("symbolic link"), "{e}");
+        }
     }
 }

@@ -25,14 +25,14 @@ use plots::{
 };
 use serde::Serialize;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
     #[error("drawing {figure}: {message}")]
     Plot { figure: String, message: String },
-    #[error("{path}: {message}")]
-    File { path: PathBuf, message: String },
+    #[error(transparent)]
+    Output(#[from] credit_output::Error),
     #[error("{0}")]
     Check(String),
     #[error("Graphviz: {0}")]
@@ -86,7 +86,7 @@ fn by_iteration(
 }
 
 /// Draws one figure: `plot` returns the SVG and writes a PNG where it is told; PNGs go to
-/// `png_dir/<id>.png` when given (written through a temporary name, then renamed).
+/// `png_dir/<id>.png` when given (written whole or not at all).
 fn figure(
     png_dir: Option<&Path>,
     section: Section,
@@ -95,18 +95,21 @@ fn figure(
     caption: String,
     plot: &dyn Fn(Option<&Path>) -> Result<String, String>,
 ) -> Result<Figure, Error> {
-    let png = png_dir.map(|d| d.join(format!(".{id}.tmp.png")));
-    let svg = plot(png.as_deref()).map_err(|message| Error::Plot {
+    let failed = |message| Error::Plot {
         figure: id.to_string(),
         message,
-    })?;
-    if let (Some(tmp), Some(dir)) = (png, png_dir) {
-        let target = dir.join(format!("{id}.png"));
-        std::fs::rename(&tmp, &target).map_err(|e| Error::File {
-            path: target,
-            message: e.to_string(),
-        })?;
-    }
+    };
+    let svg = match png_dir {
+        Some(dir) => {
+            let mut svg = String::new();
+            credit_output::write_file_at(&dir.join(format!("{id}.png")), |png| {
+                svg = plot(Some(png)).map_err(failed)?;
+                Ok::<(), Error>(())
+            })?;
+            svg
+        }
+        None => plot(None).map_err(failed)?,
+    };
     Ok(Figure {
         id: id.to_string(),
         title,
@@ -124,8 +127,8 @@ pub enum Scope {
     All,
 }
 
-/// Renders the figures of `scope`; PNGs go to `png_dir/<id>.png` when given (written through a
-/// temporary name, then renamed).
+/// Renders the figures of `scope`; PNGs go to `png_dir/<id>.png` when given (written whole or
+/// not at all).
 pub fn figures(
     inputs: &Inputs,
     scope: Scope,

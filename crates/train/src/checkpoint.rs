@@ -14,7 +14,6 @@
 //! the step in their metadata and `trainer_state.json` is written last, so a run interrupted
 //! while saving leaves either the previous checkpoint or one that resuming reports as incomplete.
 
-use crate::atomic::write_atomic;
 use crate::config::TrainConfig;
 use crate::error::{Error, Result};
 use crate::lora::{LoraConfig, ADAPTER_CONFIG, ADAPTER_WEIGHTS, MERGED_DIR};
@@ -91,15 +90,19 @@ impl Fingerprint {
     }
 }
 
-/// safetensors' `serialize_to_file` itself writes a sibling temporary file and renames it.
+/// Written whole or not at all (safetensors writes the temporary by name).
 fn write_safetensors(path: &Path, tensors: Vec<(String, Tensor)>, step: u64) -> Result<()> {
     let metadata = HashMap::from([
         ("format".to_string(), "pt".to_string()),
         (STEP_KEY.to_string(), step.to_string()),
     ]);
-    safetensors::serialize_to_file(tensors, Some(metadata), path).map_err(|e| Error::Checkpoint {
-        path: path.to_path_buf(),
-        message: format!("writing: {e}"),
+    credit_output::write_file_at(path, |tmp| {
+        safetensors::serialize_to_file(tensors, Some(metadata), tmp).map_err(|e| {
+            Error::Checkpoint {
+                path: path.to_path_buf(),
+                message: format!("writing: {e}"),
+            }
+        })
     })
 }
 
@@ -202,9 +205,7 @@ fn copy_model_files(source: &Path, dir: &Path) -> Result<()> {
         if from.is_file() {
             let bytes = std::fs::read(&from).map_err(|e| Error::io(&from, e))?;
             let to = dir.join(name);
-            write_atomic(&to, |f| {
-                std::io::Write::write_all(f, &bytes).map_err(|e| Error::io(&to, e))
-            })?;
+            credit_output::write_file(&to, |f| std::io::Write::write_all(f, &bytes))?;
         }
     }
     Ok(())
@@ -246,9 +247,9 @@ fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
         line: 0,
         message: e.to_string(),
     })?;
-    write_atomic(path, |f| {
-        std::io::Write::write_all(f, format!("{text}\n").as_bytes()).map_err(|e| Error::io(path, e))
-    })
+    Ok(credit_output::write_file(path, |f| {
+        std::io::Write::write_all(f, format!("{text}\n").as_bytes())
+    })?)
 }
 
 /// Checks that a safetensors file of the checkpoint was written at the state's step.
@@ -283,9 +284,9 @@ pub fn truncate_metrics(path: &Path, step: u64) -> Result<()> {
         })
         .map(|l| format!("{l}\n"))
         .collect();
-    write_atomic(path, |f| {
-        std::io::Write::write_all(f, kept.as_bytes()).map_err(|e| Error::io(path, e))
-    })
+    Ok(credit_output::write_file(path, |f| {
+        std::io::Write::write_all(f, kept.as_bytes())
+    })?)
 }
 
 #[cfg(test)]

@@ -122,27 +122,25 @@ struct Header {
 
 const HANDOFF_VERSION: u32 = 1;
 
-/// Writes the hand-off file atomically (a temporary file in the same folder, then renamed).
+/// Writes the hand-off file whole or not at all.
 pub fn write_handoff(path: &Path, config: &TrainConfig, samples: &[Sample]) -> Result<()> {
-    crate::atomic::write_atomic(path, |file| {
-        let mut w = std::io::BufWriter::new(file);
-        let header = Header {
-            credit_train_handoff: HANDOFF_VERSION,
-            config: config.clone(),
-        };
-        let json = |v: serde_json::Result<String>| {
-            v.map_err(|e| Error::Json {
-                path: path.to_path_buf(),
-                line: 0,
-                message: e.to_string(),
-            })
-        };
-        writeln!(w, "{}", json(serde_json::to_string(&header))?).map_err(|e| Error::io(path, e))?;
-        for s in samples {
-            writeln!(w, "{}", json(serde_json::to_string(s))?).map_err(|e| Error::io(path, e))?;
-        }
-        w.flush().map_err(|e| Error::io(path, e))
-    })
+    let header = Header {
+        credit_train_handoff: HANDOFF_VERSION,
+        config: config.clone(),
+    };
+    let json = |v: serde_json::Result<String>| {
+        v.map_err(|e| Error::Json {
+            path: path.to_path_buf(),
+            line: 0,
+            message: e.to_string(),
+        })
+    };
+    let mut file = credit_output::AtomicFile::create(path)?;
+    writeln!(file, "{}", json(serde_json::to_string(&header))?).map_err(|e| file.failed(e))?;
+    for s in samples {
+        writeln!(file, "{}", json(serde_json::to_string(s))?).map_err(|e| file.failed(e))?;
+    }
+    Ok(file.commit()?)
 }
 
 /// Reads a hand-off file: the training configuration and the samples, errors naming the line.

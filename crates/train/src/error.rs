@@ -8,6 +8,9 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum Error {
+    /// Writing an output, or the output rule's refusal.
+    #[error(transparent)]
+    Output(#[from] credit_output::Error),
     #[error("{}: {source}", path.display())]
     Io {
         path: PathBuf,

@@ -35,7 +35,6 @@
 //! # Ok::<(), credit_train::Error>(())
 //! ```
 
-pub mod atomic;
 pub mod checkpoint;
 pub mod config;
 pub mod data;

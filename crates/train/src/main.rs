@@ -71,6 +71,8 @@ fn main() -> ExitCode {
     };
     let run = || -> credit_train::Result<()> {
         let (config, samples) = credit_train::data::read_handoff(&args.handoff)?;
+        let inputs = credit_output::Inputs::new([&args.handoff, &args.model]);
+        let out = credit_output::OutputDir::open(&args.out, "train policy", &inputs)?;
         let options = RunOptions {
             model_dir: args.model.clone(),
             out_dir: args.out.clone(),
@@ -106,7 +108,7 @@ fn main() -> ExitCode {
             args.out.display(),
             summary.tokens_per_s
         );
-        Ok(())
+        Ok(out.finish(credit_output::Stale::Remove)?)
     };
     match run() {
         Ok(()) => ExitCode::SUCCESS,

@@ -18,7 +18,6 @@
 //! Trajectories are few and correlated within a task, so training uses input dropout and the
 //! held-out calibration is K-fold by task (every task held out once, pooled), not one split.
 
-use crate::atomic::write_atomic;
 use crate::error::{Context, Error, Result};
 use crate::optim::{clip_grad_norm, gradients, shuffled_epochs, AdamW, AdamWConfig};
 use crate::random::SplitMix64;
@@ -432,8 +431,8 @@ impl ProgressModel {
         Ok(c.into_iter().map(f64::from).collect())
     }
 
-    /// Writes `model.safetensors` and `config.json` into `dir` (created if missing), each through
-    /// a temporary file renamed into place.
+    /// Writes `model.safetensors` and `config.json` into `dir` (created if missing), each whole
+    /// or not at all.
     pub fn save(&self, dir: &Path) -> Result<()> {
         std::fs::create_dir_all(dir).map_err(|e| Error::io(dir, e))?;
         let tensors: HashMap<String, Tensor> = self
@@ -442,19 +441,18 @@ impl ProgressModel {
             .map(|(n, v)| (n.clone(), v.as_tensor().clone()))
             .collect();
         let weights = dir.join(WEIGHTS);
-        let tmp = dir.join(format!(".{WEIGHTS}.tmp"));
-        candle_core::safetensors::save(&tensors, &tmp)
-            .ctx(&format!("writing {}", tmp.display()))?;
-        std::fs::rename(&tmp, &weights).map_err(|e| Error::io(&weights, e))?;
+        credit_output::write_file_at(&weights, |tmp| {
+            candle_core::safetensors::save(&tensors, tmp)
+                .ctx(&format!("writing {}", weights.display()))
+        })?;
         let mut config = serde_json::to_value(&self.config)
             .map_err(|e| Error::Params(format!("serializing config.json: {e}")))?;
         config["model_type"] = MODEL_TYPE.into();
         let text = serde_json::to_vec_pretty(&config)
             .map_err(|e| Error::Params(format!("serializing config.json: {e}")))?;
-        let path = dir.join(CONFIG);
-        write_atomic(&path, |f| {
-            f.write_all(&text).map_err(|e| Error::io(&path, e))
-        })
+        Ok(credit_output::write_file(&dir.join(CONFIG), |f| {
+            f.write_all(&text)
+        })?)
     }
 
     /// Reads a directory written by [`ProgressModel::save`].

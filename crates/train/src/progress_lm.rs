@@ -13,7 +13,6 @@
 //! PEFT loads onto the backbone), `head.safetensors` (`head.weight` `[1, hidden]`, `head.bias`
 //! `[1]`) and `config.json` (`model_type: credit-progress-lm`, the backbone's path, σ_R, …).
 
-use crate::atomic::write_atomic;
 use crate::error::{Context, Error, Result};
 use crate::load::Tokenizer;
 use crate::lora::{self, LoraConfig, ADAPTER_CONFIG, ADAPTER_WEIGHTS};
@@ -326,20 +325,15 @@ impl StepModel for BackboneProgress {
 }
 
 fn save_tensors(path: &Path, tensors: &HashMap<String, Tensor>) -> Result<()> {
-    let tmp = path.with_file_name(format!(
-        ".{}.tmp",
-        path.file_name()
-            .map(|n| n.to_string_lossy())
-            .unwrap_or_default()
-    ));
-    candle_core::safetensors::save(tensors, &tmp).ctx(&format!("writing {}", tmp.display()))?;
-    std::fs::rename(&tmp, path).map_err(|e| Error::io(path, e))
+    credit_output::write_file_at(path, |tmp| {
+        candle_core::safetensors::save(tensors, tmp).ctx(&format!("writing {}", path.display()))
+    })
 }
 
 fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {
     let text = serde_json::to_vec_pretty(value)
         .map_err(|e| Error::Params(format!("serializing {}: {e}", path.display())))?;
-    write_atomic(path, |f| f.write_all(&text).map_err(|e| Error::io(path, e)))
+    Ok(credit_output::write_file(path, |f| f.write_all(&text))?)
 }
 
 /// One trajectory as token ids.

@@ -162,6 +162,8 @@ pub fn train(
         total_steps,
     });
     let metrics_path = out.join(checkpoint::METRICS);
+    // Appended to a line per step, so not written whole: listed as credit's before it is opened.
+    credit_output::claim(&metrics_path)?;
     let mut metrics_file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
@@ -298,7 +300,11 @@ impl Session {
                 message: format!("already holds a checkpoint at step {}: pass --resume to continue it, or choose another --out", state.step),
             });
         }
-        if out.read_dir().is_ok_and(|mut d| d.next().is_some()) {
+        // The folder's manifest says it is credit's; anything else in it is not ours to replace.
+        let others = |mut d: std::fs::ReadDir| {
+            d.any(|e| e.is_ok_and(|e| e.file_name() != credit_output::MANIFEST))
+        };
+        if out.read_dir().is_ok_and(others) {
             return Err(Error::Checkpoint {
                 path: out.clone(),
                 message: "exists and is not empty: choose a new or empty --out folder".into(),

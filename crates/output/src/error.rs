@@ -1,0 +1,92 @@
+use std::path::PathBuf;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// A write failed: `writing PATH: no space left on device`, naming the user's path (never the
+    /// temporary's).
+    #[error("writing {}: {}", path.display(), describe(cause))]
+    Write {
+        path: PathBuf,
+        cause: std::io::Error,
+    },
+    /// The output rule refused an output; nothing was written.
+    #[error("{}: {reason}", path.display())]
+    Refused { path: PathBuf, reason: String },
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+impl Error {
+    pub(crate) fn write(path: &std::path::Path, cause: std::io::Error) -> Self {
+        Error::Write {
+            path: path.to_path_buf(),
+            cause,
+        }
+    }
+
+    pub(crate) fn refused(path: &std::path::Path, reason: impl Into<String>) -> Self {
+        Error::Refused {
+            path: path.to_path_buf(),
+            reason: reason.into(),
+        }
+    }
+}
+
+/// An I/O error as a sentence part: `no space left on device`, without std's `(os error 28)`.
+pub fn describe(cause: &std::io::Error) -> String {
+    // The system's reason where there is one, beneath any wrapping (tempfile adds "at path
+    // .credit-….tmp", a path the user never chose).
+    let mut text = cause.to_string();
+    let mut layer: Option<&(dyn std::error::Error + 'static)> = Some(cause);
+    while let Some(error) = layer {
+        if let Some(code) = error.downcast_ref::<std::io::Error>().and_then(|e| e.raw_os_error()) {
+            text = std::io::Error::from_raw_os_error(code).to_string();
+            break;
+        }
+        layer = error.source();
+    }
+    let text = match text.rfind(" (os error ") {
+        Some(i) if text.ends_with(')') => text[..i].to_string(),
+        _ => text,
+    };
+    let mut chars = text.chars();
+    match (chars.next(), chars.clone().next()) {
+        // Lower-case a capitalised first word ("No space"), not an acronym ("JSON").
+        (Some(first), second) if first.is_uppercase() && !second.is_some_and(char::is_uppercase) => {
+            first.to_lowercase().chain(chars).collect()
+        }
+        _ => text,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn io_errors_read_as_sentence_parts() {
+        let full = std::io::Error::from_raw_os_error(28);
+        assert_eq!(describe(&full), "no space left on device");
+        let e = Error::write(std::path::Path::new("out/a.csv"), full);
+        assert_eq!(e.to_string(), "writing out/a.csv: no space left on device");
+        assert_eq!(describe(&std::io::Error::other("JSON broke")), "JSON broke");
+        let wrapped = std::io::Error::other(Wrapped(std::io::Error::from_raw_os_error(28)));
+        assert_eq!(describe(&wrapped), "no space left on device");
+    }
+
+    /// An error that says more than its cause, as tempfile's "… at path …" does.
+    #[derive(Debug)]
+    struct Wrapped(std::io::Error);
+
+    impl std::fmt::Display for Wrapped {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            write!(f, "{} at path .credit-1-x.tmp", self.0)
+        }
+    }
+
+    impl std::error::Error for Wrapped {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            Some(&self.0)
+        }
+    }
+}

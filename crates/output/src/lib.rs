@@ -1,0 +1,24 @@
+//! credit's one output layer: every file a command writes goes through it.
+//!
+//! - [`AtomicFile`], [`write_file`]: a file is written to a hidden temporary beside its target
+//!   (`.credit-PID-XXXXXX.tmp`, short, so that every legal output name stays legal), synced, and
+//!   renamed into place. On an error or an interruption nothing is left, and an existing target
+//!   keeps its bytes.
+//! - [`Inputs`]: the output rule. An output is refused, before anything is written, when it is,
+//!   contains, or lies inside an input (symlinks resolved; hard links by device and inode).
+//! - [`OutputDir`]: a folder output is written only into a new or empty folder, or into one that
+//!   holds credit's own earlier output of the same command, as listed in its
+//!   [`MANIFEST`]; only the files that manifest lists are ever replaced or removed, and a user's
+//!   file is never renamed aside.
+
+mod atomic;
+mod error;
+mod folder;
+mod rule;
+mod temporaries;
+
+pub use atomic::{commit_together, write_file, write_file_at, AtomicFile};
+pub use error::{describe, Error, Result};
+pub use folder::{claim, OutputDir, Stale, MANIFEST};
+pub use rule::Inputs;
+pub use temporaries::remove_temporaries;
