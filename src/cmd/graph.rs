@@ -5,11 +5,12 @@
 use super::{read_windows, Format, Globals, MethodArgs};
 use crate::config::ProjectFile;
 use crate::exit::ExitCode;
-use anyhow::{bail, Context, Result};
+use crate::stage::Stage;
+use anyhow::{anyhow, bail, Context, Result};
 use credit_core::graph::GroupGraph;
 use credit_core::ingest::Event;
 use credit_core::output::write_atomic;
-use credit_report::dot::to_dot;
+use credit_report::dot::{abridge, stderr_head, to_dot};
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, clap::Args)]
@@ -150,9 +151,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
         write_graph(&args.out, d, dot_available, &mut written)?;
     }
     if let (Choice::Named(id), true) = (&choice, written.is_empty()) {
+        let first: Vec<String> = first_ids.iter().map(|i| abridge(i, 80)).collect();
         bail!(
-            "no group `{id}` in the logs (groups include: {})",
-            first_ids.join(", ")
+            "no group `{}` in the logs (groups include: {})",
+            abridge(id, 80),
+            first.join(", ")
         );
     }
     let note = (!dot_available).then_some(
@@ -192,28 +195,41 @@ fn write_graph(
     })?;
     written.push(dot_path.clone());
     if dot_available {
+        let drawing = || {
+            Stage(format!(
+                "drawing the state graph of group `{}`{}",
+                abridge(id, 80),
+                iteration.map_or(String::new(), |i| format!(" (iteration {i})"))
+            ))
+        };
         for format in ["svg", "png"] {
             let target = out.join(format!("{name}.{format}"));
-            render(&dot_path, &target, format)?;
+            render(&dot_path, &target, format, drawing)?;
             written.push(target);
         }
     }
     Ok(())
 }
 
-/// Runs `dot` into a temporary file beside the target, then renames it into place.
-fn render(dot_path: &Path, target: &Path, format: &str) -> Result<()> {
+/// Runs `dot` into a temporary file beside the target, then renames it into place; `dot`'s
+/// failures carry the `drawing` stage.
+fn render(dot_path: &Path, target: &Path, format: &str, drawing: impl Fn() -> Stage) -> Result<()> {
     let tmp = target.with_extension(format!("{format}.tmp"));
-    let status = std::process::Command::new("dot")
+    let output = std::process::Command::new("dot")
         .arg(format!("-T{format}"))
         .arg("-o")
         .arg(&tmp)
         .arg(dot_path)
-        .status()
-        .context("running Graphviz `dot`")?;
-    if !status.success() {
+        .output()
+        .context("Graphviz `dot` could not be run")
+        .with_context(&drawing)?;
+    if !output.status.success() {
         let _ = std::fs::remove_file(&tmp);
-        bail!("Graphviz `dot -T{format}` failed on {}", dot_path.display());
+        return Err(anyhow!(
+            "Graphviz `dot -T{format}` failed: {}",
+            stderr_head(&output.stderr, output.status)
+        )
+        .context(drawing()));
     }
     std::fs::rename(&tmp, target).with_context(|| format!("renaming into {}", target.display()))
 }
