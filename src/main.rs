@@ -22,6 +22,7 @@ mod cmd;
 mod config;
 mod exit;
 mod progress;
+mod stage;
 
 use clap::Parser;
 

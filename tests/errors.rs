@@ -521,3 +521,305 @@ fn an_interrupted_run_leaves_no_temporaries() {
         assert!(!names.contains(&"out.jsonl".to_string()), "{names:?}");
     }
 }
+
+// ---- Issue #24, second part: flags that would divide by zero, text that Graphviz cannot read,
+// a method named twice, thresholds no value could meet, model folders that are not there. ----
+
+/// Runs `credit ARGS`, expects exit 2, and returns stderr.
+fn fails_with_2(run: &Run, args: &[&str]) -> String {
+    let out = run.credit(args);
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+    assert!(!err.contains("panicked"), "{args:?}: {err}");
+    err
+}
+
+#[test]
+fn train_flags_out_of_range_are_refused_naming_the_flag() {
+    let run = Run::new();
+    let log = fixture("real/textworld.jsonl");
+    let log = log.to_str().unwrap();
+    for (command, flag, value, expected) in [
+        (
+            "progress",
+            "--buckets",
+            "0",
+            "`--buckets 0`: must lie in 1..=1048576",
+        ),
+        (
+            "sprm",
+            "--buckets",
+            "0",
+            "`--buckets 0`: must lie in 1..=1048576",
+        ),
+        (
+            "progress",
+            "--buckets",
+            "2000000",
+            "`--buckets 2000000`: must lie in",
+        ),
+        (
+            "progress",
+            "--hidden",
+            "0",
+            "`--hidden 0`: must lie in 1..=4096",
+        ),
+        (
+            "progress",
+            "--batch-size",
+            "0",
+            "`--batch-size 0`: must be at least 1",
+        ),
+        (
+            "progress",
+            "--epochs",
+            "0",
+            "`--epochs 0`: must be at least 1",
+        ),
+        (
+            "progress",
+            "--lr",
+            "nan",
+            "`--lr NaN`: must be a positive number",
+        ),
+        (
+            "progress",
+            "--dropout",
+            "nan",
+            "`--dropout NaN`: must lie in [0, 1)",
+        ),
+    ] {
+        let err = fails_with_2(&run, &["train", command, log, "--out", "m", flag, value]);
+        assert!(err.contains(expected), "{command} {flag} {value}: {err}");
+    }
+    for (flag, value, expected) in [
+        (
+            "--batch-size",
+            "0",
+            "`--batch-size` and `--grad-accum` must be at least 1",
+        ),
+        (
+            "--grad-accum",
+            "0",
+            "`--batch-size` and `--grad-accum` must be at least 1",
+        ),
+        (
+            "--max-prompt-tokens",
+            "0",
+            "`--max-prompt-tokens 0`: must be at least 1",
+        ),
+        (
+            "--max-samples",
+            "0",
+            "`--max-samples 0`: must be at least 1",
+        ),
+        ("--clip-eps", "nan", "`--clip-eps` must be in (0, 1)"),
+        ("--kl-coef", "inf", "`--kl-coef` must be ≥ 0"),
+    ] {
+        let err = fails_with_2(
+            &run,
+            &[
+                "train", "policy", log, "--method", "grpo", "--model", "nowhere", "--out", "o",
+                flag, value,
+            ],
+        );
+        assert!(err.contains(expected), "policy {flag} {value}: {err}");
+    }
+}
+
+#[test]
+fn model_flags_name_a_missing_or_unfit_folder() {
+    let run = Run::new();
+    let log = fixture("real/textworld.jsonl");
+    let log = log.to_str().unwrap();
+    let policy = |model: &str| {
+        fails_with_2(
+            &run,
+            &[
+                "train", "policy", log, "--method", "grpo", "--model", model, "--out", "o",
+            ],
+        )
+    };
+    assert!(
+        policy("nowhere").contains("`--model nowhere`: no such folder"),
+        "{}",
+        policy("nowhere")
+    );
+    std::fs::create_dir(run.path("empty")).unwrap();
+    let err = policy("empty");
+    assert!(
+        err.contains("`--model empty`: not a model folder: no config.json, no tokenizer.json, no *.safetensors (a Hugging Face model folder holds config.json, tokenizer.json and the *.safetensors weights)"),
+        "{err}"
+    );
+    std::fs::write(run.path("file"), "").unwrap();
+    assert!(policy("file").contains("`--model file`: not a folder"));
+    let err = fails_with_2(
+        &run,
+        &[
+            "train",
+            "progress",
+            log,
+            "--out",
+            "m",
+            "--backbone",
+            "nowhere",
+        ],
+    );
+    assert!(
+        err.contains("`--backbone nowhere`: no such folder"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_method_named_twice_gives_its_column_once() {
+    let run = Run::new();
+    let log = fixture("real/textworld.jsonl");
+    let header = |methods: &str, out: &str| {
+        let o = run.credit([
+            "advantages",
+            log.to_str().unwrap(),
+            "--methods",
+            methods,
+            "-o",
+            out,
+        ]);
+        assert!(o.status.success(), "--methods {methods}: {}", stderr(&o));
+        let csv = std::fs::read_to_string(run.path(out)).unwrap();
+        csv.lines().next().unwrap().to_string()
+    };
+    assert_eq!(header("all,grpo", "twice.csv"), header("all", "once.csv"));
+    assert_eq!(
+        header("grpo,dr_grpo,grpo,drgrpo", "aliases.csv"),
+        header("grpo,drgrpo", "two.csv")
+    );
+}
+
+#[test]
+fn thresholds_no_value_could_meet_are_refused_at_parse_time() {
+    let run = Run::new();
+    let log = fixture("real/textworld.jsonl");
+    for (bounds, expected) in [
+        (
+            "max = nan",
+            "bad.toml:4:7: rule `rows` (key `headline.rows`): `max = NaN` must be a finite number",
+        ),
+        (
+            "max = inf",
+            "bad.toml:4:7: rule `rows` (key `headline.rows`): `max = inf` must be a finite number",
+        ),
+        (
+            "min = 2.0\nmax = 1.0",
+            "bad.toml:4:7: rule `rows` (key `headline.rows`): `min = 2` is above `max = 1`",
+        ),
+    ] {
+        std::fs::write(
+            run.path("bad.toml"),
+            format!("[[rule]]\nname = \"rows\"\nkey = \"headline.rows\"\n{bounds}\n"),
+        )
+        .unwrap();
+        let err = fails_with_2(
+            &run,
+            &[
+                "report",
+                log.to_str().unwrap(),
+                "--check",
+                "bad.toml",
+                "--out",
+                "rep",
+            ],
+        );
+        assert!(err.contains(expected), "{bounds}: {err}");
+        assert!(!run.path("rep").exists(), "{bounds}: a report was written");
+    }
+}
+
+/// A log of one group whose id holds a NUL and a megabyte of text, with control characters,
+/// quotes and backslashes in its states and actions.
+fn write_hostile_log(path: &std::path::Path) -> String {
+    let id = format!("g\u{0}{}end", "x".repeat(1 << 20));
+    let mut text = String::new();
+    for (traj, won) in [("a", true), ("b", false)] {
+        for step in 0..3 {
+            let row = serde_json::json!({
+                "uid": id,
+                "traj_uid": traj,
+                "step": step,
+                "anchor_obs": format!("room {step}\u{0}\u{7} \"quoted\" \\N back\nslash {}", "y".repeat(5000)),
+                "action": format!("say \"hi\\\" \u{1b}[31m {}", "z".repeat(3000)),
+                "reward": if won && step == 2 { 1.0 } else { 0.0 },
+                "is_action_valid": true,
+            });
+            text.push_str(&row.to_string());
+            text.push('\n');
+        }
+    }
+    std::fs::write(path, text).unwrap();
+    id
+}
+
+#[test]
+fn dot_text_is_escaped_and_abridged() {
+    let run = Run::new();
+    write_hostile_log(&run.path("hostile.jsonl"));
+    let out = run.credit(["graph", "hostile.jsonl", "--out", "g", "--format", "json"]);
+    let v = json(&out);
+    let dot_file = v["written"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|p| p.as_str())
+        .find(|p| p.ends_with(".dot"))
+        .unwrap()
+        .to_string();
+    let dot = std::fs::read_to_string(run.path(&dot_file)).unwrap();
+    assert!(dot.len() < 20_000, "{} bytes of DOT", dot.len());
+    assert!(
+        !dot.chars().any(|c| c.is_control() && c != '\n'),
+        "a control character reached the DOT"
+    );
+    assert!(dot.contains("group g␀xxx") && dot.contains("…"), "{dot}");
+    assert!(dot.contains("\\\"quoted\\\" \\\\N"), "{dot}");
+}
+
+#[test]
+fn graphviz_failures_name_the_drawing_and_the_group() {
+    // A `dot` that answers `-V` and fails on every graph, as Graphviz does on input it cannot
+    // read.
+    let run = Run::new();
+    let bin = run.path("bin");
+    std::fs::create_dir(&bin).unwrap();
+    let fake = bin.join("dot");
+    std::fs::write(
+        &fake,
+        "#!/bin/sh\n[ \"$1\" = -V ] && exit 0\necho 'Error: <stdin>: syntax error in line 3 near x' >&2\necho 'second line' >&2\nexit 1\n",
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!(
+        "{}:{}",
+        bin.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_credit"))
+        .args([
+            "graph",
+            fixture("real/textworld.jsonl").to_str().unwrap(),
+            "--top",
+            "1",
+            "--out",
+            "g",
+        ])
+        .env("PATH", path)
+        .current_dir(run.dir.path())
+        .output()
+        .unwrap();
+    let err = stderr(&out);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("drawing the state graph of group `")
+            && err.contains("Graphviz `dot -Tsvg` failed: Error: <stdin>: syntax error in line 3 near x; second line"),
+        "{err}"
+    );
+}

@@ -5,11 +5,12 @@
 use super::{read_windows, Format, Globals, MethodArgs};
 use crate::config::ProjectFile;
 use crate::exit::ExitCode;
-use anyhow::{bail, Context, Result};
+use crate::stage::Stage;
+use anyhow::{anyhow, bail, Context, Result};
 use credit_core::graph::GroupGraph;
 use credit_core::ingest::Event;
 use credit_output::{OutputDir, Stale};
-use credit_report::dot::to_dot;
+use credit_report::dot::{abridge, stderr_head, to_dot};
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, clap::Args)]
@@ -153,9 +154,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
     }
     out.finish(Stale::Keep)?;
     if let (Choice::Named(id), true) = (&choice, written.is_empty()) {
+        let first: Vec<String> = first_ids.iter().map(|i| abridge(i, 80)).collect();
         bail!(
-            "no group `{id}` in the logs (groups include: {})",
-            first_ids.join(", ")
+            "no group `{}` in the logs (groups include: {})",
+            abridge(id, 80),
+            first.join(", ")
         );
     }
     let note = (!dot_available).then_some(
@@ -190,27 +193,40 @@ fn write_graph(
     credit_output::write_file(&dot_path, |f| std::io::Write::write_all(f, text.as_bytes()))?;
     written.push(dot_path.clone());
     if dot_available {
+        let drawing = || {
+            Stage(format!(
+                "drawing the state graph of group `{}`{}",
+                abridge(id, 80),
+                iteration.map_or(String::new(), |i| format!(" (iteration {i})"))
+            ))
+        };
         for format in ["svg", "png"] {
             let target = out.join(format!("{name}.{format}"));
-            render(&dot_path, &target, format)?;
+            render(&dot_path, &target, format, drawing)?;
             written.push(target);
         }
     }
     Ok(())
 }
 
-/// Runs `dot` into the target, written whole or not at all.
-fn render(dot_path: &Path, target: &Path, format: &str) -> Result<()> {
+/// Runs `dot` into the target, written whole or not at all; `dot`'s failures carry the `drawing`
+/// stage.
+fn render(dot_path: &Path, target: &Path, format: &str, drawing: impl Fn() -> Stage) -> Result<()> {
     credit_output::write_file_at(target, |tmp| -> Result<()> {
-        let status = std::process::Command::new("dot")
+        let output = std::process::Command::new("dot")
             .arg(format!("-T{format}"))
             .arg("-o")
             .arg(tmp)
             .arg(dot_path)
-            .status()
-            .context("running Graphviz `dot`")?;
-        if !status.success() {
-            bail!("Graphviz `dot -T{format}` failed on {}", dot_path.display());
+            .output()
+            .context("Graphviz `dot` could not be run")
+            .with_context(&drawing)?;
+        if !output.status.success() {
+            return Err(anyhow!(
+                "Graphviz `dot -T{format}` failed: {}",
+                stderr_head(&output.stderr, output.status)
+            )
+            .context(drawing()));
         }
         Ok(())
     })

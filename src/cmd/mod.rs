@@ -202,29 +202,21 @@ pub fn read_windows<R: Send>(
 }
 
 /// An error met while the logs are streamed, said as one of reading them; an error that already
-/// names its own stage (writing an output, drawing a figure) keeps it.
+/// names its own stage (writing an output, drawing a graph) keeps it.
 fn reading(error: anyhow::Error) -> anyhow::Error {
-    let staged = error.chain().any(|cause| {
-        cause.is::<credit_output::Error>()
-            || cause.is::<Drawing>()
-            || matches!(
-                cause.downcast_ref::<credit_core::Error>(),
-                Some(credit_core::Error::Output(_))
-            )
-    });
+    let staged = error.downcast_ref::<crate::stage::Stage>().is_some()
+        || error.chain().any(|cause| {
+            cause.is::<credit_output::Error>()
+                || matches!(
+                    cause.downcast_ref::<credit_core::Error>(),
+                    Some(credit_core::Error::Output(_))
+                )
+        });
     if staged {
         error
     } else {
         error.context("reading the logs")
     }
-}
-
-/// A failure while drawing (Graphviz, a figure), naming what was drawn.
-#[derive(Debug, thiserror::Error)]
-#[error("drawing {what}: {cause}")]
-pub struct Drawing {
-    pub what: String,
-    pub cause: String,
 }
 
 /// What a run reads, for the output rule: the logs (every file of a log folder by its inode too),

@@ -13,6 +13,7 @@ use anyhow::{bail, Context, Result};
 use credit_core::methods::hisr;
 use credit_core::schema::columns::{ACTION, PROGRESS, SEGMENT_REWARD, TASK};
 use credit_core::StepBatch;
+use credit_train::load::model_dir_problem;
 use credit_train::progress::{
     load_step_model, train_progress, ProgressReport, ProgressTrain, Readout, StepModel, StepText,
     Trajectory,
@@ -146,6 +147,15 @@ pub fn train(args: ProgressArgs, readout: Readout) -> Result<ExitCode> {
     let backbone: Vec<&Path> = args.backbone.iter().map(PathBuf::as_path).collect();
     let read = super::inputs(&args.globals, &project, &backbone)?;
     OutputDir::check(&args.out, command, &read)?;
+    // The flags are checked before the logs are read, which can take a while.
+    let estimator = match &args.backbone {
+        Some(dir) => Estimator::Backbone(backbone_opts(&args, dir, readout)?),
+        None => Estimator::Small(small_model_opts(&args, readout)),
+    };
+    match &estimator {
+        Estimator::Backbone(opts) => opts.check()?,
+        Estimator::Small(opts) => opts.check()?,
+    }
     let ingested = load(&args.globals, &project)?;
     let trajs = trajectories(&ingested.batch, readout, &hisr)?;
     let what = match readout {
@@ -153,35 +163,16 @@ pub fn train(args: ProgressArgs, readout: Readout) -> Result<ExitCode> {
         Readout::SegmentEnd => "the segment reward model",
     };
     let bar = crate::progress::spinner(&format!("training {what}"), json);
-    let report = match &args.backbone {
-        Some(dir) => {
-            let d = BackboneTrain::new(dir.clone());
-            let rank = args.lora_rank.unwrap_or(d.lora.rank);
-            let opts = BackboneTrain {
-                readout,
-                lora: credit_train::lora::LoraConfig {
-                    rank,
-                    alpha: 2.0 * rank as f64,
-                    ..d.lora.clone()
-                },
-                epochs: args.epochs.unwrap_or(d.epochs),
-                lr: args.lr.unwrap_or(d.lr),
-                batch: args.batch_size.unwrap_or(d.batch),
-                max_step_tokens: args.max_step_tokens.unwrap_or(d.max_step_tokens),
-                folds: args.folds.unwrap_or(d.folds),
-                seed: args.seed.unwrap_or(d.seed),
-                device: args.device.parse::<DeviceKind>()?,
-                checkpoint_layers: args.checkpoint_layers,
-                ..d
-            };
-            let (model, report) = train_backbone_progress(&trajs, &opts)?;
+    let report = match &estimator {
+        Estimator::Backbone(opts) => {
+            let (model, report) = train_backbone_progress(&trajs, opts)?;
             let out = OutputDir::open(&args.out, command, &read)?;
             model.save(&args.out)?;
             out.finish(Stale::Remove)?;
             report
         }
-        None => {
-            let (model, report) = train_progress(&trajs, &small_model_opts(&args, readout))?;
+        Estimator::Small(opts) => {
+            let (model, report) = train_progress(&trajs, opts)?;
             let out = OutputDir::open(&args.out, command, &read)?;
             model.save(&args.out)?;
             out.finish(Stale::Remove)?;
@@ -190,6 +181,38 @@ pub fn train(args: ProgressArgs, readout: Readout) -> Result<ExitCode> {
     };
     bar.finish_and_clear();
     print_report(&args, what, readout, &report, json)
+}
+
+/// The estimator to train, with its options.
+enum Estimator {
+    Small(ProgressTrain),
+    Backbone(BackboneTrain),
+}
+
+/// The backbone estimator's flags over its defaults.
+fn backbone_opts(args: &ProgressArgs, dir: &Path, readout: Readout) -> Result<BackboneTrain> {
+    if let Some(problem) = model_dir_problem(dir) {
+        bail!("`--backbone {}`: {problem}", dir.display());
+    }
+    let d = BackboneTrain::new(dir.to_path_buf());
+    let rank = args.lora_rank.unwrap_or(d.lora.rank);
+    Ok(BackboneTrain {
+        readout,
+        lora: credit_train::lora::LoraConfig {
+            rank,
+            alpha: 2.0 * rank as f64,
+            ..d.lora.clone()
+        },
+        epochs: args.epochs.unwrap_or(d.epochs),
+        lr: args.lr.unwrap_or(d.lr),
+        batch: args.batch_size.unwrap_or(d.batch),
+        max_step_tokens: args.max_step_tokens.unwrap_or(d.max_step_tokens),
+        folds: args.folds.unwrap_or(d.folds),
+        seed: args.seed.unwrap_or(d.seed),
+        device: args.device.parse::<DeviceKind>()?,
+        checkpoint_layers: args.checkpoint_layers,
+        ..d
+    })
 }
 
 /// The small model's flags over its defaults.

@@ -14,7 +14,7 @@ use crate::exit::ExitCode;
 use anyhow::{bail, Context, Result};
 use credit_core::schema::columns::{ACTION, LOGPROB, PROMPT, TASK};
 use credit_core::StepBatch;
-use credit_train::load::{ChatFormat, Tokenizer};
+use credit_train::load::{model_dir_problem, ChatFormat, Tokenizer};
 use credit_train::lora::LoraConfig;
 use credit_train::progress::Readout;
 use credit_train::train::Event;
@@ -166,6 +166,15 @@ fn policy(mut args: PolicyArgs) -> Result<ExitCode> {
     };
     let config = train_config(&args, &project)?;
     config.check()?;
+    if args.max_prompt_tokens == Some(0) {
+        bail!("`--max-prompt-tokens 0`: must be at least 1");
+    }
+    if args.max_samples == Some(0) {
+        bail!("`--max-samples 0`: must be at least 1");
+    }
+    if let Some(problem) = model_dir_problem(&args.model) {
+        bail!("`--model {}`: {problem}", args.model.display());
+    }
     let device: DeviceKind = args.device.parse()?;
     let json = args.globals.format == Format::Json;
     let read = super::inputs(&args.globals, &project, &[&args.model])?;

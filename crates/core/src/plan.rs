@@ -31,10 +31,15 @@ impl Plan {
     /// method that has it. A later setting of the same key wins. A setting for a method that does
     /// not run is still checked, so a typo cannot pass silently.
     pub fn new(profile: Profile, list: &str, settings: &[(String, String)]) -> Result<Plan> {
-        let mut methods = parse_list(list)?
-            .iter()
-            .map(|n| Method::preset(n, profile))
-            .collect::<Result<Vec<_>>>()?;
+        let mut methods: Vec<Method> = Vec::new();
+        for name in parse_list(list)? {
+            let method = Method::preset(&name, profile)?;
+            // `all,grpo` or `drgrpo,dr_grpo` name a method twice: it runs once, at its first
+            // place, since its column `adv_<label>` can exist only once.
+            if !methods.iter().any(|m| m.label() == method.label()) {
+                methods.push(method);
+            }
+        }
         // Shared keys first (they are defaults for every method), then per-method keys.
         for (key, value) in settings.iter().filter(|(k, _)| is_shared(k)) {
             for method in methods.iter_mut().filter(|m| m.has_param(key)) {
@@ -201,6 +206,16 @@ mod tests {
         // A method that does not run is checked all the same.
         assert!(err(&[("proxmo.tau", "x")]).contains("proxmo.tau=x"));
         assert!(err(&[("omega", "1")]).contains("expected METHOD.PARAM=VALUE"));
+    }
+
+    #[test]
+    fn a_method_named_twice_runs_once_at_its_first_place() {
+        let labels = |list| Plan::new(Profile::Paper, list, &[]).unwrap().labels();
+        assert_eq!(labels("all,grpo"), labels("all"));
+        assert_eq!(
+            labels("gigpo,grpo,dr_grpo,gigpo,drgrpo"),
+            ["gigpo", "grpo", "drgrpo"]
+        );
     }
 
     #[test]

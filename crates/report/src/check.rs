@@ -14,15 +14,25 @@
 
 use crate::Error;
 use serde::{Deserialize, Serialize};
+use toml::Spanned;
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct File {
-    rule: Vec<Rule>,
+    rule: Vec<Spanned<RawRule>>,
+}
+
+/// A rule as written, with where each part is, for messages about it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawRule {
+    key: String,
+    name: Option<String>,
+    min: Option<Spanned<f64>>,
+    max: Option<Spanned<f64>>,
 }
 
 #[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
 pub struct Rule {
     pub key: String,
     pub name: Option<String>,
@@ -69,17 +79,58 @@ pub fn lookup<'a>(doc: &'a serde_json::Value, key: &str) -> Option<&'a serde_jso
     })
 }
 
+/// The rules of a thresholds file (`source` names it in messages). A rule without a bound, with
+/// a bound that is not a finite number (`max = nan` would fail every run, `max = inf` none) or
+/// with `min` above `max` is refused, naming the file, line and column, the rule and the bound.
 pub fn parse(text: &str, source: &str) -> Result<Vec<Rule>, Error> {
     let file: File = toml::from_str(text).map_err(|e| Error::Check(format!("{source}: {e}")))?;
-    for rule in &file.rule {
-        if rule.min.is_none() && rule.max.is_none() {
+    let at = |offset: usize| {
+        let before = &text[..offset.min(text.len())];
+        let line = before.matches('\n').count() + 1;
+        let column = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+        format!("{source}:{line}:{column}")
+    };
+    let mut rules = Vec::with_capacity(file.rule.len());
+    for spanned in file.rule {
+        let offset = spanned.span().start;
+        let raw = spanned.into_inner();
+        let label = match &raw.name {
+            Some(name) => format!("rule `{name}` (key `{}`)", raw.key),
+            None => format!("rule `{}`", raw.key),
+        };
+        if raw.min.is_none() && raw.max.is_none() {
             return Err(Error::Check(format!(
-                "{source}: rule `{}` needs `min`, `max` or both",
-                rule.key
+                "{}: {label} needs `min`, `max` or both",
+                at(offset)
             )));
         }
+        for (bound, value) in [("min", &raw.min), ("max", &raw.max)] {
+            if let Some(v) = value.as_ref().filter(|v| !v.get_ref().is_finite()) {
+                return Err(Error::Check(format!(
+                    "{}: {label}: `{bound} = {}` must be a finite number",
+                    at(v.span().start),
+                    v.get_ref()
+                )));
+            }
+        }
+        if let (Some(min), Some(max)) = (&raw.min, &raw.max) {
+            if min.get_ref() > max.get_ref() {
+                return Err(Error::Check(format!(
+                    "{}: {label}: `min = {}` is above `max = {}`, so no value could pass",
+                    at(min.span().start),
+                    min.get_ref(),
+                    max.get_ref()
+                )));
+            }
+        }
+        rules.push(Rule {
+            key: raw.key,
+            name: raw.name,
+            min: raw.min.map(Spanned::into_inner),
+            max: raw.max.map(Spanned::into_inner),
+        });
     }
-    Ok(file.rule)
+    Ok(rules)
 }
 
 /// Applies `rules` to `summary`; a key that is missing or not a number is an error naming it.
@@ -143,5 +194,34 @@ mod tests {
             .to_string()
             .contains("headline.nope"));
         assert!(parse("[[rule]]\nkey = \"x\"\n", "t.toml").is_err());
+    }
+
+    #[test]
+    fn bounds_that_no_value_could_meet_are_refused_where_they_are_written() {
+        let err = |bounds: &str| {
+            parse(&format!("[[rule]]\nkey = \"a.b\"\n{bounds}\n"), "t.toml")
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            err("max = nan"),
+            "t.toml:3:7: rule `a.b`: `max = NaN` must be a finite number"
+        );
+        assert_eq!(
+            err("min = -inf"),
+            "t.toml:3:7: rule `a.b`: `min = -inf` must be a finite number"
+        );
+        assert_eq!(
+            err("min = 2\nmax = 1"),
+            "t.toml:3:7: rule `a.b`: `min = 2` is above `max = 1`, so no value could pass"
+        );
+        let named = parse(
+            "[[rule]]\nname = \"share\"\nkey = \"a\"\nmax = inf\n",
+            "t.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(named.contains("rule `share` (key `a`)"), "{named}");
+        assert!(parse("[[rule]]\nkey = \"a\"\nmin = 1\nmax = 1\n", "t.toml").is_ok());
     }
 }

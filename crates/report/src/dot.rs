@@ -24,16 +24,20 @@ pub fn available() -> bool {
         .is_ok_and(|o| o.status.success())
 }
 
-/// Runs `dot -Tsvg` on `text` and returns the SVG document.
+/// Runs `dot -Tsvg` on `text` and returns the SVG document; an error says "drawing a state
+/// graph", which a caller that knows the group replaces ([`Error::Graphviz`]'s `what`).
 pub fn svg(text: &str) -> Result<String, Error> {
-    let failed = |message: String| Error::Graphviz(message);
+    let failed = |message: String| Error::Graphviz {
+        what: "a state graph".into(),
+        message,
+    };
     let mut child = Command::new("dot")
         .arg("-Tsvg")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
-        .map_err(|e| failed(format!("running `dot`: {e}")))?;
+        .map_err(|e| failed(format!("Graphviz `dot` could not be run: {e}")))?;
     let mut stdin = child.stdin.take().expect("piped");
     let mut stdout = child.stdout.take().expect("piped");
     // Written from a second thread: `dot` may fill its output pipe before it has read all input.
@@ -45,15 +49,15 @@ pub fn svg(text: &str) -> Result<String, Error> {
     });
     let output = child
         .wait_with_output()
-        .map_err(|e| failed(format!("waiting for `dot`: {e}")))?;
+        .map_err(|e| failed(format!("Graphviz `dot` could not be waited for: {e}")))?;
     if !output.status.success() {
         return Err(failed(format!(
-            "`dot -Tsvg` failed: {}",
-            String::from_utf8_lossy(&output.stderr).trim()
+            "Graphviz `dot -Tsvg` failed: {}",
+            stderr_head(&output.stderr, output.status)
         )));
     }
-    wrote.map_err(|e| failed(format!("writing to `dot`: {e}")))?;
-    svg.map_err(|e| failed(format!("reading from `dot`: {e}")))
+    wrote.map_err(|e| failed(format!("Graphviz `dot` did not take its input: {e}")))?;
+    svg.map_err(|e| failed(format!("Graphviz `dot`'s output could not be read: {e}")))
 }
 
 /// A diverging colour for t ∈ [−1, 1]: blue (negative) through grey (0) to red (positive).
@@ -72,9 +76,66 @@ fn colour(t: f64) -> String {
     format!("#{:02x}{:02x}{:02x}", c[0], c[1], c[2])
 }
 
-fn escape(s: &str) -> String {
-    s.replace('\\', "\\\\").replace('"', "\\\"")
+/// What a failed `dot` said: the first lines of its stderr, each abridged, or its exit status
+/// when it said nothing.
+pub fn stderr_head(stderr: &[u8], status: std::process::ExitStatus) -> String {
+    const LINES: usize = 5;
+    let text = String::from_utf8_lossy(stderr);
+    let lines: Vec<String> = text
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .take(LINES)
+        .map(|l| abridge(l, 200))
+        .collect();
+    if lines.is_empty() {
+        format!("{status}, with no message")
+    } else {
+        lines.join("; ")
+    }
 }
+
+/// `text` in at most `max` characters (at least 2), its middle cut out and marked `…` when it is
+/// longer, with control characters shown as their Unicode pictures (NUL as `␀`, a line break as
+/// `␊`): what a label, tooltip or message shows of a logged id or text of any length and content.
+/// Graphviz fails on a NUL, and XML (the SVG) allows no control characters.
+pub fn abridge(text: &str, max: usize) -> String {
+    let max = max.max(2);
+    let visible = |c: char| match c as u32 {
+        0x00..=0x1f => char::from_u32(0x2400 + c as u32).unwrap_or('\u{fffd}'),
+        0x7f => '\u{2421}',
+        _ if c.is_control() => '\u{fffd}',
+        _ => c,
+    };
+    let n = text.chars().count();
+    if n <= max {
+        return text.chars().map(visible).collect();
+    }
+    let tail = (max - 1) / 2;
+    let head = max - 1 - tail;
+    text.chars()
+        .take(head)
+        .chain(std::iter::once('…'))
+        .chain(text.chars().skip(n - tail))
+        .map(visible)
+        .collect()
+}
+
+/// `text` as the inside of a quoted DOT string: [`abridge`]d to `max` characters, then quotes
+/// and backslashes escaped (a backslash would start one of Graphviz's `\N`, `\G`, … escapes).
+fn quoted(text: &str, max: usize) -> String {
+    abridge(text, max)
+        .replace('\\', "\\\\")
+        .replace('"', "\\\"")
+}
+
+/// The most characters of a group id in a graph's title.
+const TITLE_ID_CHARS: usize = 80;
+/// The most characters of a state in its node's label, and in its tooltip.
+const NODE_LABEL_CHARS: usize = 40;
+const NODE_TOOLTIP_CHARS: usize = 400;
+/// The most characters of an action on its edge.
+const EDGE_LABEL_CHARS: usize = 32;
 
 /// Group `g`'s state graph as DOT: `values` (one per batch row) is the advantage of `method`.
 pub fn to_dot(
@@ -114,7 +175,7 @@ pub fn to_dot(
     let _ = writeln!(
         o,
         "  label=\"group {} — {} trajectories ({} successful), {} steps; edges: mean adv_{} per (state, action, next state)\";",
-        escape(&group.id),
+        quoted(&group.id, TITLE_ID_CHARS),
         group.trajs.len(),
         successes,
         group.n_rows,
@@ -139,20 +200,20 @@ pub fn to_dot(
         } else {
             format!("d={d} (no path)")
         };
-        let text = graph.label(batch, n, 40);
-        let tooltip = graph.label(batch, n, 400);
+        let text = graph.label(batch, n, NODE_LABEL_CHARS);
+        let tooltip = graph.label(batch, n, NODE_TOOLTIP_CHARS);
         let name = node_name(n.index());
         let _ = writeln!(
             o,
             "  {name} [id=\"{name}\", shape={shape}, fillcolor=\"{fill}\", label=\"{}\\n{}\", tooltip=\"{}\"];",
             distance,
-            escape(&text),
-            escape(&tooltip)
+            // `label` keeps its first characters and adds `…`: one more than asked.
+            quoted(&text, NODE_LABEL_CHARS + 1),
+            quoted(&tooltip, NODE_TOOLTIP_CHARS + 1)
         );
     }
     for ((s, action, t), (sum, count)) in &edges {
         let mean = sum / *count as f64;
-        let short: String = action.chars().take(28).collect();
         let times = if *count > 1 {
             format!(" ×{count}")
         } else {
@@ -165,7 +226,7 @@ pub fn to_dot(
             node_name(*t),
             colour(mean / scale),
             1.0 + (*count as f64).ln(),
-            escape(&short),
+            quoted(action, EDGE_LABEL_CHARS),
             times,
             mean
         );
@@ -187,4 +248,26 @@ pub fn to_dot(
     );
     let _ = writeln!(o, "}}");
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn abridge_cuts_the_middle_and_shows_control_characters() {
+        assert_eq!(abridge("short", 10), "short");
+        assert_eq!(abridge("abcdefghij", 5), "ab…ij");
+        assert_eq!(abridge("a\0b\nc\u{7f}", 10), "a␀b␊c␡");
+        let long = format!("start{}end", "x".repeat(1 << 20));
+        let cut = abridge(&long, 60);
+        assert_eq!(cut.chars().count(), 60);
+        assert!(cut.starts_with("startxx") && cut.ends_with("xxend") && cut.contains('…'));
+    }
+
+    #[test]
+    fn quoted_escapes_what_dot_would_read_as_syntax() {
+        assert_eq!(quoted("say \"hi\" \\N", 40), "say \\\"hi\\\" \\\\N");
+        assert_eq!(quoted("a\0b", 40), "a␀b");
+    }
 }

@@ -550,12 +550,18 @@ impl Selection {
                 let mut group = Arc::unwrap_or_clone(group);
                 group.why = whys.join("; ");
                 if let Some(draw) = svg {
-                    let drawn = draw(&group.dot).map_err(|e| {
-                        let e = match e {
-                            Error::Graphviz(message) => message,
-                            other => other.to_string(),
-                        };
-                        Error::Graphviz(format!("the state graph of group `{}`: {e}", group.id))
+                    let drawn = draw(&group.dot).map_err(|e| match e {
+                        Error::Graphviz { message, .. } => Error::Graphviz {
+                            what: format!(
+                                "the state graph of group `{}`{}",
+                                crate::dot::abridge(&group.id, 80),
+                                group
+                                    .iteration
+                                    .map_or(String::new(), |i| format!(" (iteration {i})"))
+                            ),
+                            message,
+                        },
+                        other => other,
                     })?;
                     // The XML prolog and doctype are of no use inline.
                     group.svg = Some(drawn[drawn.find("<svg").unwrap_or(0)..].to_string());

@@ -20,8 +20,8 @@ use credit_core::analyses::summary::{SizeDistribution, Summary};
 use credit_core::methods::hisr::Segments;
 use credit_core::methods::proxmo;
 use plots::{
-    render, BarPanels, Figure, HeatTable, LinePanels, Plot, Scatter, ScatterPanel, Section,
-    SmallHistograms,
+    render, BarPanels, Figure, HeatTable, LinePanels, Plot, Rendered, Scatter, ScatterPanel,
+    Section, SmallHistograms,
 };
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -29,14 +29,16 @@ use std::path::Path;
 
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
-    #[error("drawing {figure}: {message}")]
+    #[error("drawing figure `{figure}`: {message}")]
     Plot { figure: String, message: String },
     #[error(transparent)]
     Output(#[from] credit_output::Error),
     #[error("{0}")]
     Check(String),
-    #[error("Graphviz: {0}")]
-    Graphviz(String),
+    /// Graphviz `dot` failed: `what` is the drawing ("the state graph of group `g1` (iteration
+    /// 3)"), `message` what went wrong, in Graphviz's words where it gave some.
+    #[error("drawing {what}: {message}")]
+    Graphviz { what: String, message: String },
 }
 
 /// Everything a report is made of.
@@ -85,7 +87,7 @@ fn by_iteration(
     )
 }
 
-/// Draws one figure: `plot` returns the SVG and writes a PNG where it is told; PNGs go to
+/// Draws one figure: `plot` returns the SVG, and the PNG's bytes when asked; PNGs go to
 /// `png_dir/<id>.png` when given (written whole or not at all).
 fn figure(
     png_dir: Option<&Path>,
@@ -93,23 +95,17 @@ fn figure(
     id: &str,
     title: String,
     caption: String,
-    plot: &dyn Fn(Option<&Path>) -> Result<String, String>,
+    plot: &dyn Fn(bool) -> Result<Rendered, String>,
 ) -> Result<Figure, Error> {
-    let failed = |message| Error::Plot {
+    let Rendered { svg, png } = plot(png_dir.is_some()).map_err(|message| Error::Plot {
         figure: id.to_string(),
         message,
-    };
-    let svg = match png_dir {
-        Some(dir) => {
-            let mut svg = String::new();
-            credit_output::write_file_at(&dir.join(format!("{id}.png")), |png| {
-                svg = plot(Some(png)).map_err(failed)?;
-                Ok::<(), Error>(())
-            })?;
-            svg
-        }
-        None => plot(None).map_err(failed)?,
-    };
+    })?;
+    if let (Some(bytes), Some(dir)) = (png, png_dir) {
+        credit_output::write_file(&dir.join(format!("{id}.png")), |f| {
+            std::io::Write::write_all(f, &bytes)
+        })?;
+    }
     Ok(Figure {
         id: id.to_string(),
         title,
@@ -139,12 +135,12 @@ pub fn figures(
                    id: &str,
                    title: String,
                    caption: String,
-                   plot: &dyn Fn(Option<&Path>) -> Result<String, String>|
+                   plot: &dyn Fn(bool) -> Result<Rendered, String>|
      -> Result<(), Error> {
         out.push(figure(png_dir, section, id, title, caption, plot)?);
         Ok(())
     };
-    fn draw<P: Plot>(p: P) -> impl Fn(Option<&Path>) -> Result<String, String> {
+    fn draw<P: Plot>(p: P) -> impl Fn(bool) -> Result<Rendered, String> {
         move |png| render(&p, png)
     }
     let s = inputs.summary;
@@ -731,5 +727,78 @@ mod by_iteration_tests {
         assert!((bins[0].1[0] - 5.0 / 3.0).abs() < 1e-12);
         assert_eq!(bins[39].0, "iterations 79–80");
         assert!(by_iteration((1..=40).map(|k| (k, 1.0, vec![0.0]))).is_none());
+    }
+}
+
+#[cfg(test)]
+mod figure_tests {
+    use super::*;
+
+    /// A blank figure; `fails` makes its drawing fail as a plot's can.
+    struct Blank {
+        fails: bool,
+    }
+
+    impl Plot for Blank {
+        fn size(&self) -> (u32, u32) {
+            (40, 20)
+        }
+        fn draw<DB: plotters::prelude::DrawingBackend>(
+            &self,
+            _: &plotters::prelude::DrawingArea<DB, plotters::coord::Shift>,
+        ) -> plots::PlotResult {
+            if self.fails {
+                Err("no data to draw".into())
+            } else {
+                Ok(())
+            }
+        }
+    }
+
+    /// A fresh folder of this test's own under the system's temporary folder.
+    fn scratch(name: &str) -> std::path::PathBuf {
+        let dir = std::env::temp_dir().join(format!("credit-report-{}-{name}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        dir
+    }
+
+    fn blank(dir: Option<&Path>, fails: bool) -> Result<Figure, Error> {
+        figure(
+            dir,
+            Section::Figures,
+            "blank",
+            String::new(),
+            String::new(),
+            &|png| render(&Blank { fails }, png),
+        )
+    }
+
+    #[test]
+    fn a_figure_renders_its_png_in_memory_and_writes_it() {
+        let dir = scratch("png");
+        let figure = blank(Some(&dir), false).unwrap();
+        assert!(figure.svg.contains("<svg"));
+        let png = std::fs::read(dir.join("blank.png")).unwrap();
+        assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n");
+        let names: Vec<_> = std::fs::read_dir(&dir).unwrap().collect();
+        assert_eq!(names.len(), 1, "a temporary file was left");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn drawing_and_writing_errors_are_sentences_naming_the_figure_or_file() {
+        let e = blank(None, true).unwrap_err().to_string();
+        assert_eq!(e, "drawing figure `blank`: no data to draw");
+        let missing =
+            std::env::temp_dir().join(format!("credit-report-{}-gone", std::process::id()));
+        let e = blank(Some(&missing), false).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            format!(
+                "writing {}: no such file or directory",
+                missing.join("blank.png").display()
+            )
+        );
     }
 }

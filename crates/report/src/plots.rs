@@ -4,7 +4,6 @@
 
 use plotters::coord::Shift;
 use plotters::prelude::*;
-use std::path::Path;
 use std::sync::Once;
 
 pub type PlotResult = Result<(), String>;
@@ -51,12 +50,25 @@ pub fn register_fonts() {
     });
 }
 
-fn err<E: std::fmt::Display>(e: E) -> String {
-    e.to_string()
+/// plotters' error as a sentence: without its "backend error: " wrapper, and a layout error
+/// said as what it means.
+fn err<E: std::error::Error + Send + Sync>(e: DrawingAreaErrorKind<E>) -> String {
+    match e {
+        DrawingAreaErrorKind::BackendError(e) => e.to_string(),
+        DrawingAreaErrorKind::LayoutError => "the panels do not fit the figure's size".into(),
+        other => other.to_string(),
+    }
 }
 
-/// Draws `plot` as an SVG string and, when `png` is given, a PNG file there.
-pub fn render(plot: &impl Plot, png: Option<&Path>) -> Result<String, String> {
+/// A figure: its SVG and, when asked for, its PNG.
+pub struct Rendered {
+    pub svg: String,
+    pub png: Option<Vec<u8>>,
+}
+
+/// Draws `plot` as an SVG string and, when `png` is set, PNG bytes: the bitmap is drawn into
+/// memory and encoded here, so that writing the file is the caller's, with its own errors.
+pub fn render(plot: &impl Plot, png: bool) -> Result<Rendered, String> {
     register_fonts();
     let size = plot.size();
     let mut svg = String::new();
@@ -66,13 +78,27 @@ pub fn render(plot: &impl Plot, png: Option<&Path>) -> Result<String, String> {
         plot.draw(&root)?;
         root.present().map_err(err)?;
     }
-    if let Some(path) = png {
-        let root = BitMapBackend::new(path, size).into_drawing_area();
+    let png = if png { Some(png_bytes(plot)?) } else { None };
+    Ok(Rendered { svg, png })
+}
+
+/// `plot` as a PNG file's bytes.
+fn png_bytes(plot: &impl Plot) -> Result<Vec<u8>, String> {
+    use image::ImageEncoder;
+    let (width, height) = plot.size();
+    // RGB, 3 bytes a pixel: `BitMapBackend::with_buffer`'s layout.
+    let mut pixels = vec![0u8; width as usize * height as usize * 3];
+    {
+        let root = BitMapBackend::with_buffer(&mut pixels, (width, height)).into_drawing_area();
         root.fill(&WHITE).map_err(err)?;
         plot.draw(&root)?;
         root.present().map_err(err)?;
     }
-    Ok(svg)
+    let mut bytes = Vec::new();
+    image::codecs::png::PngEncoder::new(&mut bytes)
+        .write_image(&pixels, width, height, image::ColorType::Rgb8)
+        .map_err(|e| format!("encoding the PNG: {e}"))?;
+    Ok(bytes)
 }
 
 /// A qualitative palette (Tableau 10), one colour per method or series.

@@ -25,6 +25,41 @@ fn read_json(path: &Path) -> Result<serde_json::Value> {
     })
 }
 
+/// What a model folder must hold, for messages about one that does not.
+const MODEL_DIR_HOLDS: &str =
+    "a Hugging Face model folder holds config.json, tokenizer.json and the *.safetensors weights";
+
+/// Why `dir` cannot be a model folder, checked before any work so that a mistyped `--model` or
+/// `--backbone` is named as such instead of as the first file missing from it: `None` when it
+/// is a folder with `config.json`, `tokenizer.json` and some `*.safetensors`.
+pub fn model_dir_problem(dir: &Path) -> Option<String> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Some("no such folder".into()),
+        Err(_) if !dir.is_dir() => return Some(format!("not a folder ({MODEL_DIR_HOLDS})")),
+        Err(e) => return Some(format!("cannot list it: {e}")),
+    };
+    let has_weights = entries
+        .filter_map(|e| e.ok())
+        .any(|e| e.path().extension().is_some_and(|x| x == "safetensors"));
+    let missing: Vec<&str> = [
+        (CONFIG, dir.join(CONFIG).is_file()),
+        (TOKENIZER, dir.join(TOKENIZER).is_file()),
+        ("*.safetensors", has_weights),
+    ]
+    .into_iter()
+    .filter(|(_, present)| !present)
+    .map(|(name, _)| name)
+    .collect();
+    if missing.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "not a model folder: no {} ({MODEL_DIR_HOLDS})",
+        missing.join(", no ")
+    ))
+}
+
 /// `config.json` as written (kept to copy into checkpoints) and the [`Config`] it describes.
 pub fn read_config(dir: &Path) -> Result<(serde_json::Value, Config)> {
     let path = dir.join(CONFIG);
@@ -303,5 +338,27 @@ mod tests {
         assert!(e.contains("no weights"), "{e}");
         let e = Tokenizer::load(dir.path()).err().unwrap().to_string();
         assert!(e.contains("tokenizer.json: missing"), "{e}");
+    }
+
+    #[test]
+    fn model_dir_problem_names_the_folder_kind_or_what_it_lacks() {
+        let dir = tempfile::tempdir().unwrap();
+        let missing = dir.path().join("nowhere");
+        assert_eq!(
+            model_dir_problem(&missing).as_deref(),
+            Some("no such folder")
+        );
+        let file = dir.path().join("config.json");
+        std::fs::write(&file, "{}").unwrap();
+        let e = model_dir_problem(&file).unwrap();
+        assert!(e.starts_with("not a folder"), "{e}");
+        let e = model_dir_problem(dir.path()).unwrap();
+        assert!(
+            e.starts_with("not a model folder: no tokenizer.json, no *.safetensors ("),
+            "{e}"
+        );
+        std::fs::write(dir.path().join(TOKENIZER), "{}").unwrap();
+        std::fs::write(dir.path().join("m-00001.safetensors"), "").unwrap();
+        assert_eq!(model_dir_problem(dir.path()), None);
     }
 }

@@ -70,6 +70,12 @@ fn main() -> ExitCode {
         }
     };
     let run = || -> credit_train::Result<()> {
+        if let Some(problem) = credit_train::load::model_dir_problem(&args.model) {
+            return Err(credit_train::Error::Params(format!(
+                "`--model {}`: {problem}",
+                args.model.display()
+            )));
+        }
         let (config, samples) = credit_train::data::read_handoff(&args.handoff)?;
         let inputs = credit_output::Inputs::new([&args.handoff, &args.model]);
         let out = credit_output::OutputDir::open(&args.out, "train policy", &inputs)?;

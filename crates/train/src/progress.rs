@@ -334,12 +334,7 @@ pub struct ProgressModel {
 impl ProgressModel {
     /// Fresh weights: uniform ±1/√fan_in for matrices, zero biases and output, unit norms.
     pub fn new(config: ProgressConfig, seed: u64) -> Result<Self> {
-        if !(1..=1 << 20).contains(&config.buckets) || !(1..=4096).contains(&config.hidden) {
-            return Err(Error::Params(format!(
-                "hidden {} and buckets {} must lie in 1..=4096 and 1..=2^20",
-                config.hidden, config.buckets
-            )));
-        }
+        check_width(config.hidden, config.buckets)?;
         if !(config.return_scale.is_finite() && config.return_scale > 0.0) {
             return Err(Error::Params(format!(
                 "return_scale {} must be a positive number",
@@ -632,22 +627,47 @@ fn predicted_return(model: &ProgressModel, example: &Example) -> Result<f64> {
     Ok(f64::from(r))
 }
 
-fn check(opts: &ProgressTrain) -> Result<()> {
-    if !(opts.lr.is_finite() && opts.lr > 0.0) {
+impl ProgressTrain {
+    /// Checks every flag before any work; messages name the `credit train progress|sprm` flag
+    /// and its valid range (`--buckets 0` would divide by zero when hashing).
+    pub fn check(&self) -> Result<()> {
+        if !(self.lr.is_finite() && self.lr > 0.0) {
+            return Err(Error::Params(format!(
+                "`--lr {}`: must be a positive number",
+                self.lr
+            )));
+        }
+        for (flag, value) in [("--epochs", self.epochs), ("--batch-size", self.batch)] {
+            if value == 0 {
+                return Err(Error::Params(format!("`{flag} 0`: must be at least 1")));
+            }
+        }
+        if !(0.0..1.0).contains(&self.dropout) {
+            return Err(Error::Params(format!(
+                "`--dropout {}`: must lie in [0, 1)",
+                self.dropout
+            )));
+        }
+        check_width(self.hidden, self.buckets)
+    }
+}
+
+/// The widest step encoder (`--hidden`).
+const MAX_HIDDEN: usize = 4096;
+/// The most hash buckets per text field (`--buckets`): the embedding has 3 × buckets rows, 12 MB
+/// per hidden unit at 2^20.
+const MAX_BUCKETS: usize = 1 << 20;
+
+/// `--hidden` and `--buckets` within 1..=[`MAX_HIDDEN`] and 1..=[`MAX_BUCKETS`].
+fn check_width(hidden: usize, buckets: usize) -> Result<()> {
+    if !(1..=MAX_HIDDEN).contains(&hidden) {
         return Err(Error::Params(format!(
-            "`--lr {}`: must be a positive number",
-            opts.lr
+            "`--hidden {hidden}`: must lie in 1..={MAX_HIDDEN}"
         )));
     }
-    if opts.epochs == 0 || opts.batch == 0 {
-        return Err(Error::Params(
-            "`--epochs` and the batch size must be positive".into(),
-        ));
-    }
-    if !(0.0..1.0).contains(&opts.dropout) {
+    if !(1..=MAX_BUCKETS).contains(&buckets) {
         return Err(Error::Params(format!(
-            "`--dropout {}`: must lie in [0, 1)",
-            opts.dropout
+            "`--buckets {buckets}`: must lie in 1..={MAX_BUCKETS} (2^20)"
         )));
     }
     Ok(())
@@ -659,7 +679,7 @@ pub fn train_progress(
     trajs: &[Trajectory],
     opts: &ProgressTrain,
 ) -> Result<(ProgressModel, ProgressReport)> {
-    check(opts)?;
+    opts.check()?;
     let started = Instant::now();
     let usable: Vec<&Trajectory> = trajs
         .iter()

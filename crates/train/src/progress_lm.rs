@@ -75,7 +75,8 @@ impl BackboneTrain {
         }
     }
 
-    fn check(&self) -> Result<()> {
+    /// Checks every flag before any work; messages name the `credit train progress|sprm` flag.
+    pub fn check(&self) -> Result<()> {
         self.lora.check()?;
         if !(self.lr.is_finite() && self.lr > 0.0) {
             return Err(Error::Params(format!(
@@ -83,10 +84,14 @@ impl BackboneTrain {
                 self.lr
             )));
         }
-        if self.epochs == 0 || self.batch == 0 || self.max_step_tokens == 0 {
-            return Err(Error::Params(
-                "`--epochs`, the batch size and `--max-step-tokens` must be positive".into(),
-            ));
+        for (flag, value) in [
+            ("--epochs", self.epochs),
+            ("--batch-size", self.batch),
+            ("--max-step-tokens", self.max_step_tokens),
+        ] {
+            if value == 0 {
+                return Err(Error::Params(format!("`{flag} 0`: must be at least 1")));
+            }
         }
         Ok(())
     }

@@ -295,7 +295,8 @@ pub(crate) fn uniform(seed: u64, key: &str, salt: u64) -> f64 {
     (z >> 11) as f64 / (1u64 << 53) as f64
 }
 
-/// Parses `grpo,gigpo` or `all` into method names.
+/// Parses `grpo,gigpo` or `all` into method names, as given: [`crate::plan::Plan::new`] runs a method
+/// named twice (`all,grpo`) once.
 pub fn parse_list(list: &str) -> Result<Vec<String>> {
     let mut names = Vec::new();
     for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
@@ -309,7 +310,6 @@ pub fn parse_list(list: &str) -> Result<Vec<String>> {
             names.push(name.to_string());
         }
     }
-    names.dedup();
     if names.is_empty() {
         return Err(Error::Param(
             "no methods given (e.g. `--methods grpo,gigpo` or `--methods all`)".into(),
