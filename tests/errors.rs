@@ -674,3 +674,28 @@ fn a_folder_of_other_file_types_names_them() {
         "{err}"
     );
 }
+
+#[test]
+fn a_duplicate_trajectory_in_parquet_is_reported_as_in_jsonl() {
+    use polars::prelude::*;
+    let run = Run::new();
+    // Trajectory `a` twice in group `g`: steps 0, 1 and again 0, 1 with other rewards.
+    let mut frame = df!(
+        "group_id" => ["g", "g", "g", "g", "g", "g"],
+        "traj_id" => ["a", "a", "a", "a", "b", "b"],
+        "step" => [0i64, 1, 0, 1, 0, 1],
+        "reward" => [1.0f64, 1.0, 0.0, 0.0, 0.5, 0.5]
+    )
+    .unwrap();
+    let path = run.path("dup.parquet");
+    ParquetWriter::new(std::fs::File::create(&path).unwrap())
+        .finish(&mut frame)
+        .unwrap();
+    let (code, err) = analyze(&run, &[path.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("dup.parquet:row 2 (step): duplicate step 0 of trajectory `a` (first at ")
+            && err.contains("dup.parquet:row 0"),
+        "{err}"
+    );
+}
