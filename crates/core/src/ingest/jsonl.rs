@@ -721,6 +721,7 @@ struct Resolver<'a> {
 
 impl Resolver<'_> {
     /// One line: its rows into `rows`, or its problems into `problems`.
+    #[allow(clippy::too_many_arguments)]
     fn line(
         &mut self,
         line: &[u8],

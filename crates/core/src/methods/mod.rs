@@ -290,9 +290,12 @@ pub(crate) fn uniform(seed: u64, key: &str, salt: u64) -> f64 {
     (z >> 11) as f64 / (1u64 << 53) as f64
 }
 
-/// The range of a parameter that several methods share, checked by name: (test, the range as
-/// text). Other parameters are checked by their method's `Params::check`.
-fn shared_range(param: &str) -> Option<(fn(f64) -> bool, &'static str)> {
+/// A parameter's valid values: (test, the range as text).
+type Range = (fn(f64) -> bool, &'static str);
+
+/// The range of a parameter that several methods share, checked by name. Other parameters are
+/// checked by their method's `Params::check`.
+fn shared_range(param: &str) -> Option<Range> {
     match param {
         "gamma" => Some((|x| (0.0..=1.0).contains(&x), "[0, 1]")),
         "tau" => Some((|x| x > 0.0, "(0, ∞)")),
