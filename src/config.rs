@@ -96,9 +96,20 @@ fn toml_text(v: &toml::Value) -> Result<String> {
 /// The column mapping: `credit.toml`'s `[columns]`, then `--schema map.toml` on top. A schema file
 /// is either a `[columns]` table or top-level `source = "canonical"` pairs.
 pub fn column_map(project: &ProjectFile, schema: Option<&Path>) -> Result<ColumnMap> {
-    let mut user = project.columns.clone();
+    let mut map = ColumnMap {
+        user: project.columns.clone(),
+        origins: project
+            .columns
+            .keys()
+            .map(|source| (source.clone(), "credit.toml [columns]".to_string()))
+            .collect(),
+    };
     if let Some(path) = schema {
-        user.extend(ColumnMap::read_file(path)?);
+        for (source, target) in ColumnMap::read_file(path)? {
+            map.origins
+                .insert(source.clone(), path.display().to_string());
+            map.user.insert(source, target);
+        }
     }
-    Ok(ColumnMap { user })
+    Ok(map)
 }

@@ -823,3 +823,181 @@ fn graphviz_failures_name_the_drawing_and_the_group() {
         "{err}"
     );
 }
+
+// ---- Issue #24: no input is taken silently (duplicate keys, empty episodes, schema entries
+// that feed nothing, non-finite settings, folders of other file types). ----
+
+/// Writes `text` as `name` in the run's folder and returns its path as text.
+fn write_log(run: &Run, name: &str, text: &str) -> String {
+    let path = run.path(name);
+    std::fs::write(&path, text).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+/// Runs `credit analyze` on `args` and returns (exit code, stderr).
+fn analyze(run: &Run, args: &[&str]) -> (Option<i32>, String) {
+    let out = run.credit(std::iter::once("analyze").chain(args.iter().copied()));
+    (out.status.code(), stderr(&out))
+}
+
+const GOOD_ROWS: &str = concat!(
+    r#"{"group_id": "g", "traj_id": "a", "step": 0, "reward": 1.0}"#,
+    "\n",
+    r#"{"group_id": "g", "traj_id": "b", "step": 0, "reward": 0.0}"#,
+    "\n",
+);
+
+#[test]
+fn a_duplicate_key_is_located_and_lenient_skips_it() {
+    let run = Run::new();
+    let log = write_log(
+        &run,
+        "dup.jsonl",
+        &format!(
+            "{GOOD_ROWS}{}\n",
+            r#"{"group_id": "g", "traj_id": "c", "step": 0, "reward": 1.0, "reward": 0.0}"#
+        ),
+    );
+    let (code, err) = analyze(&run, &[&log]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("dup.jsonl:3:61 (reward): duplicate key `reward`"),
+        "{err}"
+    );
+    let out = run.credit(["analyze", &log, "--lenient", "--format", "json"]);
+    let s = json(&out);
+    assert_eq!(s["skipped"]["duplicate key"], 1, "{s}");
+    assert_eq!(s["rows"], 2);
+}
+
+#[test]
+fn an_episode_with_no_steps_is_located_and_lenient_skips_it() {
+    let run = Run::new();
+    let log = write_log(
+        &run,
+        "episodes.jsonl",
+        concat!(
+            r#"{"group_id": "g", "traj_id": "a", "steps": [{"step": 0, "reward": 1.0}]}"#,
+            "\n",
+            r#"{"group_id": "g", "traj_id": "b", "steps": []}"#,
+            "\n",
+        ),
+    );
+    let (code, err) = analyze(&run, &[&log]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("episodes.jsonl:2:44 (steps): an episode with no steps"),
+        "{err}"
+    );
+    let out = run.credit(["analyze", &log, "--lenient", "--format", "json"]);
+    assert_eq!(json(&out)["skipped"]["episode with no steps"], 1);
+}
+
+#[test]
+fn a_schema_entry_for_a_column_no_log_has_is_an_error() {
+    let run = Run::new();
+    let log = write_log(
+        &run,
+        "log.jsonl",
+        concat!(
+            r#"{"uid": "g", "my_group": "h", "traj_id": "a", "step": 0, "reward": 1.0}"#,
+            "\n"
+        ),
+    );
+    let schema = write_log(&run, "map.toml", "my_grop = \"group_id\"\n");
+    let (code, err) = analyze(&run, &[&log, "--schema", &schema]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains(
+            "map.toml: column mapping `my_grop = \"group_id\"`: no log has a column `my_grop`"
+        ),
+        "{err}"
+    );
+    assert!(err.contains("did you mean `my_group`?"), "{err}");
+    // Top-level pairs beside a [columns] table would be ignored.
+    let both = write_log(
+        &run,
+        "both.toml",
+        "my_group = \"group_id\"\n[columns]\nuid = \"traj_id\"\n",
+    );
+    let (code, err) = analyze(&run, &[&log, "--schema", &both]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("both.toml: `my_group` is outside the `[columns]` table"),
+        "{err}"
+    );
+}
+
+#[test]
+fn non_finite_and_out_of_range_settings_name_the_key_and_the_range() {
+    let run = Run::new();
+    let log = write_log(&run, "log.jsonl", GOOD_ROWS);
+    for (args, needle) in [
+        (
+            &["--methods", "gigpo", "--set", "gigpo.similarity=nan"][..],
+            "`gigpo.similarity` = NaN is out of range (0, 1)",
+        ),
+        (
+            &["--methods", "gigpo", "--set", "gigpo.omega=inf"][..],
+            "`gigpo.omega` = inf is out of range [0, ∞)",
+        ),
+        (
+            &["--gamma", "1.5"][..],
+            "`gamma` = 1.5 is out of range [0, 1]",
+        ),
+    ] {
+        let mut all = vec!["advantages", log.as_str(), "-o", "o.jsonl"];
+        all.extend_from_slice(args);
+        let out = run.credit(&all);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(needle), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn a_folder_of_other_file_types_names_them() {
+    let run = Run::new();
+    let dir = run.path("logs");
+    std::fs::create_dir(&dir).unwrap();
+    for name in ["a.csv", "b.txt", "c.csv", "d.csv"] {
+        std::fs::write(dir.join(name), "x\n").unwrap();
+    }
+    let (code, err) = analyze(&run, &[dir.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("no log files: credit reads .jsonl, .ndjson, .json or .parquet"),
+        "{err}"
+    );
+    assert!(
+        err.contains("the 4 files found are not: ")
+            && err.contains("a.csv")
+            && err.contains("and 1 more"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_duplicate_trajectory_in_parquet_is_reported_as_in_jsonl() {
+    use polars::prelude::*;
+    let run = Run::new();
+    // Trajectory `a` twice in group `g`: steps 0, 1 and again 0, 1 with other rewards.
+    let mut frame = df!(
+        "group_id" => ["g", "g", "g", "g", "g", "g"],
+        "traj_id" => ["a", "a", "a", "a", "b", "b"],
+        "step" => [0i64, 1, 0, 1, 0, 1],
+        "reward" => [1.0f64, 1.0, 0.0, 0.0, 0.5, 0.5]
+    )
+    .unwrap();
+    let path = run.path("dup.parquet");
+    ParquetWriter::new(std::fs::File::create(&path).unwrap())
+        .finish(&mut frame)
+        .unwrap();
+    let (code, err) = analyze(&run, &[path.to_str().unwrap()]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("dup.parquet:row 2 (step): duplicate step 0 of trajectory `a` (first at ")
+            && err.contains("dup.parquet:row 0"),
+        "{err}"
+    );
+}

@@ -413,7 +413,10 @@ fn readers_survive_mutated_input() {
                 names.push(text.chars().take(20).collect());
                 guarded("schema map", &path, move || {
                     if let Ok(user) = ColumnMap::parse_toml(&text) {
-                        let map = ColumnMap { user };
+                        let map = ColumnMap {
+                            user,
+                            ..Default::default()
+                        };
                         if map.check().is_ok() {
                             let _ = map.resolve(names.iter().map(String::as_str));
                         }

@@ -96,12 +96,14 @@ pub enum Error {
 #[serde(rename_all = "snake_case")]
 pub enum Reason {
     MalformedJson,
+    DuplicateKey,
     InvalidUtf8,
     MissingColumn,
     MissingValue,
     WrongType,
     NonFinite,
     DuplicateStep,
+    EmptyEpisode,
     StepGap,
     TrajectoryInTwoGroups,
     ConflictingColumns,
@@ -113,12 +115,14 @@ impl Reason {
     pub fn as_str(self) -> &'static str {
         match self {
             Reason::MalformedJson => "malformed JSON",
+            Reason::DuplicateKey => "duplicate key",
             Reason::InvalidUtf8 => "invalid UTF-8",
             Reason::MissingColumn => "missing column",
             Reason::MissingValue => "missing value",
             Reason::WrongType => "wrong type",
             Reason::NonFinite => "NaN or infinite number",
             Reason::DuplicateStep => "duplicate (traj_id, step)",
+            Reason::EmptyEpisode => "episode with no steps",
             Reason::StepGap => "gap in step numbering",
             Reason::TrajectoryInTwoGroups => "trajectory in two groups",
             Reason::ConflictingColumns => "columns that disagree",

@@ -11,7 +11,7 @@
 use crate::batch::StepBatch;
 use crate::error::{Error, Result};
 use crate::ingest::UnitKind;
-use crate::methods::{hisr, parse_list, Advantages, Method, ALL};
+use crate::methods::{hisr, out_of_range, parse_list, Advantages, Method, ALL};
 use crate::profile::Profile;
 
 /// Keys every method may have, set on each planned method that has them (`--gamma`,
@@ -42,6 +42,7 @@ impl Plan {
         }
         // Shared keys first (they are defaults for every method), then per-method keys.
         for (key, value) in settings.iter().filter(|(k, _)| is_shared(k)) {
+            check_range(key, key, value)?;
             for method in methods.iter_mut().filter(|m| m.has_param(key)) {
                 method.set(key, value)?;
             }
@@ -53,6 +54,7 @@ impl Plan {
                     SHARED_KEYS.join(", ")
                 ))
             })?;
+            check_range(key, param, value)?;
             let mut matched = false;
             for method in methods.iter_mut().filter(|m| m.label() == label) {
                 method.set(param, value)?;
@@ -158,6 +160,18 @@ impl Notes {
     }
 }
 
+/// A number outside its parameter's range is refused as the user wrote it (`gamma`,
+/// `gigpo.gamma`), before it is mixed with the other layers.
+fn check_range(written: &str, param: &str, value: &str) -> Result<()> {
+    let Ok(x) = value.trim().parse::<f64>() else {
+        return Ok(());
+    };
+    match out_of_range(written, param, x) {
+        Some(message) => Err(Error::Param(message)),
+        None => Ok(()),
+    }
+}
+
 fn is_shared(key: &str) -> bool {
     SHARED_KEYS.contains(&key)
 }
@@ -216,6 +230,34 @@ mod tests {
             labels("gigpo,grpo,dr_grpo,gigpo,drgrpo"),
             ["gigpo", "grpo", "drgrpo"]
         );
+    }
+
+    #[test]
+    fn out_of_range_and_non_finite_numbers_name_the_key_and_the_range() {
+        let err = |list: &str, pairs: &[(&str, &str)]| {
+            Plan::new(Profile::Paper, list, &set(pairs))
+                .unwrap_err()
+                .to_string()
+        };
+        assert_eq!(
+            err("grpo", &[("gamma", "1.5")]),
+            "`gamma` = 1.5 is out of range [0, 1]"
+        );
+        assert_eq!(
+            err("gigpo", &[("gigpo.similarity", "nan")]),
+            "`gigpo.similarity` = NaN is out of range (0, 1)"
+        );
+        assert_eq!(
+            err("proxmo", &[("proxmo.tau", "inf")]),
+            "`proxmo.tau` = inf is out of range (0, ∞)"
+        );
+        // A method that does not run is checked all the same.
+        assert_eq!(
+            err("grpo", &[("gigpo.omega", "-1")]),
+            "`gigpo.omega` = -1 is out of range [0, ∞)"
+        );
+        // A number without a shared range is refused by its type or its method's check.
+        assert!(err("gigpo", &[("gigpo.invalid_penalty", "NaN")]).contains("a finite number"));
     }
 
     #[test]

@@ -332,12 +332,29 @@ pub fn describe_accepted(field: &Field) -> String {
     }
 }
 
+/// The names [`ColumnMap::resolve`] reads to recognise verl's rollout dump.
+const VERL_DUMP_COLUMNS: [&str; 7] = [
+    "input",
+    "output",
+    "score",
+    "step",
+    "uid",
+    "reward",
+    "data_source",
+];
+
+/// How many of them a message lists.
+const NAMED_COLUMNS: usize = 20;
+
 /// The user's column mapping, from `--schema map.toml` or `[columns]` in `credit.toml`: a mapped
 /// column feeds its field ahead of every accepted name, which is how a collision is settled by hand.
 #[derive(Clone, Debug, Default)]
 pub struct ColumnMap {
     /// source name → canonical name.
     pub user: std::collections::BTreeMap<String, String>,
+    /// source name → where the pair was written (`map.toml`), for messages; empty for a mapping
+    /// given in code.
+    pub origins: std::collections::BTreeMap<String, String>,
 }
 
 /// Which column feeds one field.
@@ -470,7 +487,17 @@ impl ColumnMap {
     pub fn parse_toml(text: &str) -> Result<std::collections::BTreeMap<String, String>, String> {
         let table: toml::Table = toml::from_str(text).map_err(|e| e.to_string())?;
         let pairs = match table.get("columns") {
-            Some(toml::Value::Table(t)) => t.clone(),
+            Some(toml::Value::Table(t)) => {
+                // A pair beside the table would be read by nothing: the file means one of two
+                // layouts and it is not clear which.
+                if let Some(stray) = table.keys().find(|k| *k != "columns") {
+                    return Err(format!(
+                        "`{stray}` is outside the `[columns]` table and would be ignored; put every \
+                         pair under [columns], or none"
+                    ));
+                }
+                t.clone()
+            }
             _ => table,
         };
         let mut out = std::collections::BTreeMap::new();
@@ -490,6 +517,7 @@ impl ColumnMap {
     /// The group is the sample part of `uid` = `"{sample}_{session}_{output}"`, the trajectory the
     /// whole `uid` (one per rollout and output), the reward `score` (`reward` on validation rows
     /// agrees with it), the iteration verl's `step`, and every rollout has one step 0.
+    /// The names it looks at besides the fields' own are [`VERL_DUMP_COLUMNS`].
     fn verl_dump(&self, names: &[&str]) -> Option<Resolution> {
         let has = |n: &str| names.contains(&n);
         let explicit_ids = FIELDS
@@ -603,6 +631,51 @@ impl ColumnMap {
         Ok(())
     }
 
+    /// The error for mapped columns that no log has (`mapped` holds every mapped column the
+    /// logs have, `others` a sample of their other columns): such a pair would be ignored and the
+    /// field fed by its accepted names, or by nothing.
+    pub fn check_seen(
+        &self,
+        mapped: &std::collections::BTreeSet<String>,
+        others: &std::collections::BTreeSet<String>,
+    ) -> Result<(), String> {
+        let Some((source, target)) = self.user.iter().find(|(s, _)| !mapped.contains(*s)) else {
+            return Ok(());
+        };
+        let seen: std::collections::BTreeSet<&String> = mapped.iter().chain(others).collect();
+        let origin = self
+            .origins
+            .get(source)
+            .map_or(String::new(), |o| format!("{o}: "));
+        // The closest name by difflib's ratio, from 0.6 as Python's `get_close_matches`.
+        let matcher = crate::methods::sequence_matcher::Matcher::new(source);
+        let nearest = seen
+            .iter()
+            .map(|name| {
+                let text = crate::methods::sequence_matcher::Text::new(name);
+                (matcher.ratio(&text), name)
+            })
+            .filter(|(ratio, _)| *ratio >= 0.6)
+            .max_by(|a, b| a.0.total_cmp(&b.0));
+        let hint = match nearest {
+            Some((_, name)) => format!("; did you mean `{name}`?"),
+            None => String::new(),
+        };
+        let mut names: Vec<&str> = seen
+            .iter()
+            .map(|s| s.as_str())
+            .take(NAMED_COLUMNS)
+            .collect();
+        if seen.len() > names.len() {
+            names.push("…");
+        }
+        Err(format!(
+            "{origin}column mapping `{source} = \"{target}\"`: no log has a column `{source}` \
+             (the logs' columns: {}){hint}",
+            names.join(", ")
+        ))
+    }
+
     /// The field a column name feeds on its own (the user's mapping first) and its rank among the
     /// field's names (0: mapped by the user).
     fn candidate(&self, name: &str) -> Option<(usize, usize)> {
@@ -615,6 +688,22 @@ impl ColumnMap {
                 .position(|s| *s == name)
                 .map(|k| (i, k + 1))
         })
+    }
+
+    /// Whether [`ColumnMap::resolve`] looks at a column name: an accepted name of a field, a
+    /// mapped name, or one of the names that mark verl's rollout dump. The other names of a row
+    /// cannot change its resolution, so a reader may leave them out of the shape it caches.
+    pub fn reads(&self, name: &str) -> bool {
+        static READ: std::sync::OnceLock<std::collections::HashSet<&'static str>> =
+            std::sync::OnceLock::new();
+        let read = READ.get_or_init(|| {
+            FIELDS
+                .iter()
+                .flat_map(|f| f.sources.iter().copied())
+                .chain(VERL_DUMP_COLUMNS)
+                .collect()
+        });
+        read.contains(name) || self.user.contains_key(name)
     }
 
     /// Resolves the column names of one file or row shape. `Err` when two columns are mapped onto
@@ -837,6 +926,7 @@ mod tests {
             ]
             .into_iter()
             .collect(),
+            ..Default::default()
         };
         let r = map
             .resolve([
@@ -864,10 +954,53 @@ mod tests {
             ]
             .into_iter()
             .collect(),
+            ..Default::default()
         };
         assert!(two
             .resolve(["a", "b"])
             .unwrap_err()
             .contains("both mapped to `reward`"));
+    }
+
+    #[test]
+    fn a_schema_file_is_all_top_level_pairs_or_all_under_columns() {
+        let top = ColumnMap::parse_toml("my_group = \"group_id\"\n").unwrap();
+        assert_eq!(top["my_group"], "group_id");
+        let table = ColumnMap::parse_toml("[columns]\nmy_group = \"group_id\"\n").unwrap();
+        assert_eq!(table["my_group"], "group_id");
+        let both =
+            ColumnMap::parse_toml("my_reward = \"reward\"\n[columns]\nmy_group = \"group_id\"\n")
+                .unwrap_err();
+        assert!(
+            both.contains("`my_reward` is outside the `[columns]` table"),
+            "{both}"
+        );
+        assert!(
+            both.contains("put every pair under [columns], or none"),
+            "{both}"
+        );
+    }
+
+    #[test]
+    fn a_mapped_column_that_no_log_has_is_an_error() {
+        let map = ColumnMap {
+            user: [("my_grop".to_string(), "group_id".to_string())].into(),
+            origins: [("my_grop".to_string(), "map.toml".to_string())].into(),
+        };
+        let seen = |names: &[&str]| names.iter().map(|n| n.to_string()).collect();
+        assert!(map
+            .check_seen(&seen(&["my_grop"]), &seen(&["traj_id"]))
+            .is_ok());
+        let err = map
+            .check_seen(
+                &seen(&[]),
+                &seen(&["my_group", "traj_id", "step", "reward"]),
+            )
+            .unwrap_err();
+        assert_eq!(
+            err,
+            "map.toml: column mapping `my_grop = \"group_id\"`: no log has a column `my_grop` \
+             (the logs' columns: my_group, reward, step, traj_id); did you mean `my_group`?"
+        );
     }
 }

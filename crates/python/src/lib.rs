@@ -182,13 +182,20 @@ struct Ingest {
 
 impl Ingest {
     fn options(&self) -> Result<IngestOptions> {
-        let mut user = std::collections::BTreeMap::new();
+        let mut map = ColumnMap::default();
         if let Some(path) = &self.schema_file {
-            user.extend(ColumnMap::read_file(path)?);
+            for (source, target) in ColumnMap::read_file(path)? {
+                map.origins
+                    .insert(source.clone(), path.display().to_string());
+                map.user.insert(source, target);
+            }
         }
-        user.extend(self.columns.iter().cloned());
+        for (source, target) in &self.columns {
+            map.origins.remove(source);
+            map.user.insert(source.clone(), target.clone());
+        }
         Ok(IngestOptions::new(
-            ColumnMap { user },
+            map,
             self.lenient,
             self.success_threshold,
         )?)

@@ -239,6 +239,7 @@ impl Assembler {
             self.reject(problem, 1)?;
         }
         self.report.columns_seen.extend(block.uses);
+        self.report.column_names.merge(block.columns);
         for i in 0..FIELDS.len() {
             self.numbered[i] |= block.rows.numbered[i];
             self.named[i] |= block.rows.named[i];

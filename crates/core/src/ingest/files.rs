@@ -66,17 +66,26 @@ fn whole_file(path: &Path, message: impl Into<String>) -> Error {
     Error::input(Location::file(path), Reason::UnreadableFile, message)
 }
 
-/// The files under `paths`, in order; `notes` says what was skipped and why.
+/// The extensions read, for messages about the files that are not.
+const READ_EXTENSIONS: &str = ".jsonl, .ndjson, .json or .parquet (JSONL optionally .gz or .zst)";
+
+/// How many skipped files an error names before it says "and N more".
+const NAMED_SKIPPED: usize = 3;
+
+/// The files under `paths`, in order; `notes` says what was skipped and why. Directories that
+/// hold files but none of a type credit reads are an error naming those files: a note would be
+/// followed by "no step rows found", which does not say why.
 pub(crate) fn collect(paths: &[PathBuf], notes: &mut Vec<String>) -> Result<Vec<Input>> {
     let mut out = Vec::new();
     let mut seen: HashSet<(u64, u64)> = HashSet::new();
+    let mut other_types: Vec<PathBuf> = Vec::new();
     for path in paths {
         let meta = std::fs::metadata(path).map_err(|source| Error::Io {
             path: path.to_path_buf(),
             cause: source,
         })?;
         if meta.is_dir() {
-            walk(path, &mut out, &mut seen, notes)?;
+            walk(path, &mut out, &mut seen, &mut other_types, notes)?;
         } else if !meta.is_file() {
             return Err(whole_file(
                 path,
@@ -86,11 +95,33 @@ pub(crate) fn collect(paths: &[PathBuf], notes: &mut Vec<String>) -> Result<Vec<
             let Some(format) = format_of(path) else {
                 return Err(whole_file(
                     path,
-                    "unknown file type: expected .jsonl, .ndjson, .json or .parquet (JSONL optionally .gz or .zst)",
+                    format!("unknown file type: expected {READ_EXTENSIONS}"),
                 ));
             };
             add(path, format, &meta, &mut out, &mut seen, notes);
         }
+    }
+    if out.is_empty() && !other_types.is_empty() {
+        let mut named: Vec<String> = other_types
+            .iter()
+            .take(NAMED_SKIPPED)
+            .map(|p| p.display().to_string())
+            .collect();
+        if other_types.len() > NAMED_SKIPPED {
+            named.push(format!("and {} more", other_types.len() - NAMED_SKIPPED));
+        }
+        let what: Vec<String> = paths.iter().map(|p| p.display().to_string()).collect();
+        return Err(Error::input(
+            Location::file(what.join(", ")),
+            Reason::EmptyInput,
+            format!(
+                "no log files: credit reads {READ_EXTENSIONS}, and the {} file{} found {} not: {}",
+                other_types.len(),
+                if other_types.len() == 1 { "" } else { "s" },
+                if other_types.len() == 1 { "is" } else { "are" },
+                named.join(", ")
+            ),
+        ));
     }
     Ok(out)
 }
@@ -99,6 +130,7 @@ fn walk(
     dir: &Path,
     out: &mut Vec<Input>,
     seen: &mut HashSet<(u64, u64)>,
+    other_types: &mut Vec<PathBuf>,
     notes: &mut Vec<String>,
 ) -> Result<()> {
     for entry in walkdir::WalkDir::new(dir).sort_by_file_name() {
@@ -140,6 +172,7 @@ fn walk(
                 "{}: skipped (not .jsonl, .ndjson, .json, .parquet, optionally .gz/.zst)",
                 path.display()
             ));
+            other_types.push(path.to_path_buf());
         }
     }
     Ok(())

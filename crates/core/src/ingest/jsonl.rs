@@ -11,7 +11,7 @@
 
 use super::files::Compression;
 use super::rows::{Origin, Rows, Value as Typed};
-use super::{conflict_message, convert, domain_error, is_non_finite_word, Cell};
+use super::{conflict_message, convert, domain_error, is_non_finite_word, Cell, SeenColumns};
 use crate::error::{Error, Location, Reason, Result, Unit};
 use crate::schema::{
     columns::*, describe_accepted, ColumnMap, ColumnUse, Derive, Field, Kind, Resolution, FIELDS,
@@ -140,74 +140,28 @@ pub(crate) struct Block {
     pub rows: Rows,
     pub problems: Vec<Error>,
     pub uses: BTreeSet<ColumnUse>,
+    /// Column names seen, to find mapped columns no log has.
+    pub columns: SeenColumns,
     pub disk_bytes: u64,
 }
 
-/// The fields' resolution for one key order of a row, with each key's role.
+/// The fields' resolution for the keys of a row that [`ColumnMap::reads`], in their order, with
+/// each key's role. Keys nothing reads are left out, so rows that each carry a key of their own
+/// still share a shape.
 struct Shape {
     keys: Vec<String>,
     /// Per key: (field, rank) — rank 0 feeds the field, rank k ≥ 1 is its k-th agreeing column.
     roles: Vec<Option<(usize, usize)>>,
     resolution: Resolution,
-    /// Duplicate keys or an episode's `steps`: the serde path decides.
+    /// An episode's `steps`, or too many agreeing columns: the serde path decides.
     slow: bool,
     /// Whether this block's report already has the shape's column uses.
     reported: bool,
 }
 
-const MAX_RANK: usize = 8;
-const N_FIELDS: usize = FIELDS.len();
-
-/// Per-worker state: the shapes seen, and scratch space.
-struct FastPath<'a> {
-    columns: &'a ColumnMap,
-    shapes: Vec<Shape>,
-    last: usize,
-    /// (key node, value node) of the current row's entries.
-    entries: Vec<(usize, usize)>,
-    /// Value node per (field, rank), for the current row.
-    slots: Vec<Option<usize>>,
-}
-
-impl<'a> FastPath<'a> {
-    fn new(columns: &'a ColumnMap) -> Self {
-        FastPath {
-            columns,
-            shapes: Vec::new(),
-            last: 0,
-            entries: Vec::new(),
-            slots: vec![None; N_FIELDS * MAX_RANK],
-        }
-    }
-
-    /// The index of the shape of the object whose keys are `keys` (built on first sight).
-    fn shape<'k>(
-        &mut self,
-        keys: impl Iterator<Item = &'k str> + Clone,
-    ) -> std::result::Result<usize, String> {
-        let same = |shape: &Shape| {
-            let mut n = 0;
-            for (k, key) in keys.clone().enumerate() {
-                if shape.keys.get(k).map(String::as_str) != Some(key) {
-                    return false;
-                }
-                n += 1;
-            }
-            n == shape.keys.len()
-        };
-        if self.shapes.get(self.last).is_some_and(same) {
-            return Ok(self.last);
-        }
-        if let Some(i) = self.shapes.iter().position(same) {
-            self.last = i;
-            return Ok(i);
-        }
-        let names: Vec<String> = keys.map(str::to_string).collect();
-        let mut unique = names.clone();
-        unique.sort_unstable();
-        unique.dedup();
-        let resolution = self.columns.resolve(names.iter().map(String::as_str))?;
-        let roles = names
+impl Shape {
+    fn new(keys: &[&str], resolution: Resolution) -> Shape {
+        let roles = keys
             .iter()
             .map(|key| {
                 resolution.feeds.iter().enumerate().find_map(|(f, feed)| {
@@ -220,22 +174,125 @@ impl<'a> FastPath<'a> {
                 })
             })
             .collect();
-        let slow = unique.len() != names.len()
-            || names.iter().any(|k| k == "steps")
+        let slow = keys.contains(&"steps")
             || resolution
                 .feeds
                 .iter()
                 .flatten()
                 .any(|f| f.agree.len() >= MAX_RANK);
-        self.shapes.push(Shape {
-            keys: names,
+        Shape {
+            keys: keys.iter().map(|k| k.to_string()).collect(),
             roles,
             resolution,
             slow,
             reported: false,
-        });
-        self.last = self.shapes.len() - 1;
-        Ok(self.last)
+        }
+    }
+}
+
+const MAX_RANK: usize = 8;
+const N_FIELDS: usize = FIELDS.len();
+
+/// Shapes a worker keeps; past that the cache starts over (logs repeat a handful of shapes).
+const MAX_SHAPES: usize = 64;
+
+/// The whole key list of the last row, and what it gave: rows of one log repeat it, and a row
+/// with the same keys in the same order is matched by comparing them, with no lookup.
+#[derive(Default)]
+struct LastKeys {
+    /// The keys, one after another, and where each ends in `text`.
+    text: String,
+    ends: Vec<usize>,
+    shape: usize,
+    /// Positions among the row's entries of the keys the shape holds.
+    read: Vec<usize>,
+    /// Whether a key appears twice (the serde path words the error).
+    repeats: bool,
+}
+
+impl LastKeys {
+    fn matches<'k>(&self, keys: impl ExactSizeIterator<Item = &'k str>) -> bool {
+        if keys.len() != self.ends.len() {
+            return false;
+        }
+        let mut start = 0;
+        for (key, &end) in keys.zip(&self.ends) {
+            if &self.text[start..end] != key {
+                return false;
+            }
+            start = end;
+        }
+        true
+    }
+}
+
+/// Per-worker state: the shapes seen, and scratch space.
+struct FastPath<'a> {
+    columns: &'a ColumnMap,
+    shapes: Vec<Shape>,
+    /// `None` before the first row and after the cache starts over.
+    last: Option<LastKeys>,
+    /// (key node, value node) of the current row's entries.
+    entries: Vec<(usize, usize)>,
+    /// Value node per (field, rank), for the current row.
+    slots: Vec<Option<usize>>,
+}
+
+impl<'a> FastPath<'a> {
+    fn new(columns: &'a ColumnMap) -> Self {
+        FastPath {
+            columns,
+            shapes: Vec::new(),
+            last: None,
+            entries: Vec::new(),
+            slots: vec![None; N_FIELDS * MAX_RANK],
+        }
+    }
+
+    /// The shape of the object whose keys are `keys`, built on first sight, and its key list
+    /// remembered in `self.last`. Noted column names go to `names`.
+    fn shape<'k>(
+        &mut self,
+        keys: impl ExactSizeIterator<Item = &'k str> + Clone,
+        names: &mut SeenColumns,
+    ) -> std::result::Result<(), String> {
+        if self.last.as_ref().is_some_and(|l| l.matches(keys.clone())) {
+            return Ok(());
+        }
+        let mut last = self.last.take().unwrap_or_default();
+        last.text.clear();
+        last.ends.clear();
+        last.read.clear();
+        let mut read: Vec<&str> = Vec::new();
+        for (i, key) in keys.clone().enumerate() {
+            last.text.push_str(key);
+            last.ends.push(last.text.len());
+            if self.columns.reads(key) || key == "steps" {
+                last.read.push(i);
+                read.push(key);
+            }
+            names.note(self.columns, key);
+        }
+        let mut sorted: Vec<&str> = keys.collect();
+        sorted.sort_unstable();
+        last.repeats = sorted.windows(2).any(|w| w[0] == w[1]);
+        let found = self
+            .shapes
+            .iter()
+            .position(|s| s.keys.iter().map(String::as_str).eq(read.iter().copied()));
+        last.shape = match found {
+            Some(i) => i,
+            None => {
+                let resolution = self.columns.resolve(read.iter().copied())?;
+                if self.shapes.len() == MAX_SHAPES {
+                    self.shapes.clear();
+                }
+                self.shapes.push(Shape::new(&read, resolution));
+                self.shapes.len() - 1
+            }
+        };
+        self.last = Some(last);
+        Ok(())
     }
 
     /// Types one flat step row from its tape into `rows`; false when the serde path must decide.
@@ -246,6 +303,7 @@ impl<'a> FastPath<'a> {
         origin: Origin,
         rows: &mut Rows,
         uses: &mut BTreeSet<ColumnUse>,
+        names: &mut SeenColumns,
     ) -> bool {
         let Some(&Node::Object { len, .. }) = nodes.first() else {
             return false;
@@ -266,8 +324,8 @@ impl<'a> FastPath<'a> {
             Node::String(s) => s,
             _ => "",
         };
-        let pushed = match self.shape(entries.iter().map(|&(k, _)| key(k))) {
-            Ok(shape) => self.typed_row(shape, &entries, nodes, seq, origin, rows, uses),
+        let pushed = match self.shape(entries.iter().map(|&(k, _)| key(k)), names) {
+            Ok(()) => self.typed_row(&entries, nodes, seq, origin, rows, uses),
             Err(_) => false,
         };
         self.entries = entries;
@@ -277,7 +335,6 @@ impl<'a> FastPath<'a> {
     #[allow(clippy::too_many_arguments)]
     fn typed_row(
         &mut self,
-        shape: usize,
         entries: &[(usize, usize)],
         nodes: &[Node<'_>],
         seq: u64,
@@ -285,14 +342,17 @@ impl<'a> FastPath<'a> {
         rows: &mut Rows,
         uses: &mut BTreeSet<ColumnUse>,
     ) -> bool {
-        let shape = &mut self.shapes[shape];
-        if shape.slow {
+        let Some(last) = &self.last else {
+            return false;
+        };
+        let shape = &mut self.shapes[last.shape];
+        if shape.slow || last.repeats {
             return false;
         }
         self.slots.iter_mut().for_each(|s| *s = None);
-        for (&(_, value), role) in entries.iter().zip(&shape.roles) {
+        for (&entry, role) in last.read.iter().zip(&shape.roles) {
             if let Some((field, rank)) = *role {
-                self.slots[field * MAX_RANK + rank] = Some(value);
+                self.slots[field * MAX_RANK + rank] = Some(entries[entry].1);
             }
         }
         let mut values: [Option<Typed>; N_FIELDS] = [None; N_FIELDS];
@@ -410,6 +470,7 @@ pub(crate) fn parse(chunk: Chunk, path: &Path, columns: &ColumnMap) -> Block {
     let mut rows = Rows::default();
     let mut problems = Vec::new();
     let mut uses = BTreeSet::new();
+    let mut names = SeenColumns::default();
     let mut fast = FastPath::new(columns);
     let mut slow = Resolver {
         columns,
@@ -443,7 +504,7 @@ pub(crate) fn parse(chunk: Chunk, path: &Path, columns: &ColumnMap) -> Block {
             copy.clear();
             copy.extend_from_slice(&bytes[range.clone()]);
             if let Ok(tape) = simd_json::to_tape_with_buffers(&mut copy, &mut buffers) {
-                if fast.row(&tape.0, seq, origin, &mut rows, &mut uses) {
+                if fast.row(&tape.0, seq, origin, &mut rows, &mut uses, &mut names) {
                     if rows.len() == RESERVE_AFTER_ROWS {
                         // Room for the rest of the chunk's text at the rate of its first rows
                         // (lines of one log are alike), so the text is not copied as it grows.
@@ -467,6 +528,7 @@ pub(crate) fn parse(chunk: Chunk, path: &Path, columns: &ColumnMap) -> Block {
             &mut rows,
             &mut problems,
             &mut uses,
+            &mut names,
         );
     }
     Block {
@@ -474,6 +536,7 @@ pub(crate) fn parse(chunk: Chunk, path: &Path, columns: &ColumnMap) -> Block {
         rows,
         problems,
         uses,
+        columns: names,
         disk_bytes,
     }
 }
@@ -524,6 +587,26 @@ fn serde_message(e: &serde_json::Error) -> String {
 /// `NaN`/`Infinity` literal is what broke the parse.
 fn malformed(text: &str, e: &serde_json::Error, at: At) -> Error {
     let col = e.column();
+    let message = serde_message(e);
+    if let Some(key) = message
+        .strip_prefix(DUPLICATE_KEY)
+        .and_then(|rest| rest.strip_suffix('`'))
+    {
+        // serde_json stops just after the repeated key: point at its opening quote.
+        let mut end = col.min(text.len());
+        while !text.is_char_boundary(end) {
+            end -= 1;
+        }
+        let start = text[..end].rfind(&format!("\"{key}\"")).unwrap_or(end);
+        return Error::input(
+            at(
+                Some(text[..start].chars().count() as u64 + 1),
+                Some(key.to_string()),
+            ),
+            Reason::DuplicateKey,
+            format!("duplicate key `{key}`; which value is meant is not clear"),
+        );
+    }
     let byte = text
         .char_indices()
         .nth(col.saturating_sub(1))
@@ -556,15 +639,89 @@ fn malformed(text: &str, e: &serde_json::Error, at: At) -> Error {
     )
 }
 
+/// The start of the message of a repeated key in an object, up to the key.
+const DUPLICATE_KEY: &str = "duplicate key `";
+
+/// A JSON value whose objects have no repeated key: serde_json's own `Value` keeps the last
+/// value of a repeated key, and the value dropped would be input taken silently.
+struct NoDuplicateKeys(Value);
+
+impl<'de> serde::Deserialize<'de> for NoDuplicateKeys {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        d.deserialize_any(StrictVisitor).map(NoDuplicateKeys)
+    }
+}
+
+/// serde_json's `Value` visitor, with a check for repeated keys.
+struct StrictVisitor;
+
+impl<'de> serde::de::Visitor<'de> for StrictVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any JSON value")
+    }
+    fn visit_bool<E>(self, b: bool) -> std::result::Result<Value, E> {
+        Ok(Value::Bool(b))
+    }
+    fn visit_i64<E>(self, n: i64) -> std::result::Result<Value, E> {
+        Ok(Value::from(n))
+    }
+    fn visit_u64<E>(self, n: u64) -> std::result::Result<Value, E> {
+        Ok(Value::from(n))
+    }
+    fn visit_f64<E>(self, x: f64) -> std::result::Result<Value, E> {
+        Ok(Value::from(x))
+    }
+    fn visit_str<E>(self, s: &str) -> std::result::Result<Value, E> {
+        Ok(Value::String(s.to_string()))
+    }
+    fn visit_string<E>(self, s: String) -> std::result::Result<Value, E> {
+        Ok(Value::String(s))
+    }
+    fn visit_unit<E>(self) -> std::result::Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_none<E>(self) -> std::result::Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(
+        self,
+        mut seq: A,
+    ) -> std::result::Result<Value, A::Error> {
+        let mut items = Vec::new();
+        while let Some(NoDuplicateKeys(v)) = seq.next_element()? {
+            items.push(v);
+        }
+        Ok(Value::Array(items))
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(
+        self,
+        mut map: A,
+    ) -> std::result::Result<Value, A::Error> {
+        let mut object = Map::new();
+        while let Some(key) = map.next_key::<String>()? {
+            if object.contains_key(&key) {
+                return Err(serde::de::Error::custom(format!("{DUPLICATE_KEY}{key}`")));
+            }
+            let NoDuplicateKeys(value) = map.next_value()?;
+            object.insert(key, value);
+        }
+        Ok(Value::Object(object))
+    }
+}
+
 /// The serde path: every line the tape path does not take.
 struct Resolver<'a> {
     columns: &'a ColumnMap,
-    /// Resolutions by row shape (the sorted key list): logs repeat a handful of shapes.
+    /// Resolutions by row shape (the sorted list of the keys resolution reads): logs repeat a
+    /// handful of shapes.
     cache: HashMap<Vec<String>, Resolution>,
 }
 
 impl Resolver<'_> {
     /// One line: its rows into `rows`, or its problems into `problems`.
+    #[allow(clippy::too_many_arguments)]
     fn line(
         &mut self,
         line: &[u8],
@@ -573,6 +730,7 @@ impl Resolver<'_> {
         rows: &mut Rows,
         problems: &mut Vec<Error>,
         uses: &mut BTreeSet<ColumnUse>,
+        names: &mut SeenColumns,
     ) {
         let text = match std::str::from_utf8(line) {
             Ok(t) => t,
@@ -591,8 +749,8 @@ impl Resolver<'_> {
                 return;
             }
         };
-        let value: Value = match serde_json::from_str(text) {
-            Ok(v) => v,
+        let value: Value = match serde_json::from_str::<NoDuplicateKeys>(text) {
+            Ok(v) => v.0,
             Err(e) => {
                 problems.push(malformed(text, &e, at));
                 return;
@@ -620,6 +778,11 @@ impl Resolver<'_> {
                 )),
             };
         match object.get("steps") {
+            Some(Value::Array(steps)) if steps.is_empty() => push(Err((
+                "steps".into(),
+                Reason::EmptyEpisode,
+                "an episode with no steps".into(),
+            ))),
             Some(Value::Array(steps)) => {
                 for (k, step) in steps.iter().enumerate() {
                     let Value::Object(step) = step else {
@@ -631,10 +794,10 @@ impl Resolver<'_> {
                         continue;
                     };
                     let prefix = format!("steps[{k}].");
-                    push(self.cells(&[(step, prefix.as_str()), (&object, "")], uses));
+                    push(self.cells(&[(step, prefix.as_str()), (&object, "")], uses, names));
                 }
             }
-            _ => push(self.cells(&[(&object, "")], uses)),
+            _ => push(self.cells(&[(&object, "")], uses, names)),
         }
     }
 
@@ -644,12 +807,17 @@ impl Resolver<'_> {
         &mut self,
         sources: &[(&Map<String, Value>, &str)],
         uses: &mut BTreeSet<ColumnUse>,
+        names: &mut SeenColumns,
     ) -> std::result::Result<Vec<Option<Cell>>, (String, Reason, String)> {
         let episode_level = sources.len() > 1;
+        // Only the keys resolution reads: rows that each carry a key of their own share a shape.
         let mut shape: Vec<String> = Vec::new();
         for (level, (object, _)) in sources.iter().enumerate() {
             for key in object.keys() {
-                if !(episode_level && level == sources.len() - 1 && key == "steps") {
+                names.note(self.columns, key);
+                if !(episode_level && level == sources.len() - 1 && key == "steps")
+                    && self.columns.reads(key)
+                {
                     shape.push(key.clone());
                 }
             }
@@ -926,5 +1094,85 @@ mod tests {
             (p(6).0, p(6).1, p(6).3),
             (Reason::WrongType, Some(8), Some("valid"))
         );
+    }
+
+    #[test]
+    fn a_repeated_key_is_an_error_not_the_last_value() {
+        let text = [
+            // 1: a flat row (the tape path sees the repeat in its shape).
+            r#"{"uid": "g", "traj_uid": "t", "step": 0, "reward": 1.0, "reward": 0.0}"#,
+            // 2: a repeat inside a nested value, which the serde path reads.
+            r#"{"uid": "g", "traj_uid": "t", "step": 0, "reward": 1.0, "obs": {"k": 1, "k": 2}}"#,
+            // 3: a repeat inside an episode's step.
+            r#"{"uid": "g", "traj_uid": "u", "steps": [{"step": 0, "reward": 1, "reward": 2}]}"#,
+            // 4: a repeated key that no field reads is input dropped all the same.
+            r#"{"uid": "g", "traj_uid": "t", "step": 1, "reward": 1.0, "note": "a", "note": "b"}"#,
+        ];
+        let block = parse_text(&text.join("\n"));
+        assert_eq!(block.rows.len(), 0);
+        let found: Vec<_> = block.problems.iter().map(located).collect();
+        // Line 1: the second `"reward"` starts at character 57.
+        assert_eq!(&text[0][56..64], "\"reward\"");
+        assert_eq!(
+            found,
+            vec![
+                (Reason::DuplicateKey, Some(1), Some(57), Some("reward")),
+                (Reason::DuplicateKey, Some(2), Some(73), Some("k")),
+                (Reason::DuplicateKey, Some(3), Some(66), Some("reward")),
+                (Reason::DuplicateKey, Some(4), Some(70), Some("note")),
+            ]
+        );
+        assert_eq!(&text[1][72..75], "\"k\"");
+        assert_eq!(&text[2][65..73], "\"reward\"");
+        assert_eq!(&text[3][69..75], "\"note\"");
+        assert_eq!(
+            block.problems[0].to_string(),
+            "mem.jsonl:1:57 (reward): duplicate key `reward`; which value is meant is not clear"
+        );
+    }
+
+    #[test]
+    fn an_episode_with_no_steps_is_an_error() {
+        let line = r#"{"uid": "g", "traj_uid": "u", "steps": []}"#;
+        let block = parse_text(line);
+        assert_eq!(block.rows.len(), 0);
+        assert_eq!(
+            located(&block.problems[0]),
+            (Reason::EmptyEpisode, Some(1), Some(40), Some("steps"))
+        );
+        assert_eq!(
+            block.problems[0].to_string(),
+            "mem.jsonl:1:40 (steps): an episode with no steps"
+        );
+    }
+
+    /// Rows that each carry a key of their own share one shape: the cache does not grow with
+    /// the rows, so a row costs the same however many distinct key lists came before it.
+    #[test]
+    fn rows_with_keys_of_their_own_share_one_shape() {
+        let columns = ColumnMap::default();
+        let mut fast = FastPath::new(&columns);
+        let mut rows = Rows::default();
+        let (mut uses, mut names) = (BTreeSet::new(), SeenColumns::default());
+        let mut buffers = simd_json::Buffers::default();
+        for i in 0..1000u64 {
+            let mut line = format!(
+                r#"{{"uid": "g", "traj_uid": "t{i}", "step": 0, "reward": 1.0, "extra_{i}": 1}}"#
+            )
+            .into_bytes();
+            let tape = simd_json::to_tape_with_buffers(&mut line, &mut buffers).unwrap();
+            let origin = Origin {
+                file: 0,
+                line: i + 1,
+            };
+            assert!(fast.row(&tape.0, i, origin, &mut rows, &mut uses, &mut names));
+        }
+        assert_eq!(rows.len(), 1000);
+        assert_eq!(fast.shapes.len(), 1);
+        // The names kept for messages stay a sample.
+        assert!(names.others.len() <= 64, "{}", names.others.len());
+        // And the rows are read as the same rows without the extra key would be.
+        assert_eq!(rows.text(fi(TRAJ_ID), 999), "t999");
+        assert_eq!(rows.get(fi(REWARD), 999), Some(Typed::Float(1.0)));
     }
 }

@@ -81,6 +81,40 @@ pub struct FileSummary {
     pub rows: u64,
 }
 
+/// Column names the logs have: every mapped one, to find mappings that feed nothing, and a
+/// sample of the others for the message.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct SeenColumns {
+    pub mapped: BTreeSet<String>,
+    pub others: BTreeSet<String>,
+}
+
+/// How many column names besides the mapped ones are kept: a log whose rows each carry a key of
+/// their own must not grow the sample without bound.
+const SAMPLED_COLUMNS: usize = 64;
+
+impl SeenColumns {
+    pub fn note(&mut self, columns: &ColumnMap, name: &str) {
+        if columns.user.contains_key(name) {
+            if !self.mapped.contains(name) {
+                self.mapped.insert(name.to_string());
+            }
+        } else if self.others.len() < SAMPLED_COLUMNS && !self.others.contains(name) {
+            self.others.insert(name.to_string());
+        }
+    }
+
+    pub fn merge(&mut self, other: SeenColumns) {
+        self.mapped.extend(other.mapped);
+        for name in other.others {
+            if self.others.len() >= SAMPLED_COLUMNS {
+                break;
+            }
+            self.others.insert(name);
+        }
+    }
+}
+
 /// What ingest saw besides the rows it kept.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct IngestReport {
@@ -99,6 +133,8 @@ pub struct IngestReport {
     pub columns: Vec<ColumnUse>,
     #[serde(skip)]
     pub(crate) columns_seen: BTreeSet<ColumnUse>,
+    #[serde(skip)]
+    pub(crate) column_names: SeenColumns,
 }
 
 impl IngestReport {

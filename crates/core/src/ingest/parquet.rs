@@ -5,7 +5,7 @@
 
 use super::jsonl::Block;
 use super::rows::{Origin, Rows, Value as Typed};
-use super::{conflict_message, domain_error, Cell};
+use super::{conflict_message, domain_error, Cell, SeenColumns};
 use crate::error::{Error, Location, Reason, Result, Unit};
 use crate::schema::{describe_accepted, ColumnMap, Derive, Kind, Resolution, FIELDS};
 use polars::prelude::*;
@@ -18,6 +18,8 @@ const SLICE_BYTES: usize = 16 << 20;
 pub(crate) struct Plan {
     pub file: u32,
     pub resolution: Resolution,
+    /// The file's column names.
+    pub columns: SeenColumns,
     /// The columns that feed a field (feeding and agreeing ones).
     projection: Vec<String>,
     metadata: Arc<polars_parquet_metadata::FileMetadata>,
@@ -102,13 +104,31 @@ pub(crate) fn plan(path: &Path, file: u32, size: u64, columns: &ColumnMap) -> Re
     })?;
     let mut reader = ParquetReader::new(handle);
     // polars' footer parser can panic on a damaged file: that is an unreadable file too.
-    let (metadata, schema) = guard(path, || {
+    let (mut metadata, mut schema) = guard(path, || {
         let metadata = reader.get_metadata()?.clone();
         Ok((metadata, reader.schema()?))
     })?;
+    if schema.iter_values().any(|f| string_dictionary(&f.dtype)) {
+        // A dictionary (pandas' categorical, Arrow's dictionary type) of strings is text. Its
+        // type comes from the Arrow schema the writer stored, which polars reads as a categorical
+        // (a feature credit does not build); without that schema the same pages are read as the
+        // strings they hold.
+        let mut plain = (*metadata).clone();
+        if let Some(pairs) = &mut plain.key_value_metadata {
+            pairs.retain(|kv| kv.key != "ARROW:schema");
+        }
+        metadata = Arc::new(plain);
+        schema = Arc::new(
+            polars::io::parquet::read::infer_schema(&metadata).map_err(|e| unreadable(path, e))?,
+        );
+    }
     let resolution = columns
         .resolve(schema.iter_names().map(|n| n.as_str()))
         .map_err(Error::Config)?;
+    let mut noted = SeenColumns::default();
+    for name in schema.iter_names() {
+        noted.note(columns, name);
+    }
     for (i, field) in FIELDS.iter().enumerate() {
         if field.required && resolution.feeds[i].is_none() {
             return Err(Error::input(
@@ -158,11 +178,19 @@ pub(crate) fn plan(path: &Path, file: u32, size: u64, columns: &ColumnMap) -> Re
     Ok(Plan {
         file,
         resolution,
+        columns: noted,
         projection,
         metadata,
         slices,
         disk_bytes_per_row: size as f64 / rows.max(1) as f64,
     })
+}
+
+/// Whether an Arrow type is a dictionary of strings.
+fn string_dictionary(dtype: &ArrowDataType) -> bool {
+    use ArrowDataType as A;
+    matches!(dtype, A::Dictionary(_, values, _)
+        if matches!(**values, A::Utf8 | A::LargeUtf8 | A::Utf8View))
 }
 
 /// Whether credit reads a Parquet column of this Arrow type.
@@ -362,6 +390,7 @@ pub(crate) fn read_slice(path: &Path, plan: &Plan, (start, len): (usize, usize))
         rows,
         problems,
         uses: plan.resolution.uses.iter().cloned().collect(),
+        columns: plan.columns.clone(),
         disk_bytes: (plan.disk_bytes_per_row * len as f64) as u64,
     })
 }
@@ -390,7 +419,37 @@ fn cast_column(kind: Kind, column: &Column) -> Result<(Cast, Vec<RowProblem>)> {
         Kind::Key if dtype.is_integer() || dtype == &DataType::String => {
             Cast::Text(column.cast(&DataType::String)?.str()?.clone())
         }
-        Kind::Text => Cast::Text(column.cast(&DataType::String)?.str()?.clone()),
+        // Text is read from text, numbers and booleans; a list or a struct has no one text.
+        Kind::Text
+            if dtype == &DataType::String
+                || dtype.is_primitive_numeric()
+                || dtype == &DataType::Boolean =>
+        {
+            Cast::Text(column.cast(&DataType::String)?.str()?.clone())
+        }
+        // Above 2^63 − 1 a cast to i64 would give null, reported as a missing value.
+        Kind::Int if dtype == &DataType::UInt64 => Cast::Int(
+            column
+                .u64()?
+                .iter()
+                .enumerate()
+                .map(|(row, v)| match v.map(i64::try_from) {
+                    Some(Ok(v)) => Some(v),
+                    Some(Err(_)) => {
+                        wrong(
+                            &mut problems,
+                            row,
+                            format!(
+                                "{}, above the largest integer credit holds (2^63 − 1)",
+                                v.unwrap_or_default()
+                            ),
+                        );
+                        None
+                    }
+                    None => None,
+                })
+                .collect(),
+        ),
         Kind::Int if dtype.is_integer() => {
             Cast::Int(column.cast(&DataType::Int64)?.i64()?.iter().collect())
         }
@@ -631,6 +690,58 @@ mod tests {
         assert!(
             messages[1]
                 .contains(":row 1 (reward): expected a finite number, got a column of type str"),
+            "{messages:?}"
+        );
+    }
+
+    #[test]
+    fn a_list_of_strings_is_not_text() {
+        let obs = Series::new(
+            "anchor_obs".into(),
+            [
+                Series::new("".into(), ["a", "b"]),
+                Series::new("".into(), ["c"]),
+            ],
+        );
+        let mut frame = df!(
+            "uid" => ["g", "g"],
+            "traj_uid" => ["t", "t"],
+            "step" => [0i64, 1],
+            "reward" => [0.0f64, 1.0]
+        )
+        .unwrap();
+        frame.with_column(obs.into_column()).unwrap();
+        let (_dir, block) = read(frame);
+        let block = block.unwrap();
+        assert_eq!(block.rows.len(), 1);
+        let messages: Vec<String> = block.problems.iter().map(|e| e.to_string()).collect();
+        assert_eq!(messages.len(), 1, "{messages:?}");
+        assert!(
+            messages[0].ends_with(
+                "log.parquet:row 0 (anchor_obs): expected a string, got a column of type list[str]"
+            ),
+            "{messages:?}"
+        );
+    }
+
+    #[test]
+    fn an_unsigned_step_above_the_largest_integer_is_named() {
+        let frame = df!(
+            "uid" => ["g", "g"],
+            "traj_uid" => ["t", "t"],
+            "step" => [0u64, u64::MAX],
+            "reward" => [0.0f64, 1.0]
+        )
+        .unwrap();
+        let (_dir, block) = read(frame);
+        let block = block.unwrap();
+        assert_eq!(block.rows.len(), 1);
+        let messages: Vec<String> = block.problems.iter().map(|e| e.to_string()).collect();
+        assert_eq!(messages.len(), 1, "{messages:?}");
+        assert!(
+            messages[0].ends_with(
+                "log.parquet:row 1 (step): expected an integer, got 18446744073709551615, above the largest integer credit holds (2^63 − 1)"
+            ),
             "{messages:?}"
         );
     }

@@ -127,6 +127,10 @@ pub fn stream<R: Send, E: From<Error> + Send>(
             }
         }
     };
+    options
+        .columns
+        .check_seen(&report.column_names.mapped, &report.column_names.others)
+        .map_err(Error::Config)?;
     notes.append(&mut report.notes);
     report.notes = notes;
     if report.rows == 0 {
@@ -432,6 +436,7 @@ fn parse_task(task: Task, paths: &[PathBuf], columns: &crate::schema::ColumnMap)
             rows: Default::default(),
             problems: vec![e],
             uses: Default::default(),
+            columns: Default::default(),
             disk_bytes: 0,
         }),
     }

@@ -210,13 +210,8 @@ impl Method {
         let json = self.params_json();
         for key in ["gamma", "omega", "tau", "eps"] {
             if let Some(x) = json.get(key).and_then(|v| v.as_f64()) {
-                let ok = match key {
-                    "gamma" => (0.0..=1.0).contains(&x),
-                    "tau" => x > 0.0,
-                    _ => x >= 0.0,
-                };
-                if !ok {
-                    return Err(Error::Param(format!("{label}.{key} = {x} is out of range")));
+                if let Some(message) = out_of_range(&format!("{label}.{key}"), key, x) {
+                    return Err(Error::Param(message));
                 }
             }
         }
@@ -295,6 +290,29 @@ pub(crate) fn uniform(seed: u64, key: &str, salt: u64) -> f64 {
     (z >> 11) as f64 / (1u64 << 53) as f64
 }
 
+/// A parameter's valid values: (test, the range as text).
+type Range = (fn(f64) -> bool, &'static str);
+
+/// The range of a parameter that several methods share, checked by name. Other parameters are
+/// checked by their method's `Params::check`.
+fn shared_range(param: &str) -> Option<Range> {
+    match param {
+        "gamma" => Some((|x| (0.0..=1.0).contains(&x), "[0, 1]")),
+        "tau" => Some((|x| x > 0.0, "(0, ∞)")),
+        "omega" | "eps" => Some((|x| x >= 0.0, "[0, ∞)")),
+        "similarity" => Some((|x| x > 0.0 && x < 1.0, "(0, 1)")),
+        _ => None,
+    }
+}
+
+/// The message for a value outside its parameter's range (NaN and infinities included), naming
+/// the key as the user wrote it (`gamma`, `gigpo.gamma`); `None` when the value is in range or
+/// the parameter has no shared range.
+pub(crate) fn out_of_range(written: &str, param: &str, x: f64) -> Option<String> {
+    let (ok, range) = shared_range(param)?;
+    (!(x.is_finite() && ok(x))).then(|| format!("`{written}` = {x} is out of range {range}"))
+}
+
 /// Parses `grpo,gigpo` or `all` into method names, as given: [`crate::plan::Plan::new`] runs a method
 /// named twice (`all,grpo`) once.
 pub fn parse_list(list: &str) -> Result<Vec<String>> {
@@ -355,7 +373,9 @@ fn set_field<P: Serialize + DeserializeOwned>(
             Value::from(x)
         }
         Value::Bool(_) => Value::from(value.parse::<bool>().map_err(|_| bad("true or false"))?),
+        // An unset optional number (`gigpo.similarity`): NaN would be stored as unset.
         Value::Null => match value.parse::<f64>() {
+            Ok(x) if !x.is_finite() => return Err(bad("a finite number")),
             Ok(x) => Value::from(x),
             Err(_) => Value::from(value),
         },
