@@ -312,7 +312,11 @@ fn the_output_never_replaces_an_input() {
         "log.jsonl",
     ]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).contains("is an input log"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("log.jsonl: is the input log.jsonl; credit never writes over"),
+        "{}",
+        stderr(&out)
+    );
     assert_eq!(
         std::fs::read(&log).unwrap(),
         before,

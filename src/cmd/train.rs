@@ -172,9 +172,6 @@ fn policy(mut args: PolicyArgs) -> Result<ExitCode> {
     if args.max_samples == Some(0) {
         bail!("`--max-samples 0`: must be at least 1");
     }
-    if let Some(problem) = model_dir_problem(&args.model) {
-        bail!("`--model {}`: {problem}", args.model.display());
-    }
     let device: DeviceKind = args.device.parse()?;
     let json = args.globals.format == Format::Json;
     let read = super::inputs(&args.globals, &project, &[&args.model])?;
@@ -182,6 +179,9 @@ fn policy(mut args: PolicyArgs) -> Result<ExitCode> {
         read.check(path)?;
     } else if let Some(out) = &args.out {
         OutputDir::check(out, "train policy", &read)?;
+    }
+    if let Some(problem) = model_dir_problem(&args.model) {
+        bail!("`--model {}`: {problem}", args.model.display());
     }
     let tokenizer = Tokenizer::load(&args.model).context("reading the model's tokenizer")?;
 

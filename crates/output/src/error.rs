@@ -35,15 +35,13 @@ impl Error {
 /// An I/O error as a sentence part: `no space left on device`, without std's `(os error 28)`.
 pub fn describe(cause: &std::io::Error) -> String {
     // The system's reason where there is one, beneath any wrapping (tempfile adds "at path
-    // .credit-….tmp", a path the user never chose).
+    // .credit-….tmp", a path the user never chose, and hides its cause from `source()`).
     let mut text = cause.to_string();
-    let mut layer: Option<&(dyn std::error::Error + 'static)> = Some(cause);
-    while let Some(error) = layer {
-        if let Some(code) = error.downcast_ref::<std::io::Error>().and_then(|e| e.raw_os_error()) {
-            text = std::io::Error::from_raw_os_error(code).to_string();
-            break;
-        }
-        layer = error.source();
+    if let Some(code) = os_error(cause).or_else(|| {
+        let (_, rest) = text.split_once("(os error ")?;
+        rest.split(')').next()?.parse().ok()
+    }) {
+        text = std::io::Error::from_raw_os_error(code).to_string();
     }
     let text = match text.rfind(" (os error ") {
         Some(i) if text.ends_with(')') => text[..i].to_string(),
@@ -59,6 +57,18 @@ pub fn describe(cause: &std::io::Error) -> String {
     }
 }
 
+/// The system's error code of `cause` or of an I/O error beneath it.
+fn os_error(cause: &std::io::Error) -> Option<i32> {
+    let mut layer: Option<&(dyn std::error::Error + 'static)> = Some(cause);
+    while let Some(error) = layer {
+        if let Some(code) = error.downcast_ref::<std::io::Error>().and_then(|e| e.raw_os_error()) {
+            return Some(code);
+        }
+        layer = error.source();
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -72,6 +82,8 @@ mod tests {
         assert_eq!(describe(&std::io::Error::other("JSON broke")), "JSON broke");
         let wrapped = std::io::Error::other(Wrapped(std::io::Error::from_raw_os_error(28)));
         assert_eq!(describe(&wrapped), "no space left on device");
+        let said = std::io::Error::other("No such file or directory (os error 2) at path \"x\"");
+        assert_eq!(describe(&said), "no such file or directory");
     }
 
     /// An error that says more than its cause, as tempfile's "… at path …" does.
