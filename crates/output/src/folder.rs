@@ -176,7 +176,7 @@ fn earlier(path: &Path, command: &str, inputs: &Inputs) -> Result<Option<BTreeSe
         }
         Ok(_) => match read_manifest(path)? {
             Some(manifest) if manifest.command != command => refuse(format!(
-                "holds the output of `credit {}`, not of `credit {command}`: choose another folder",
+                "holds the output of `credit {}`, not of `credit {command}`: choose another folder (nothing was written)",
                 manifest.command
             )),
             Some(manifest) => Ok(Some(manifest.files)),
@@ -187,8 +187,9 @@ fn earlier(path: &Path, command: &str, inputs: &Inputs) -> Result<Option<BTreeSe
                 }
                 let shown: Vec<&str> = others.iter().take(3).map(String::as_str).collect();
                 refuse(format!(
-                    "is a folder of other files ({} entries: {}{}); credit writes a folder output only into a new or empty folder, or one holding its own earlier output: choose another folder (nothing was written)",
+                    "is a folder of other files ({} {}: {}{}); credit writes a folder output only into a new or empty folder, or one holding its own earlier output: choose another folder (nothing was written)",
                     others.len(),
+                    if others.len() == 1 { "entry" } else { "entries" },
                     shown.join(", "),
                     if others.len() > shown.len() { ", …" } else { "" }
                 ))
@@ -355,7 +356,7 @@ mod tests {
         std::fs::create_dir(&theirs).unwrap();
         std::fs::write(theirs.join("a.txt"), "a").unwrap();
         let e = OutputDir::open(&theirs, "report", &inputs).err().unwrap();
-        assert!(e.to_string().contains("is a folder of other files (1 entries: a.txt)"), "{e}");
+        assert!(e.to_string().contains("is a folder of other files (1 entry: a.txt)"), "{e}");
         assert_eq!(names(&theirs), ["a.txt"]);
         let file = tmp.path().join("x.jsonl");
         std::fs::write(&file, "{}").unwrap();
