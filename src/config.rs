@@ -2,6 +2,7 @@
 //! with flags: preset < `credit.toml` < flags.
 
 use anyhow::{bail, Context, Result};
+use credit_core::plan::{ParamValue, Setting};
 use credit_core::schema::ColumnMap;
 use serde::Deserialize;
 use std::collections::BTreeMap;
@@ -14,7 +15,7 @@ pub struct ProjectFile {
     /// Input paths, relative to the file's folder.
     #[serde(default)]
     pub inputs: Vec<PathBuf>,
-    pub preset: Option<String>,
+    pub preset: Option<credit_core::profile::Profile>,
     pub methods: Option<Vec<String>>,
     pub success_threshold: Option<f64>,
     pub invalid_penalty: Option<f64>,
@@ -66,29 +67,32 @@ impl ProjectFile {
         }
     }
 
-    /// `method.param` → value text, from `[params]`.
-    pub fn param_settings(&self) -> Result<Vec<(String, String)>> {
+    /// `method.param` → value, from `[params]` (TOML's types kept).
+    pub fn param_settings(&self) -> Result<Vec<Setting>> {
         let mut out = Vec::new();
         for (key, value) in &self.params {
             match value {
                 toml::Value::Table(table) => {
                     for (k, v) in table {
-                        out.push((format!("{key}.{k}"), toml_text(v)?));
+                        out.push((format!("{key}.{k}"), param_value(v)?));
                     }
                 }
-                v => out.push((key.clone(), toml_text(v)?)),
+                v => out.push((key.clone(), param_value(v)?)),
             }
         }
         Ok(out)
     }
 }
 
-fn toml_text(v: &toml::Value) -> Result<String> {
+fn param_value(v: &toml::Value) -> Result<ParamValue> {
     Ok(match v {
-        toml::Value::String(s) => s.clone(),
-        toml::Value::Integer(i) => i.to_string(),
-        toml::Value::Float(f) => f.to_string(),
-        toml::Value::Boolean(b) => b.to_string(),
+        toml::Value::String(s) => ParamValue::Text(s.clone()),
+        toml::Value::Integer(i) => match u64::try_from(*i) {
+            Ok(n) => ParamValue::Integer(n),
+            Err(_) => ParamValue::Number(*i as f64),
+        },
+        toml::Value::Float(f) => ParamValue::Number(*f),
+        toml::Value::Boolean(b) => ParamValue::Bool(*b),
         other => bail!("credit.toml [params]: unsupported value {other}"),
     })
 }

@@ -1,11 +1,11 @@
 //! `credit advantages [PATHS] --methods … -o FILE`: per-step advantages of any methods.
 
-use super::{read_windows, Format, Globals, MethodArgs, Notes};
+use super::{reading, run_plan, Format, Globals, MethodArgs};
 use crate::config::ProjectFile;
 use crate::exit::ExitCode;
 use anyhow::Result;
-use credit_core::ingest::Event;
-use credit_core::output::{advantages_rows, table_format, InOrder, OutputRows, TableWriter};
+use credit_core::output::{table_format, TableWriter};
+use credit_core::run::Rows;
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
@@ -28,51 +28,31 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<ExitCode> {
     let project = ProjectFile::load(args.globals.config.as_deref())?;
-    let plan = args.methods.plan(&project, "all")?;
+    let plan = args.methods.plan(&project, credit_core::plan::ADVANTAGES)?;
     table_format(&args.output)?;
     let hisr = args.methods.hisr_params(&project)?;
     let fillers = args.models.load(&hisr)?;
     let json = args.globals.format == Format::Json;
     let read = super::inputs(&args.globals, &project, &args.models.paths())?;
+    let run = run_plan(&args.globals, &project, plan, hisr)?;
     let mut writer = TableWriter::create(&args.output, &read)?;
-    let mut in_order: InOrder<OutputRows> = InOrder::default();
-    let mut notes = Notes::default();
     let mut columns: Vec<String> = Vec::new();
-    let report = read_windows(
-        &args.globals,
-        &project,
-        plan.unit(),
-        |window| {
-            let (batch, mut window_notes) = fillers.fill(&window.batch)?;
-            let results = plan.run(&batch)?;
-            window_notes.extend(results.iter().flat_map(|r| r.notes.iter().cloned()));
-            Ok((advantages_rows(&batch, &results)?, window_notes))
-        },
-        |event| {
-            match event {
-                Event::Window(window, (frame, window_notes)) => {
-                    notes.extend(window_notes);
+    let finished = reading(&args.globals, |progress| {
+        run.advantages(&fillers, progress, |rows| {
+            match rows {
+                Rows::Rows(rows, selection) => {
                     if columns.is_empty() {
-                        columns = frame.columns();
+                        columns = rows.columns();
                     }
-                    in_order.push(window.seq, frame);
-                    in_order.flush(window.watermark, |frame, rows| {
-                        writer.write_rows(frame, rows)
-                    })?;
+                    writer.write_rows(rows, selection)?;
                 }
-                Event::Restart => {
-                    writer = TableWriter::create(&args.output, &read)?;
-                    in_order.clear();
-                    notes.clear();
-                }
+                Rows::Restart => writer = TableWriter::create(&args.output, &read)?,
             }
             Ok(())
-        },
-    )?;
-    in_order.flush(u64::MAX, |frame, rows| writer.write_rows(frame, rows))?;
-    let mut notes = notes.into_vec();
-    notes.extend(report.notes.iter().cloned());
-    let meta = plan.metadata(&notes);
+        })
+    })?;
+    let notes = finished.notes;
+    let meta = run.methods.metadata(&notes);
     let rows = writer.rows();
     writer.finish(&meta)?;
     if json {
@@ -97,12 +77,13 @@ pub fn run(args: Args) -> Result<ExitCode> {
         );
         outln!(
             "methods: {} (preset {})",
-            plan.methods
+            run.methods
+                .methods
                 .iter()
                 .map(|m| m.label())
                 .collect::<Vec<_>>()
                 .join(", "),
-            meta["preset"].as_str().unwrap_or("")
+            run.methods.profile
         );
     }
     Ok(ExitCode::Ok)

@@ -1,11 +1,10 @@
 //! `credit analyze [PATHS]`: what is in the logs, in one screen (or `--format json`).
 
-use super::{read_windows, write_plots, Format, Globals, MethodArgs, Notes};
+use super::{reading, run_plan, write_plots, Format, Globals, MethodArgs, Plan};
 use crate::config::ProjectFile;
 use crate::exit::ExitCode;
 use anyhow::Result;
-use credit_core::analyses::summary::{summary_part, SummaryBuilder};
-use credit_core::ingest::{Event, UnitKind};
+use credit_core::profile::Profile;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -47,36 +46,15 @@ pub fn run(args: Args) -> Result<ExitCode> {
     if let Some(dir) = &args.plots {
         credit_output::OutputDir::check(dir, "analyze --plots", &read)?;
     }
-    let mut builder = SummaryBuilder::default();
-    let mut notes = Notes::default();
     let thresholds = args.similarity.as_deref().unwrap_or_default();
-    let report = read_windows(
-        &args.globals,
-        &project,
-        UnitKind::Group,
-        |window| {
-            let (batch, notes) = fillers.fill(&window.batch)?;
-            let part = summary_part(&batch, &hisr);
-            Ok((part.with_similarity(&batch, thresholds), notes))
-        },
-        |event| {
-            match event {
-                Event::Window(_, (part, window_notes)) => {
-                    builder.add(part);
-                    notes.extend(window_notes);
-                }
-                Event::Restart => {
-                    builder = SummaryBuilder::default();
-                    notes.clear();
-                }
-            }
-            Ok(())
-        },
-    )?;
-    for note in notes.into_vec().iter().chain(&report.notes) {
+    let run = run_plan(&args.globals, &project, Plan::empty(Profile::default()), hisr)?;
+    let finished = reading(&args.globals, |progress| {
+        run.summary(&fillers, thresholds, progress)
+    })?;
+    for note in &finished.notes {
         eprintln!("note: {note}");
     }
-    let summary = builder.finish(&report);
+    let summary = finished.value;
     if let Some(dir) = &args.plots {
         let inputs = credit_report::Inputs {
             summary: &summary,

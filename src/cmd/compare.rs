@@ -1,7 +1,7 @@
 //! `credit compare [PATHS] --methods grpo,gigpo,proxmo`: how differently estimators credit the
 //! same steps.
 
-use super::{gather, proxmo_params, write_plots, Format, Globals, MethodArgs};
+use super::{proxmo_params, reading, run_plan, write_plots, Format, Globals, MethodArgs};
 use crate::config::ProjectFile;
 use crate::exit::ExitCode;
 use anyhow::Result;
@@ -22,7 +22,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<ExitCode> {
     let project = ProjectFile::load(args.globals.config.as_deref())?;
-    let plan = args.methods.plan(&project, "grpo,gigpo,proxmo")?;
+    let plan = args.methods.plan(&project, credit_core::plan::COMPARE)?;
     let hisr = args.methods.hisr_params(&project)?;
     let fillers = args.models.load(&hisr)?;
     let json = args.globals.format == Format::Json;
@@ -30,22 +30,19 @@ pub fn run(args: Args) -> Result<ExitCode> {
     if let Some(dir) = &args.plots {
         credit_output::OutputDir::check(dir, "compare --plots", &read)?;
     }
-    let gathered = gather(
-        &args.globals,
-        &project,
-        &plan,
-        &fillers,
-        &hisr,
-        args.plots.is_some(),
-    )?;
-    let notes = &gathered.notes;
+    let run = run_plan(&args.globals, &project, plan, hisr)?;
+    let finished = reading(&args.globals, |progress| {
+        run.gather(&fillers, args.plots.is_some(), progress, |_, _, _| Ok(()), |_| Ok(()))
+    })?;
+    let (gathered, notes) = (&finished.value, &finished.notes);
+    let plan = &run.methods;
     let comparison = compare(&gathered.rows, &gathered.advantages);
     if let (Some(dir), Some(summary)) = (&args.plots, &gathered.summary) {
         let inputs = credit_report::Inputs {
             summary,
             comparison: Some(&comparison),
             advantages: &gathered.advantages,
-            proxmo: proxmo_params(&plan),
+            proxmo: proxmo_params(plan),
             metadata: plan.metadata(notes),
         };
         write_plots(

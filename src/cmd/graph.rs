@@ -2,7 +2,7 @@
 //! graphs as Graphviz DOT (nodes labelled by distance to goal, edges coloured by a method's mean
 //! advantage, with a legend), plus SVG and PNG when Graphviz `dot` is installed.
 
-use super::{read_windows, Format, Globals, MethodArgs};
+use super::{Format, Globals, MethodArgs};
 use crate::config::ProjectFile;
 use crate::exit::ExitCode;
 use crate::stage::Stage;
@@ -52,7 +52,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let mut method_args = args.methods;
     method_args.methods = Some(args.color_by.clone());
     let plan = method_args.plan(&project, &args.color_by)?;
-    let method = &plan.methods[0];
+    let hisr = method_args.hisr_params(&project)?;
+    let run = super::run_plan(&args.globals, &project, plan, hisr)?;
+    let method = &run.methods.methods[0];
     let choice = match (&args.group, args.all) {
         (Some(id), _) => Choice::Named(id.clone()),
         (None, true) => Choice::All,
@@ -68,11 +70,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let mut largest: Vec<Drawn> = Vec::new();
     let mut first_ids: Vec<String> = Vec::new();
     let mut written = Vec::new();
-    read_windows(
-        &args.globals,
-        &project,
-        plan.unit(),
-        |window| {
+    super::reading(&args.globals, |progress| {
+        run.windows(run.methods.unit(), progress, |window| {
             let batch = &window.batch;
             let advantage = method
                 .advantages(batch)
@@ -148,7 +147,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
             }
             Ok(())
         },
-    )?;
+    )
+    })?;
     for d in &largest {
         write_graph(&args.out, d, dot_available, &mut written)?;
     }

@@ -13,16 +13,12 @@ use crate::config::{column_map, ProjectFile};
 use crate::exit::ExitCode;
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use credit_core::analyses::compare::{CompareChunk, CompareRows};
-use credit_core::analyses::summary::{summary_part, Summary, SummaryBuilder};
-use credit_core::ingest::{
-    read_paths, stream, Event, IngestOptions, IngestReport, Ingested, UnitKind, Window,
-};
-use credit_core::methods::{hisr, Advantages, Method};
-use credit_core::output::InOrder;
-pub use credit_core::plan::{Notes, Plan};
+use credit_core::ingest::{read_paths, IngestOptions, IngestReport, Ingested};
+use credit_core::methods::{hisr, Method};
+use credit_core::plan::{ParamValue, Setting};
+pub use credit_core::plan::Plan;
 use credit_core::profile::Profile;
-use credit_core::StepBatch;
+use credit_core::run::{Finished, OnProgress, RunPlan};
 use credit_output::{Inputs, OutputDir, Stale};
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -88,9 +84,10 @@ pub struct MethodArgs {
     /// Methods, comma-separated, or `all` (grpo, drgrpo, rloo, gigpo, hgpo, proxmo, graphgpo, mgr); spa, hisr and empg read logged signals and run when named.
     #[arg(long, value_name = "LIST")]
     pub methods: Option<String>,
-    /// `paper` (the papers' equations) or `verl` (what the reference training code computes).
-    #[arg(long, value_name = "PRESET")]
-    pub preset: Option<String>,
+    /// The profile every method follows: the papers' equations, or what the reference training
+    /// code computes [default: credit.toml's `preset`, else paper].
+    #[arg(long, value_enum, value_name = "PRESET")]
+    pub preset: Option<Preset>,
     /// Invalid-action penalty c for every method that has one [paper: 0, verl: 0.1].
     #[arg(long, value_name = "X")]
     pub invalid_penalty: Option<f64>,
@@ -136,7 +133,7 @@ pub fn ingest_options(globals: &Globals, project: &ProjectFile) -> Result<Ingest
     let success_threshold = globals
         .success_threshold
         .or(project.success_threshold)
-        .unwrap_or(0.5);
+        .unwrap_or(credit_core::ingest::DEFAULT_SUCCESS_THRESHOLD);
     Ok(IngestOptions::new(
         column_map(project, globals.schema.as_deref())?,
         globals.lenient,
@@ -174,36 +171,38 @@ pub fn load(globals: &Globals, project: &ProjectFile) -> Result<Ingested> {
     Ok(ingested)
 }
 
-/// Reads the logs window by window in bounded memory (`credit_core::ingest::stream`), with a
-/// progress bar of bytes and rows: `process` runs on every window, in parallel; `sink` takes the
-/// results in input order (and `Event::Restart` when the logs are read a second time).
-pub fn read_windows<R: Send>(
+/// What a command reads and runs: the logs and how to read them (flags and `credit.toml`), the
+/// planned methods and HISR's segmentation.
+pub fn run_plan(
     globals: &Globals,
     project: &ProjectFile,
-    unit: UnitKind,
-    process: impl Fn(&Window) -> Result<R> + Sync,
-    sink: impl FnMut(Event<R>) -> Result<()>,
-) -> Result<IngestReport> {
-    let options = ingest_options(globals, project)?;
-    let paths = project.inputs(&globals.paths);
+    methods: Plan,
+    hisr: hisr::Params,
+) -> Result<RunPlan> {
+    Ok(RunPlan {
+        paths: project.inputs(&globals.paths),
+        ingest: ingest_options(globals, project)?,
+        methods,
+        hisr,
+    })
+}
+
+/// Runs `run` (a [`RunPlan`] run) with a progress bar of bytes and rows; warns of `--lenient`
+/// skips. An error is one of reading the logs unless it names its own stage.
+pub fn reading<T>(
+    globals: &Globals,
+    run: impl FnOnce(OnProgress) -> Result<Finished<T>>,
+) -> Result<Finished<T>> {
     let bar = crate::progress::reading(globals.format == Format::Json);
-    let report = stream(
-        &paths,
-        &options,
-        unit,
-        &|p| crate::progress::update(&bar, p),
-        process,
-        sink,
-    )
-    .map_err(reading)?;
+    let finished = run(&|p| crate::progress::update(&bar, p)).map_err(stage)?;
     bar.finish_and_clear();
-    warn_skips(&report);
-    Ok(report)
+    warn_skips(&finished.report);
+    Ok(finished)
 }
 
 /// An error met while the logs are streamed, said as one of reading them; an error that already
 /// names its own stage (writing an output, drawing a graph) keeps it.
-fn reading(error: anyhow::Error) -> anyhow::Error {
+fn stage(error: anyhow::Error) -> anyhow::Error {
     let staged = error.downcast_ref::<crate::stage::Stage>().is_some()
         || error.chain().any(|cause| {
             cause.is::<credit_output::Error>()
@@ -247,7 +246,7 @@ impl MethodArgs {
             (None, None) => default_methods.to_string(),
         };
         Ok(Plan::new(
-            self.profile(project)?,
+            self.profile(project),
             &list,
             &self.settings(project)?,
         )?)
@@ -257,37 +256,32 @@ impl MethodArgs {
     /// the segment statistics segment the logs as the method does.
     pub fn hisr_params(&self, project: &ProjectFile) -> Result<hisr::Params> {
         Ok(Plan::hisr(
-            self.profile(project)?,
+            self.profile(project),
             &self.settings(project)?,
         )?)
     }
 
-    fn profile(&self, project: &ProjectFile) -> Result<Profile> {
-        let preset = self
-            .preset
-            .as_deref()
-            .or(project.preset.as_deref())
-            .unwrap_or("paper");
-        preset.parse().map_err(anyhow::Error::msg)
+    fn profile(&self, project: &ProjectFile) -> Profile {
+        self.preset
+            .map(Profile::from)
+            .or(project.preset)
+            .unwrap_or_default()
     }
 
-    /// Every setting in the order it applies: credit.toml's shared keys, the flags' shared keys,
-    /// credit.toml's `[params]`, then `--set`.
-    fn settings(&self, project: &ProjectFile) -> Result<Vec<(String, String)>> {
-        let text = |v: Option<f64>| v.map(|x| x.to_string());
+    /// Every setting in the order it applies: credit.toml's shared keys, the flags' shared keys
+    /// (typed), credit.toml's `[params]`, then `--set` (text, parsed as each parameter's type).
+    fn settings(&self, project: &ProjectFile) -> Result<Vec<Setting>> {
+        let number = |v: Option<f64>| v.map(ParamValue::Number);
+        let integer = |v: Option<u64>| v.map(ParamValue::Integer);
         let mut settings = Vec::new();
         for (key, file, flag) in [
             (
                 "invalid_penalty",
-                text(project.invalid_penalty),
-                text(self.invalid_penalty),
+                number(project.invalid_penalty),
+                number(self.invalid_penalty),
             ),
-            ("gamma", text(project.gamma), text(self.gamma)),
-            (
-                "seed",
-                project.seed.map(|s| s.to_string()),
-                self.seed.map(|s| s.to_string()),
-            ),
+            ("gamma", number(project.gamma), number(self.gamma)),
+            ("seed", integer(project.seed), integer(self.seed)),
         ] {
             settings.extend(
                 [file, flag]
@@ -301,118 +295,31 @@ impl MethodArgs {
             let (key, value) = item.split_once('=').with_context(|| {
                 format!("`--set {item}`: expected METHOD.PARAM=VALUE, e.g. `--set gigpo.omega=0.5`")
             })?;
-            settings.push((key.trim().to_string(), value.trim().to_string()));
+            settings.push((
+                key.trim().to_string(),
+                ParamValue::Text(value.trim().to_string()),
+            ));
         }
         Ok(settings)
     }
 }
 
-/// Every planned method on every window of the logs, gathered in input order: what `compare`
-/// and `report` keep per row (a few bytes, plus 8 per method), and the summary when asked for.
-pub struct Gathered {
-    pub rows: CompareRows,
-    /// (method label, advantage per row), rows in input order.
-    pub advantages: Vec<(String, Vec<f64>)>,
-    pub summary: Option<Summary>,
-    pub notes: Vec<String>,
+/// `--preset`: the profile every method follows ([`Profile`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+pub enum Preset {
+    /// The papers' equations.
+    Paper,
+    /// What the public reference training code (verl-agent) computes.
+    Verl,
 }
 
-pub fn gather(
-    globals: &Globals,
-    project: &ProjectFile,
-    plan: &Plan,
-    fillers: &progress::Fillers,
-    hisr: &hisr::Params,
-    with_summary: bool,
-) -> Result<Gathered> {
-    gather_with(
-        globals,
-        project,
-        plan,
-        fillers,
-        hisr,
-        with_summary,
-        |_, _, _| Ok(()),
-        |_| Ok(()),
-    )
-}
-
-/// As [`gather`], and more of each window: `look` gets the window, its batch (with any filled
-/// signals) and every method's whole result, in parallel; `keep` gets what `look` made of it in
-/// input order, and `None` when the logs are read again from the start (forget everything kept).
-#[allow(clippy::too_many_arguments)]
-pub fn gather_with<X: Send>(
-    globals: &Globals,
-    project: &ProjectFile,
-    plan: &Plan,
-    fillers: &progress::Fillers,
-    hisr: &hisr::Params,
-    with_summary: bool,
-    look: impl Fn(&Window, &StepBatch, &[Advantages]) -> Result<X> + Sync,
-    mut keep: impl FnMut(Option<X>) -> Result<()>,
-) -> Result<Gathered> {
-    let labels: Vec<String> = plan.methods.iter().map(|m| m.label().to_string()).collect();
-    let mut rows = CompareRows::default();
-    let mut columns: Vec<Vec<f64>> = vec![Vec::new(); labels.len()];
-    let mut in_order: InOrder<CompareChunk> = InOrder::default();
-    let mut builder = SummaryBuilder::default();
-    let mut notes = Notes::default();
-    let report = read_windows(
-        globals,
-        project,
-        plan.unit(),
-        |window| {
-            let (batch, mut window_notes) = fillers.fill(&window.batch)?;
-            let results = plan.run(&batch)?;
-            window_notes.extend(results.iter().flat_map(|r| r.notes.iter().cloned()));
-            let looked = look(window, &batch, &results)?;
-            let advantages = results.iter().map(|r| r.advantage().to_vec()).collect();
-            let part = with_summary.then(|| summary_part(&batch, hisr));
-            Ok((
-                CompareChunk::of(&batch, advantages),
-                part,
-                window_notes,
-                looked,
-            ))
-        },
-        |event| {
-            match event {
-                Event::Window(window, (chunk, part, window_notes, looked)) => {
-                    keep(Some(looked))?;
-                    notes.extend(window_notes);
-                    if let Some(part) = part {
-                        builder.add(part);
-                    }
-                    in_order.push(window.seq, chunk);
-                    in_order.flush(window.watermark, |chunk, selection| {
-                        rows.append(chunk, selection, &mut columns);
-                        Ok::<(), anyhow::Error>(())
-                    })?;
-                }
-                Event::Restart => {
-                    keep(None)?;
-                    rows = CompareRows::default();
-                    columns.iter_mut().for_each(Vec::clear);
-                    in_order.clear();
-                    builder = SummaryBuilder::default();
-                    notes.clear();
-                }
-            }
-            Ok(())
-        },
-    )?;
-    in_order.flush(u64::MAX, |chunk, selection| {
-        rows.append(chunk, selection, &mut columns);
-        Ok::<(), anyhow::Error>(())
-    })?;
-    let mut notes = notes.into_vec();
-    notes.extend(report.notes.iter().cloned());
-    Ok(Gathered {
-        rows,
-        advantages: labels.into_iter().zip(columns).collect(),
-        summary: with_summary.then(|| builder.finish(&report)),
-        notes,
-    })
+impl From<Preset> for Profile {
+    fn from(preset: Preset) -> Profile {
+        match preset {
+            Preset::Paper => Profile::Paper,
+            Preset::Verl => Profile::Verl,
+        }
+    }
 }
 
 /// The figures of `scope` as PNG and SVG files in the folder output `dir` (`--plots DIR`).

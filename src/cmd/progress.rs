@@ -378,20 +378,23 @@ impl SignalModels {
     }
 }
 
-impl Fillers {
+impl credit_core::run::Fill for Fillers {
     /// `batch` with what the models predict filled in (the batch itself when no model is given),
     /// and one note per model saying whether it was used.
-    pub fn fill<'a>(
+    fn fill<'a>(
         &self,
         batch: &'a StepBatch,
-    ) -> Result<(std::borrow::Cow<'a, StepBatch>, Vec<String>)> {
+    ) -> credit_core::Result<(std::borrow::Cow<'a, StepBatch>, Vec<String>)> {
         if self.models.is_empty() {
             return Ok((std::borrow::Cow::Borrowed(batch), Vec::new()));
         }
         let mut filled = batch.clone();
         let mut notes = Vec::new();
         for m in &self.models {
-            notes.push(if m.fill(&mut filled, &self.hisr)? {
+            let used = m
+                .fill(&mut filled, &self.hisr)
+                .map_err(|e| credit_core::Error::Fill(format!("{e:#}")))?;
+            notes.push(if used {
                 format!(
                     "`{}` filled from the model in {}",
                     m.column,

@@ -2,7 +2,7 @@
 //! [--explore GROUP] [--explore-max N]`: `report.html` (self-contained, with the explorer of chosen
 //! groups), `report.md` (PNGs in `figures/`), `summary.json`; exit 1 when a threshold rule fails.
 
-use super::{gather_with, proxmo_params, Format, Globals, MethodArgs};
+use super::{proxmo_params, Format, Globals, MethodArgs};
 use crate::config::ProjectFile;
 use crate::exit::ExitCode;
 use anyhow::{bail, Context, Result};
@@ -51,7 +51,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let project = ProjectFile::load(args.globals.config.as_deref())?;
     let plan = args
         .methods
-        .plan(&project, "grpo,gigpo,proxmo,graphgpo,mgr")?;
+        .plan(&project, credit_core::plan::REPORT)?;
     // Rules and baseline are read before any work, so a typo fails fast.
     let rules = match &args.check {
         Some(path) => {
@@ -85,13 +85,13 @@ pub fn run(args: Args) -> Result<ExitCode> {
         .then(|| Selector::new(&args.explore, args.explore_max, labels.clone()));
     let mut selection = Selection::default();
     let mut trends = Trends::default();
-    let gathered = gather_with(
-        &args.globals,
-        &project,
-        &plan,
-        &fillers,
-        &hisr,
-        true,
+    let run = super::run_plan(&args.globals, &project, plan, hisr)?;
+    let plan = &run.methods;
+    let finished = super::reading(&args.globals, |progress| {
+        run.gather(
+            &fillers,
+            true,
+            progress,
         |window, batch, results| {
             let candidates = selector
                 .as_ref()
@@ -116,7 +116,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
             }
             Ok(())
         },
-    )?;
+        )
+    })?;
+    let gathered = &finished.value;
     if let Some(s) = &selector {
         let unmatched = selection.unmatched(s);
         if !unmatched.is_empty() {
@@ -132,8 +134,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
         summary,
         comparison: Some(&comparison),
         advantages: &gathered.advantages,
-        proxmo: proxmo_params(&plan),
-        metadata: plan.metadata(&gathered.notes),
+        proxmo: proxmo_params(plan),
+        metadata: plan.metadata(&finished.notes),
     };
 
     // The checks first (a bad key fails before anything is written); then the report's files,

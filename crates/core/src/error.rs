@@ -89,6 +89,9 @@ pub enum Error {
     /// Writing an output, or the output rule's refusal.
     #[error(transparent)]
     Output(#[from] credit_output::Error),
+    /// A signal model ([`crate::run::Fill`]) failed: its own words.
+    #[error("{0}")]
+    Fill(String),
 }
 
 /// Why a row was rejected: the key of `--lenient`'s skip counts.

@@ -1,8 +1,9 @@
 //! credit-core: ingest rollout logs into a columnar [`batch::StepBatch`], compute every published
 //! group-based advantage estimator over it ([`methods`]), and analyse the result ([`analyses`]).
 //!
-//! Data flows one way: `ingest` → `batch` → `methods` → `analyses`. Nothing here prints, draws or
-//! trains: the `credit` binary and the report crate decide how results are shown.
+//! Data flows one way: `ingest` → `batch` → `methods` → `analyses`, driven window by window by
+//! [`run`], which the `credit` binary and the Python package both call. Nothing here prints,
+//! draws or trains: the binary and the report crate decide how results are shown.
 
 pub mod batch;
 pub mod error;
@@ -18,3 +19,4 @@ pub mod methods;
 pub mod output;
 pub mod plan;
 pub mod profile;
+pub mod run;

@@ -300,6 +300,10 @@ fn ours(path: &Path, format: TableFormat) -> Result<()> {
 pub struct OutputRows(DataFrame);
 
 impl OutputRows {
+    pub fn frame(&self) -> &DataFrame {
+        &self.0
+    }
+
     pub fn columns(&self) -> Vec<String> {
         self.0
             .get_column_names()
@@ -325,118 +329,13 @@ pub fn advantages_rows(batch: &StepBatch, results: &[Advantages]) -> Result<Outp
 impl TableWriter {
     /// Appends rows `selection` of `rows`, in that order.
     pub fn write_rows(&mut self, rows: &OutputRows, selection: &[usize]) -> Result<()> {
-        let whole =
-            selection.len() == rows.len() && selection.iter().enumerate().all(|(i, &r)| i == r);
-        let mut part = if whole {
-            rows.0.clone()
-        } else {
-            let idx: Vec<IdxSize> = selection.iter().map(|&r| r as IdxSize).collect();
-            rows.0.take(&IdxCa::from_vec("".into(), idx))?
-        };
-        self.write(&mut part)
-    }
-}
-
-/// Rows that arrive in windows, out of input order when a log's groups interleave, handed on in
-/// input order: each window's rows carry their place in the input (`seq`), and a window's
-/// watermark says that no later window holds an earlier row.
-pub struct InOrder<C> {
-    /// (seq of each row, the rows, which rows were handed on).
-    pending: Vec<(Vec<u64>, C, Vec<bool>)>,
-}
-
-impl<C> Default for InOrder<C> {
-    fn default() -> Self {
-        InOrder {
-            pending: Vec::new(),
-        }
-    }
-}
-
-impl<C> InOrder<C> {
-    pub fn push(&mut self, seq: Vec<u64>, chunk: C) {
-        let n = seq.len();
-        self.pending.push((seq, chunk, vec![false; n]));
-    }
-
-    pub fn clear(&mut self) {
-        self.pending.clear();
-    }
-
-    /// Hands on every pending row before `watermark` in input order, as runs of rows of one
-    /// chunk: `take(chunk, rows)`.
-    pub fn flush<E>(
-        &mut self,
-        watermark: u64,
-        mut take: impl FnMut(&C, &[usize]) -> std::result::Result<(), E>,
-    ) -> std::result::Result<(), E> {
-        let mut ready: Vec<(u64, usize, usize)> = Vec::new();
-        for (c, (seq, _, taken)) in self.pending.iter().enumerate() {
-            for (r, &s) in seq.iter().enumerate() {
-                if !taken[r] && s < watermark {
-                    ready.push((s, c, r));
-                }
-            }
-        }
-        if ready.windows(2).any(|w| w[1].0 < w[0].0) {
-            ready.sort_unstable();
-        }
-        let mut rows = Vec::new();
-        let mut i = 0;
-        while i < ready.len() {
-            let c = ready[i].1;
-            rows.clear();
-            while i < ready.len() && ready[i].1 == c {
-                rows.push(ready[i].2);
-                i += 1;
-            }
-            take(&self.pending[c].1, &rows)?;
-            for &r in &rows {
-                self.pending[c].2[r] = true;
-            }
-        }
-        self.pending
-            .retain(|(_, _, taken)| !taken.iter().all(|&t| t));
-        Ok(())
+        self.write(&mut crate::run::take_rows(&rows.0, selection)?)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn rows_come_out_in_input_order() {
-        // Window A holds rows 0, 2, 5; window B rows 1, 3, 4. After A with watermark 1 only row 0
-        // may go; after B with watermark 6 the rest, in order.
-        let mut order: InOrder<&str> = InOrder::default();
-        let mut out: Vec<(String, Vec<usize>)> = Vec::new();
-        order.push(vec![0, 2, 5], "A");
-        order
-            .flush(1, |c, rows| {
-                out.push((c.to_string(), rows.to_vec()));
-                Ok::<(), ()>(())
-            })
-            .unwrap();
-        order.push(vec![1, 3, 4], "B");
-        order
-            .flush(6, |c, rows| {
-                out.push((c.to_string(), rows.to_vec()));
-                Ok::<(), ()>(())
-            })
-            .unwrap();
-        assert_eq!(
-            out,
-            vec![
-                ("A".to_string(), vec![0]),
-                ("B".to_string(), vec![0]),
-                ("A".to_string(), vec![1]),
-                ("B".to_string(), vec![1, 2]),
-                ("A".to_string(), vec![2]),
-            ]
-        );
-        assert!(order.pending.is_empty());
-    }
 
     /// The names in `dir`, sorted.
     fn names(dir: &Path) -> Vec<String> {

@@ -18,6 +18,47 @@ use crate::profile::Profile;
 /// `--invalid-penalty`, `--seed`, or a bare `gamma = 0.9` in `credit.toml`'s `[params]`).
 pub const SHARED_KEYS: [&str; 3] = ["invalid_penalty", "gamma", "seed"];
 
+/// A setting's value: typed where it comes typed (a flag, a TOML number), text where text comes
+/// in (`--set`, Python's `params`), parsed then as the parameter's own type.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ParamValue {
+    Number(f64),
+    Integer(u64),
+    Bool(bool),
+    Text(String),
+}
+
+impl std::fmt::Display for ParamValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ParamValue::Number(x) => write!(f, "{x}"),
+            ParamValue::Integer(i) => write!(f, "{i}"),
+            ParamValue::Bool(b) => write!(f, "{b}"),
+            ParamValue::Text(t) => f.write_str(t),
+        }
+    }
+}
+
+impl ParamValue {
+    /// The number it is or says, if any.
+    fn number(&self) -> Option<f64> {
+        match self {
+            ParamValue::Number(x) => Some(*x),
+            ParamValue::Integer(i) => Some(*i as f64),
+            ParamValue::Bool(_) => None,
+            ParamValue::Text(t) => t.trim().parse().ok(),
+        }
+    }
+}
+
+/// `("gigpo.omega", value)` for one method's parameter, or a [`SHARED_KEYS`] key.
+pub type Setting = (String, ParamValue);
+
+/// The methods each command runs when none are named (`--methods`; Python's `methods=`).
+pub const ADVANTAGES: &str = "all";
+pub const COMPARE: &str = "grpo,gigpo,proxmo";
+pub const REPORT: &str = "grpo,gigpo,proxmo,graphgpo,mgr";
+
 /// The resolved methods.
 #[derive(Clone, Debug)]
 pub struct Plan {
@@ -30,7 +71,7 @@ impl Plan {
     /// `("method.param", value)` for one method, or a [`SHARED_KEYS`] key for every planned
     /// method that has it. A later setting of the same key wins. A setting for a method that does
     /// not run is still checked, so a typo cannot pass silently.
-    pub fn new(profile: Profile, list: &str, settings: &[(String, String)]) -> Result<Plan> {
+    pub fn new(profile: Profile, list: &str, settings: &[Setting]) -> Result<Plan> {
         let mut methods: Vec<Method> = Vec::new();
         for name in parse_list(list)? {
             let method = Method::preset(&name, profile)?;
@@ -80,7 +121,7 @@ impl Plan {
 
     /// HISR's parameters under the same settings, planned or not: the segment statistics of
     /// `analyze`, `compare` and `report` segment the logs as the method does.
-    pub fn hisr(profile: Profile, settings: &[(String, String)]) -> Result<hisr::Params> {
+    pub fn hisr(profile: Profile, settings: &[Setting]) -> Result<hisr::Params> {
         match Plan::new(profile, "hisr", settings)?
             .methods
             .into_iter()
@@ -92,6 +133,14 @@ impl Plan {
     }
 
     /// The planned labels, in order.
+    /// No methods (a run that only reads and summarises the logs).
+    pub fn empty(profile: Profile) -> Plan {
+        Plan {
+            profile,
+            methods: Vec::new(),
+        }
+    }
+
     pub fn labels(&self) -> Vec<String> {
         self.methods.iter().map(|m| m.label().to_string()).collect()
     }
@@ -162,8 +211,8 @@ impl Notes {
 
 /// A number outside its parameter's range is refused as the user wrote it (`gamma`,
 /// `gigpo.gamma`), before it is mixed with the other layers.
-fn check_range(written: &str, param: &str, value: &str) -> Result<()> {
-    let Ok(x) = value.trim().parse::<f64>() else {
+fn check_range(written: &str, param: &str, value: &ParamValue) -> Result<()> {
+    let Some(x) = value.number() else {
         return Ok(());
     };
     match out_of_range(written, param, x) {
@@ -180,11 +229,31 @@ fn is_shared(key: &str) -> bool {
 mod tests {
     use super::*;
 
-    fn set(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+    fn set(pairs: &[(&str, &str)]) -> Vec<Setting> {
         pairs
             .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .map(|(k, v)| (k.to_string(), ParamValue::Text(v.to_string())))
             .collect()
+    }
+
+    #[test]
+    fn typed_values_are_taken_as_they_are_and_text_as_the_parameter_s_type() {
+        let gamma = |value: ParamValue| {
+            let plan = Plan::new(Profile::Paper, "gigpo", &[("gamma".into(), value)]).unwrap();
+            plan.methods[0].params_json()["gamma"].as_f64().unwrap()
+        };
+        // No trip through text: the flag's f64 is the parameter's, bit for bit.
+        let x = 0.1 + 0.2;
+        assert_eq!(gamma(ParamValue::Number(x)).to_bits(), x.to_bits());
+        assert_eq!(gamma(ParamValue::Text("0.3".into())), 0.3);
+        assert_eq!(gamma(ParamValue::Integer(1)), 1.0);
+        let err = |key: &str, value: ParamValue| {
+            Plan::new(Profile::Paper, "mgr", &[(key.into(), value)])
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(err("mgr.seed", ParamValue::Number(1.5)).contains("expected a non-negative integer"));
+        assert!(err("mgr.beta_temporal", ParamValue::Bool(true)).contains("expected a number"));
     }
 
     #[test]

@@ -56,7 +56,9 @@ fn run(
 ) -> credit_core::methods::Advantages {
     let mut method = Method::preset(name, profile).unwrap();
     for (k, v) in settings {
-        method.set(k, v).unwrap();
+        method
+            .set(k, &credit_core::plan::ParamValue::Text(v.to_string()))
+            .unwrap();
     }
     method.check().unwrap();
     method.advantages(batch).unwrap()

@@ -9,14 +9,13 @@
 //! A table is ingested from a temporary Parquet file that the Python side writes, read as the CLI
 //! reads a Parquet log, so aliases, checks and messages are the CLI's.
 
-use anyhow::{Context, Result};
-use credit_core::analyses::compare::{compare, CompareChunk, CompareRows};
-use credit_core::analyses::summary::{summary_part, SummaryBuilder};
-use credit_core::ingest::{stream, Event, IngestOptions, IngestReport, UnitKind, Window};
-use credit_core::methods::{hisr, Advantages};
-use credit_core::output::{advantages_frame, InOrder};
-use credit_core::plan::{Notes, Plan};
+use anyhow::Result;
+use credit_core::analyses::compare::{compare, CompareRows};
+use credit_core::ingest::{IngestOptions, UnitKind, DEFAULT_SUCCESS_THRESHOLD};
+use credit_core::methods::Advantages;
+use credit_core::plan::{ParamValue, Plan, Setting, ADVANTAGES, COMPARE};
 use credit_core::profile::Profile;
+use credit_core::run::{concat, take_rows, Finished, Logged, Rows, RunPlan};
 use credit_core::schema::ColumnMap;
 use credit_core::StepBatch;
 use polars::prelude::*;
@@ -24,7 +23,7 @@ use polars_arrow::array::StructArray;
 use polars_arrow::ffi::{export_iterator, ArrowArrayStream, ArrowArrayStreamReader};
 use pyo3::exceptions::{PyException, PyTypeError};
 use pyo3::prelude::*;
-use pyo3::types::PyCapsule;
+use pyo3::types::{PyCapsule, PyDict};
 use std::path::PathBuf;
 
 pyo3::create_exception!(
@@ -144,44 +143,111 @@ fn polars_err(e: PolarsError) -> PyErr {
 // ---------------------------------------------------------------------------------------------
 // Inputs
 
-/// The log files to read. Tables arrive as a temporary Parquet file written by the Python side
-/// (`credit._input`: pyarrow's writer keeps every Arrow type as a user's Parquet log has it, so
-/// the CLI's reader and messages apply; Python renames the file `<table>` in messages).
-struct Input {
-    paths: Vec<PathBuf>,
-}
-
-impl Input {
-    fn new(source: &Bound<'_, PyAny>) -> PyResult<Input> {
-        let paths: Vec<PathBuf> = source.extract().map_err(|_| {
-            PyTypeError::new_err(
-                "expected a list of paths (tables go through `credit.advantages` & co.)",
-            )
-        })?;
-        Ok(Input { paths })
-    }
-
-    /// An error as the CLI prints it (`{err:#}`).
-    fn error(&self, err: anyhow::Error) -> PyErr {
-        to_py(err)
-    }
-}
-
-fn to_py(err: anyhow::Error) -> PyErr {
-    CreditError::new_err(format!("{err:#}"))
-}
-
-/// Ingest options: `--schema` (a mapping file, or pairs) and `--lenient`, `--success-threshold`.
-#[derive(Clone)]
-struct Ingest {
+/// The keywords every function takes (the Python side passes them by name; absent ones take the
+/// CLI's defaults): which methods under which preset and parameters, and how to read the logs
+/// (`--schema`, `--lenient`, `--success-threshold`).
+struct Options {
+    methods: Option<String>,
+    preset: Option<String>,
+    params: Vec<(String, String)>,
     schema_file: Option<PathBuf>,
     columns: Vec<(String, String)>,
     lenient: bool,
     success_threshold: f64,
 }
 
-impl Ingest {
-    fn options(&self) -> Result<IngestOptions> {
+impl Options {
+    const KEYWORDS: [&str; 7] = [
+        "methods",
+        "preset",
+        "params",
+        "schema_file",
+        "columns",
+        "lenient",
+        "success_threshold",
+    ];
+
+    fn from_kwargs(kwargs: Option<&Bound<'_, PyDict>>) -> PyResult<Options> {
+        if let Some(kwargs) = kwargs {
+            for key in kwargs.keys() {
+                let key: String = key.extract()?;
+                if !Self::KEYWORDS.contains(&key.as_str()) {
+                    return Err(PyTypeError::new_err(format!(
+                        "unexpected keyword `{key}` (expected one of {})",
+                        Self::KEYWORDS.join(", ")
+                    )));
+                }
+            }
+        }
+        let item = |key: &str| -> PyResult<Option<Bound<'_, PyAny>>> {
+            Ok(match kwargs {
+                Some(kwargs) => kwargs.get_item(key)?.filter(|v| !v.is_none()),
+                None => None,
+            })
+        };
+        fn get<'py, T: for<'a> FromPyObject<'a, 'py>>(
+            value: Option<Bound<'py, PyAny>>,
+        ) -> PyResult<Option<T>> {
+            value
+                .map(|v| v.extract::<T>().map_err(Into::into))
+                .transpose()
+        }
+        Ok(Options {
+            methods: get(item("methods")?)?,
+            preset: get(item("preset")?)?,
+            params: get(item("params")?)?.unwrap_or_default(),
+            schema_file: get(item("schema_file")?)?,
+            columns: get(item("columns")?)?.unwrap_or_default(),
+            lenient: get(item("lenient")?)?.unwrap_or(false),
+            success_threshold: get(item("success_threshold")?)?
+                .unwrap_or(DEFAULT_SUCCESS_THRESHOLD),
+        })
+    }
+
+    /// The run: `source` (a list of paths) read as the CLI reads logs, the methods of `methods`
+    /// (else `default_methods`; none when that is `None`) under `preset` (else the CLI's
+    /// default) and `params`.
+    fn run(&self, source: &Bound<'_, PyAny>, default_methods: Option<&str>) -> PyResult<RunPlan> {
+        let paths: Vec<PathBuf> = source.extract().map_err(|_| {
+            PyTypeError::new_err(
+                "expected a list of paths (tables go through `credit.advantages` & co.)",
+            )
+        })?;
+        let plan = || -> Result<RunPlan> {
+            let params: Vec<Setting> = self
+                .params
+                .iter()
+                .map(|(k, v)| (k.trim().to_string(), ParamValue::Text(v.trim().to_string())))
+                .collect();
+            let profile = self.profile()?;
+            let methods = match default_methods {
+                Some(default) => Plan::new(
+                    profile,
+                    self.methods.as_deref().unwrap_or(default),
+                    &params,
+                )?,
+                None => Plan::empty(profile),
+            };
+            Ok(RunPlan {
+                paths,
+                ingest: self.ingest()?,
+                methods,
+                hisr: Plan::hisr(profile, &params)?,
+            })
+        };
+        plan().map_err(to_py)
+    }
+
+    fn profile(&self) -> Result<Profile> {
+        match &self.preset {
+            Some(preset) => preset.parse().map_err(anyhow::Error::msg),
+            None => Ok(Profile::default()),
+        }
+    }
+
+    /// `--schema` (a mapping file, then pairs that override it), `--lenient`,
+    /// `--success-threshold`.
+    fn ingest(&self) -> Result<IngestOptions> {
         let mut map = ColumnMap::default();
         if let Some(path) = &self.schema_file {
             for (source, target) in ColumnMap::read_file(path)? {
@@ -200,107 +266,15 @@ impl Ingest {
             self.success_threshold,
         )?)
     }
-
-    /// `credit_core::ingest::stream` as the CLI's `read_windows` calls it (no progress bar).
-    fn windows<R: Send>(
-        &self,
-        input: &Input,
-        unit: UnitKind,
-        process: impl Fn(&Window) -> Result<R> + Sync,
-        sink: impl FnMut(Event<R>) -> Result<()>,
-    ) -> Result<IngestReport> {
-        let options = self.options()?;
-        stream(&input.paths, &options, unit, &|_| {}, process, sink).context("reading the logs")
-    }
 }
 
-// ---------------------------------------------------------------------------------------------
-// The plan: preset < parameters ([`Plan::new`], as the CLI's, without credit.toml)
-
-fn profile(preset: Option<&str>) -> Result<Profile> {
-    preset
-        .unwrap_or("paper")
-        .parse()
-        .map_err(anyhow::Error::msg)
+fn to_py(err: anyhow::Error) -> PyErr {
+    CreditError::new_err(format!("{err:#}"))
 }
 
-fn plan(
-    methods: Option<&str>,
-    preset: Option<&str>,
-    params: &[(String, String)],
-    default_methods: &str,
-) -> Result<Plan> {
-    Ok(Plan::new(
-        profile(preset)?,
-        methods.unwrap_or(default_methods),
-        params,
-    )?)
-}
-
-/// HISR's parameters as `--methods hisr` resolves them (for analyze's segment statistics).
-fn hisr_params(preset: Option<&str>, params: &[(String, String)]) -> Result<hisr::Params> {
-    Ok(Plan::hisr(profile(preset)?, params)?)
-}
-
-fn take_rows(df: &DataFrame, rows: &[usize]) -> Result<DataFrame> {
-    if rows.len() == df.height() && rows.iter().enumerate().all(|(i, &r)| i == r) {
-        return Ok(df.clone());
-    }
-    let idx: Vec<IdxSize> = rows.iter().map(|&r| r as IdxSize).collect();
-    Ok(df.take(&IdxCa::from_vec("".into(), idx))?)
-}
-
-/// Every window's frame, in input order.
-fn in_input_order(
-    ingest: &Ingest,
-    input: &Input,
-    unit: UnitKind,
-    make: impl Fn(&Window) -> Result<(DataFrame, Vec<String>)> + Sync,
-) -> Result<(Option<DataFrame>, Notes, IngestReport)> {
-    let mut in_order: InOrder<DataFrame> = InOrder::default();
-    let mut parts: Vec<DataFrame> = Vec::new();
-    let mut notes = Notes::default();
-    let report = ingest.windows(input, unit, make, |event| {
-        match event {
-            Event::Window(window, (frame, window_notes)) => {
-                notes.extend(window_notes);
-                in_order.push(window.seq, frame);
-                in_order.flush(window.watermark, |frame, rows| {
-                    parts.push(take_rows(frame, rows)?);
-                    Ok::<(), anyhow::Error>(())
-                })?;
-            }
-            Event::Restart => {
-                in_order.clear();
-                parts.clear();
-                notes = Notes::default();
-            }
-        }
-        Ok(())
-    })?;
-    in_order.flush(u64::MAX, |frame, rows| {
-        parts.push(take_rows(frame, rows)?);
-        Ok::<(), anyhow::Error>(())
-    })?;
-    let mut iter = parts.into_iter();
-    let whole = match iter.next() {
-        None => None,
-        Some(mut first) => {
-            for part in iter {
-                first.vstack_mut_owned(part)?;
-            }
-            first.rechunk_mut();
-            Some(first)
-        }
-    };
-    Ok((whole, notes, report))
-}
-
-fn text_params(params: Vec<(String, String)>) -> Vec<(String, String)> {
-    params
-        .into_iter()
-        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-        .collect()
+/// A run's notes and ingest's report, as the metadata the CLI writes (JSON).
+fn notes_and_report<T>(finished: &Finished<T>) -> serde_json::Value {
+    serde_json::json!({ "notes": finished.notes, "report": finished.report })
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -308,126 +282,73 @@ fn text_params(params: Vec<(String, String)>) -> Vec<(String, String)> {
 
 /// The logs as one table of canonical columns (what every method reads).
 #[pyfunction]
-#[pyo3(signature = (source, schema_file = None, columns = Vec::new(), lenient = false, success_threshold = 0.5))]
+#[pyo3(signature = (source, **options))]
 fn read_logs(
     py: Python<'_>,
     source: &Bound<'_, PyAny>,
-    schema_file: Option<PathBuf>,
-    columns: Vec<(String, String)>,
-    lenient: bool,
-    success_threshold: f64,
+    options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<(ArrowTable, String)> {
-    let input = Input::new(source)?;
-    let ingest = Ingest {
-        schema_file,
-        columns,
-        lenient,
-        success_threshold,
-    };
-    let (frame, notes, report) = py
+    let run = Options::from_kwargs(options)?.run(source, None)?;
+    let finished = py
         .detach(|| {
-            in_input_order(&ingest, &input, UnitKind::Group, |w| {
-                Ok((w.batch.frame().clone(), Vec::new()))
+            run.frames(UnitKind::Group, &|_| {}, |w| {
+                Ok::<_, anyhow::Error>((w.batch.frame().clone(), Vec::new()))
             })
         })
-        .map_err(|e| input.error(e))?;
-    let mut notes = notes.into_vec();
-    notes.extend(report.notes.iter().cloned());
-    let meta = serde_json::json!({ "notes": notes, "report": report });
+        .map_err(to_py)?;
     Ok((
         ArrowTable {
-            df: frame.unwrap_or_default(),
+            df: finished.value.clone().unwrap_or_default(),
         },
-        meta.to_string(),
+        notes_and_report(&finished).to_string(),
     ))
 }
 
 /// `credit advantages`: keys then every method's columns, rows in input order; and the metadata.
 #[pyfunction]
-#[pyo3(signature = (source, methods = None, preset = None, params = Vec::new(), schema_file = None, columns = Vec::new(), lenient = false, success_threshold = 0.5))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (source, **options))]
 fn advantages(
     py: Python<'_>,
     source: &Bound<'_, PyAny>,
-    methods: Option<String>,
-    preset: Option<String>,
-    params: Vec<(String, String)>,
-    schema_file: Option<PathBuf>,
-    columns: Vec<(String, String)>,
-    lenient: bool,
-    success_threshold: f64,
+    options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<(ArrowTable, String)> {
-    let params = text_params(params);
-    let plan = plan(methods.as_deref(), preset.as_deref(), &params, "all").map_err(to_py)?;
-    let input = Input::new(source)?;
-    let ingest = Ingest {
-        schema_file,
-        columns,
-        lenient,
-        success_threshold,
-    };
-    let (frame, notes, report) = py
-        .detach(|| {
-            in_input_order(&ingest, &input, plan.unit(), |window| {
-                let results = plan.run(&window.batch)?;
-                let notes = results
-                    .iter()
-                    .flat_map(|r| r.notes.iter().cloned())
-                    .collect();
-                Ok((advantages_frame(&window.batch, &results)?, notes))
-            })
+    let run = Options::from_kwargs(options)?.run(source, Some(ADVANTAGES))?;
+    let (frame, finished) = py
+        .detach(|| -> Result<_> {
+            let mut parts = Vec::new();
+            let finished = run.advantages(&Logged, &|_| {}, |rows| {
+                match rows {
+                    Rows::Rows(rows, selection) => parts.push(take_rows(rows.frame(), selection)?),
+                    Rows::Restart => parts.clear(),
+                }
+                Ok::<_, anyhow::Error>(())
+            })?;
+            Ok((concat(parts)?, finished))
         })
-        .map_err(|e| input.error(e))?;
-    let mut notes = notes.into_vec();
-    notes.extend(report.notes.iter().cloned());
+        .map_err(to_py)?;
     Ok((
         ArrowTable {
             df: frame.unwrap_or_default(),
         },
-        plan.metadata(&notes).to_string(),
+        run.methods.metadata(&finished.notes).to_string(),
     ))
 }
 
 /// `credit analyze --format json`.
 #[pyfunction]
-#[pyo3(signature = (source, preset = None, params = Vec::new(), schema_file = None, columns = Vec::new(), lenient = false, success_threshold = 0.5))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (source, **options))]
 fn analyze(
     py: Python<'_>,
     source: &Bound<'_, PyAny>,
-    preset: Option<String>,
-    params: Vec<(String, String)>,
-    schema_file: Option<PathBuf>,
-    columns: Vec<(String, String)>,
-    lenient: bool,
-    success_threshold: f64,
+    options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<String> {
-    let params = text_params(params);
-    let hisr = hisr_params(preset.as_deref(), &params).map_err(to_py)?;
-    let input = Input::new(source)?;
-    let ingest = Ingest {
-        schema_file,
-        columns,
-        lenient,
-        success_threshold,
-    };
+    // Only HISR's segmenter is read (the summary's segment statistics): no methods run.
+    let run = Options::from_kwargs(options)?.run(source, None)?;
     py.detach(|| -> Result<String> {
-        let mut builder = SummaryBuilder::default();
-        let report = ingest.windows(
-            &input,
-            UnitKind::Group,
-            |window| Ok(summary_part(&window.batch, &hisr)),
-            |event| {
-                match event {
-                    Event::Window(_, part) => builder.add(part),
-                    Event::Restart => builder = SummaryBuilder::default(),
-                }
-                Ok(())
-            },
-        )?;
-        Ok(serde_json::to_string(&builder.finish(&report))?)
+        let finished = run.summary::<anyhow::Error>(&Logged, &[], &|_| {})?;
+        Ok(serde_json::to_string(&finished.value)?)
     })
-    .map_err(|e| input.error(e))
+    .map_err(to_py)
 }
 
 /// What `compare` keeps of each row, as a table: `_seq`, `valid`, `success`, `position`, `task`
@@ -469,113 +390,44 @@ fn compare_frame(
 /// `credit compare --format json` (`compact = false`), or the compact rows of
 /// [`compare_frame`] and the metadata (`compact = true`).
 #[pyfunction]
-#[pyo3(signature = (source, methods = None, preset = None, params = Vec::new(), schema_file = None, columns = Vec::new(), lenient = false, success_threshold = 0.5, compact = false))]
-#[allow(clippy::too_many_arguments)]
+#[pyo3(signature = (source, compact = false, **options))]
 fn compare_logs(
     py: Python<'_>,
     source: &Bound<'_, PyAny>,
-    methods: Option<String>,
-    preset: Option<String>,
-    params: Vec<(String, String)>,
-    schema_file: Option<PathBuf>,
-    columns: Vec<(String, String)>,
-    lenient: bool,
-    success_threshold: f64,
     compact: bool,
+    options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<(Option<ArrowTable>, String)> {
-    let params = text_params(params);
-    let plan = plan(
-        methods.as_deref(),
-        preset.as_deref(),
-        &params,
-        "grpo,gigpo,proxmo",
-    )
-    .map_err(to_py)?;
-    let input = Input::new(source)?;
-    let ingest = Ingest {
-        schema_file,
-        columns,
-        lenient,
-        success_threshold,
-    };
-    let labels = plan.labels();
+    let run = Options::from_kwargs(options)?.run(source, Some(COMPARE))?;
+    let labels = run.methods.labels();
     if compact {
-        let (frame, notes, report) = py
+        let finished = py
             .detach(|| {
-                in_input_order(&ingest, &input, plan.unit(), |window| {
-                    let results = plan.run(&window.batch)?;
-                    let notes = results
-                        .iter()
-                        .flat_map(|r| r.notes.iter().cloned())
-                        .collect();
-                    Ok((
-                        compare_frame(&window.batch, &window.seq, &results, &labels)?,
-                        notes,
-                    ))
+                run.frames(run.methods.unit(), &|_| {}, |window| {
+                    let computed = run.compute(&Logged, window)?;
+                    let frame =
+                        compare_frame(&computed.batch, &window.seq, &computed.results, &labels)?;
+                    Ok::<_, anyhow::Error>((frame, computed.notes))
                 })
             })
-            .map_err(|e| input.error(e))?;
-        let mut notes = notes.into_vec();
-        notes.extend(report.notes.iter().cloned());
+            .map_err(to_py)?;
         return Ok((
             Some(ArrowTable {
-                df: frame.unwrap_or_default(),
+                df: finished.value.clone().unwrap_or_default(),
             }),
-            plan.metadata(&notes).to_string(),
+            run.methods.metadata(&finished.notes).to_string(),
         ));
     }
-    // As `gather` in src/cmd/mod.rs.
     let json = py
         .detach(|| -> Result<String> {
-            let mut rows = CompareRows::default();
-            let mut advantages: Vec<Vec<f64>> = vec![Vec::new(); labels.len()];
-            let mut in_order: InOrder<CompareChunk> = InOrder::default();
-            let mut notes = Notes::default();
-            let report = ingest.windows(
-                &input,
-                plan.unit(),
-                |window| {
-                    let results = plan.run(&window.batch)?;
-                    let notes: Vec<String> = results
-                        .iter()
-                        .flat_map(|r| r.notes.iter().cloned())
-                        .collect();
-                    let columns = results.iter().map(|r| r.advantage().to_vec()).collect();
-                    Ok((CompareChunk::of(&window.batch, columns), notes))
-                },
-                |event| {
-                    match event {
-                        Event::Window(window, (chunk, window_notes)) => {
-                            notes.extend(window_notes);
-                            in_order.push(window.seq, chunk);
-                            in_order.flush(window.watermark, |chunk, selection| {
-                                rows.append(chunk, selection, &mut advantages);
-                                Ok::<(), anyhow::Error>(())
-                            })?;
-                        }
-                        Event::Restart => {
-                            rows = CompareRows::default();
-                            advantages.iter_mut().for_each(Vec::clear);
-                            in_order.clear();
-                            notes = Notes::default();
-                        }
-                    }
-                    Ok(())
-                },
-            )?;
-            in_order.flush(u64::MAX, |chunk, selection| {
-                rows.append(chunk, selection, &mut advantages);
-                Ok::<(), anyhow::Error>(())
+            let finished = run.gather(&Logged, false, &|_| {}, |_, _, _| Ok(()), |_| {
+                Ok::<_, anyhow::Error>(())
             })?;
-            let mut notes = notes.into_vec();
-            notes.extend(report.notes.iter().cloned());
-            let gathered: Vec<(String, Vec<f64>)> =
-                labels.iter().cloned().zip(advantages).collect();
-            let mut value = serde_json::to_value(compare(&rows, &gathered))?;
-            value["metadata"] = plan.metadata(&notes);
+            let gathered = &finished.value;
+            let mut value = serde_json::to_value(compare(&gathered.rows, &gathered.advantages))?;
+            value["metadata"] = run.methods.metadata(&finished.notes);
             Ok(value.to_string())
         })
-        .map_err(|e| input.error(e))?;
+        .map_err(to_py)?;
     Ok((None, json))
 }
 
@@ -647,26 +499,19 @@ fn compare_rows(
 /// (unit, method labels) of a plan: `unit` is `group` when every method is group-local, else
 /// `iteration` (ProxMO, MGR, SPA, HISR, EMPG read the whole training batch).
 #[pyfunction]
-#[pyo3(signature = (methods = None, preset = None, params = Vec::new(), default_methods = "all"))]
+#[pyo3(signature = (default_methods = ADVANTAGES, **options))]
 fn plan_info(
-    methods: Option<String>,
-    preset: Option<String>,
-    params: Vec<(String, String)>,
+    py: Python<'_>,
     default_methods: &str,
+    options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<(String, Vec<String>)> {
-    let params = text_params(params);
-    let plan = plan(
-        methods.as_deref(),
-        preset.as_deref(),
-        &params,
-        default_methods,
-    )
-    .map_err(to_py)?;
-    let unit = match plan.unit() {
+    let source = pyo3::types::PyList::empty(py);
+    let run = Options::from_kwargs(options)?.run(&source, Some(default_methods))?;
+    let unit = match run.methods.unit() {
         UnitKind::Group => "group",
         _ => "iteration",
     };
-    Ok((unit.to_string(), plan.labels()))
+    Ok((unit.to_string(), run.methods.labels()))
 }
 
 /// The log column names ingest accepts for a canonical field (the name itself first).

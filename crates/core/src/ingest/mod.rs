@@ -32,6 +32,9 @@ use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 
+/// A trajectory succeeds when its return exceeds this and no `success` column is logged.
+pub const DEFAULT_SUCCESS_THRESHOLD: f64 = 0.5;
+
 /// How to read the logs.
 #[derive(Clone, Debug)]
 pub struct IngestOptions {
@@ -66,7 +69,7 @@ impl Default for IngestOptions {
         IngestOptions {
             columns: ColumnMap::default(),
             lenient: false,
-            success_threshold: 0.5,
+            success_threshold: DEFAULT_SUCCESS_THRESHOLD,
             gamma: 0.95,
             limits: Limits::default(),
         }

@@ -19,6 +19,7 @@ pub mod tfidf;
 
 use crate::batch::StepBatch;
 use crate::error::{Error, Result};
+use crate::plan::ParamValue;
 use crate::profile::Profile;
 use serde::{de::DeserializeOwned, Serialize};
 
@@ -154,8 +155,8 @@ impl Method {
         }
     }
 
-    /// Sets one parameter from text (`--set gigpo.omega=0.5`, `--gamma 0.9`).
-    pub fn set(&mut self, key: &str, value: &str) -> Result<()> {
+    /// Sets one parameter (`--gamma 0.9` typed, `--set gigpo.omega=0.5` as text).
+    pub fn set(&mut self, key: &str, value: &ParamValue) -> Result<()> {
         let label = self.label();
         match self {
             Method::Grpo { params, .. } => set_field(params, label, key, value),
@@ -341,7 +342,7 @@ fn set_field<P: Serialize + DeserializeOwned>(
     params: &mut P,
     label: &str,
     key: &str,
-    value: &str,
+    value: &ParamValue,
 ) -> Result<()> {
     use serde_json::Value;
     let mut json = serde_json::to_value(&*params).map_err(|e| Error::Param(e.to_string()))?;
@@ -359,27 +360,38 @@ fn set_field<P: Serialize + DeserializeOwned>(
         )));
     };
     let bad = |what: &str| Error::Param(format!("`{label}.{key}={value}`: expected {what}"));
-    let parsed = match current {
-        Value::Number(n) if n.is_u64() => Value::from(
-            value
-                .parse::<u64>()
+    let finite = |x: f64| {
+        if x.is_finite() {
+            Ok(Value::from(x))
+        } else {
+            Err(bad("a finite number"))
+        }
+    };
+    // A typed value is taken as it is; text is parsed as the parameter's own type.
+    let parsed = match (current, value) {
+        (Value::Number(n), ParamValue::Integer(i)) if n.is_u64() => Value::from(*i),
+        (Value::Number(n), ParamValue::Text(t)) if n.is_u64() => Value::from(
+            t.parse::<u64>()
                 .map_err(|_| bad("a non-negative integer"))?,
         ),
-        Value::Number(_) => {
-            let x: f64 = value.parse().map_err(|_| bad("a number"))?;
-            if !x.is_finite() {
-                return Err(bad("a finite number"));
-            }
-            Value::from(x)
-        }
-        Value::Bool(_) => Value::from(value.parse::<bool>().map_err(|_| bad("true or false"))?),
-        // An unset optional number (`gigpo.similarity`): NaN would be stored as unset.
-        Value::Null => match value.parse::<f64>() {
-            Ok(x) if !x.is_finite() => return Err(bad("a finite number")),
-            Ok(x) => Value::from(x),
-            Err(_) => Value::from(value),
+        (Value::Number(n), _) if n.is_u64() => return Err(bad("a non-negative integer")),
+        // An unset optional number (`gigpo.similarity`) too: NaN would be stored as unset.
+        (Value::Number(_) | Value::Null, ParamValue::Number(x)) => finite(*x)?,
+        (Value::Number(_) | Value::Null, ParamValue::Integer(i)) => Value::from(*i as f64),
+        (Value::Number(_), ParamValue::Text(t)) => finite(t.parse().map_err(|_| bad("a number"))?)?,
+        (Value::Null, ParamValue::Text(t)) => match t.parse::<f64>() {
+            Ok(x) => finite(x)?,
+            Err(_) => Value::from(t.as_str()),
         },
-        _ => Value::from(value),
+        (Value::Bool(_), ParamValue::Bool(b)) => Value::from(*b),
+        (Value::Bool(_), ParamValue::Text(t)) => {
+            Value::from(t.parse::<bool>().map_err(|_| bad("true or false"))?)
+        }
+        (Value::Number(_) | Value::Bool(_), _) => {
+            return Err(bad(if current.is_boolean() { "true or false" } else { "a number" }))
+        }
+        (_, ParamValue::Text(t)) => Value::from(t.as_str()),
+        (_, other) => Value::from(other.to_string()),
     };
     map.insert(key.to_string(), parsed);
     *params = serde_json::from_value(json)
