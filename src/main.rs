@@ -22,7 +22,6 @@ mod cmd;
 mod config;
 mod exit;
 mod progress;
-mod stage;
 
 use clap::Parser;
 

@@ -109,7 +109,7 @@ def advantages(
     Dataset with the same columns and, row for row, the same values; rows in no particular order."""
     ds = _dataset(ds)
     unit, _labels = _credit.plan_info(
-        credit._methods(methods), preset, credit._params(params), "all"
+        "advantages", methods=credit._methods(methods), preset=preset, params=credit._params(params)
     )
     key = key or _key(ds, unit, schema if isinstance(schema, Mapping) else None)
     kwargs = _common(methods, preset, params, schema, lenient, success_threshold)
@@ -183,7 +183,7 @@ def compare(
 
     ds = _dataset(ds)
     unit, labels = _credit.plan_info(
-        credit._methods(methods), preset, credit._params(params), "grpo,gigpo,proxmo"
+        "compare", methods=credit._methods(methods), preset=preset, params=credit._params(params)
     )
     key = key or _key(ds, unit, schema if isinstance(schema, Mapping) else None)
     kwargs = _common(methods, preset, params, schema, lenient, success_threshold)

@@ -203,14 +203,14 @@ pub fn reading<T>(
 /// An error met while the logs are streamed, said as one of reading them; an error that already
 /// names its own stage (writing an output, drawing a graph) keeps it.
 fn stage(error: anyhow::Error) -> anyhow::Error {
-    let staged = error.downcast_ref::<crate::stage::Stage>().is_some()
-        || error.chain().any(|cause| {
-            cause.is::<credit_output::Error>()
-                || matches!(
-                    cause.downcast_ref::<credit_core::Error>(),
-                    Some(credit_core::Error::Output(_))
-                )
-        });
+    let staged = error.chain().any(|cause| {
+        cause.is::<credit_output::Error>()
+            || cause.is::<credit_report::Error>()
+            || matches!(
+                cause.downcast_ref::<credit_core::Error>(),
+                Some(credit_core::Error::Output(_))
+            )
+    });
     if staged {
         error
     } else {

@@ -1,23 +1,17 @@
 //! `credit train progress|sprm [PATHS] --out DIR`: trains SPA's progress estimator (a readout every
 //! step) or HISR's segmental process reward model (a readout at each segment's last step) on the
-//! logged trajectories (`credit_train::progress`); `credit advantages --progress-model DIR` /
-//! `--sprm-model DIR` fill the `progress` / `segment_reward` column from them. Step t's input is
-//! (task, obs before the action, action); R is the trajectory's episode return; the split key is
-//! the task, else the group. Segments are HISR's (`hisr::segmentation`), so training and filling
-//! read out at the same steps.
+//! logged trajectories (`credit_learn::signals`, `credit_train::progress`); `--progress-model DIR`
+//! / `--sprm-model DIR` ([`SignalModels`]) fill the `progress` / `segment_reward` column from them
+//! in every command that reads logs.
 
 use super::{load, Format, Globals, MethodArgs};
 use crate::config::ProjectFile;
 use crate::exit::ExitCode;
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use credit_core::methods::hisr;
-use credit_core::schema::columns::{ACTION, PROGRESS, SEGMENT_REWARD, TASK};
-use credit_core::StepBatch;
+use credit_learn::signals::{trajectories, Signals};
 use credit_train::load::model_dir_problem;
-use credit_train::progress::{
-    load_step_model, train_progress, ProgressReport, ProgressTrain, Readout, StepModel, StepText,
-    Trajectory,
-};
+use credit_train::progress::{train_progress, ProgressReport, ProgressTrain, Readout};
 use credit_train::progress_lm::{train_backbone_progress, BackboneTrain};
 use credit_train::DeviceKind;
 use credit_output::{OutputDir, Stale};
@@ -78,58 +72,6 @@ pub struct ProgressArgs {
     /// Recompute each backbone block in the backward pass (less memory, more compute).
     #[arg(long, requires = "backbone")]
     checkpoint_layers: bool,
-}
-
-/// Each trajectory's steps as the model reads them, in `batch.trajs` order; `readout` marks every
-/// step, or the last step of each of HISR's segments under `hisr` (only then are the logs segmented).
-fn trajectories(
-    batch: &StepBatch,
-    readout: Readout,
-    hisr: &hisr::Params,
-) -> Result<Vec<Trajectory>> {
-    let segments = match readout {
-        Readout::Step => None,
-        Readout::SegmentEnd => Some(hisr::segmentation(batch, hisr.segments, &hisr.rl)?.ranges),
-    };
-    // The model reads what the policy read: `policy_obs` beside a logged state, else the state.
-    let columns = [batch.texts(TASK), batch.policy_texts(), batch.texts(ACTION)];
-    let text = |column: usize, r: u32| {
-        columns[column]
-            .and_then(|c| c.get(r as usize))
-            .unwrap_or("")
-            .to_string()
-    };
-    Ok(batch
-        .trajs
-        .iter()
-        .enumerate()
-        .map(|(i, t)| {
-            let first = t.rows.first().map_or(0, |&r| r as usize);
-            let key = columns[0]
-                .and_then(|c| c.get(first))
-                .map_or_else(|| batch.groups[t.group as usize].id.clone(), str::to_string);
-            let mut steps: Vec<StepText> = t
-                .rows
-                .iter()
-                .map(|&r| StepText {
-                    task: text(0, r),
-                    obs: text(1, r),
-                    action: text(2, r),
-                    readout: segments.is_none(),
-                })
-                .collect();
-            for range in segments.iter().flat_map(|s| &s[i]) {
-                if let Some(step) = range.end.checked_sub(1).and_then(|k| steps.get_mut(k)) {
-                    step.readout = true;
-                }
-            }
-            Trajectory {
-                key,
-                steps,
-                ret: t.episode_return,
-            }
-        })
-        .collect())
 }
 
 pub fn train(args: ProgressArgs, readout: Readout) -> Result<ExitCode> {
@@ -277,63 +219,6 @@ impl ProgressArgs {
     }
 }
 
-/// A model given with `--progress-model` / `--sprm-model`, loaded once (a backbone estimator's
-/// LM on the CPU).
-struct SignalModel {
-    dir: PathBuf,
-    model: Box<dyn StepModel>,
-    column: &'static str,
-}
-
-impl SignalModel {
-    /// Loads the model in `dir`, which must be of the `expected` kind.
-    fn load(dir: &Path, expected: Readout) -> Result<Self> {
-        let model = load_step_model(dir, DeviceKind::Cpu)
-            .with_context(|| format!("loading the model in {}", dir.display()))?;
-        let readout = model.readout();
-        if readout != expected {
-            let (flag, trained_by) = match readout {
-                Readout::Step => ("--progress-model", "credit train progress"),
-                Readout::SegmentEnd => ("--sprm-model", "credit train sprm"),
-            };
-            bail!(
-                "{} holds a `{trained_by}` model (readout {}); pass it with {flag}",
-                dir.display(),
-                readout.label()
-            );
-        }
-        let column = match readout {
-            Readout::Step => PROGRESS,
-            Readout::SegmentEnd => SEGMENT_REWARD,
-        };
-        Ok(SignalModel {
-            dir: dir.to_path_buf(),
-            model,
-            column,
-        })
-    }
-
-    /// Fills the column the model predicts (`progress` on every step, `segment_reward` at the ends
-    /// of `hisr`'s segments) when the logs lack it; returns whether it did.
-    fn fill(&self, batch: &mut StepBatch, hisr: &hisr::Params) -> Result<bool> {
-        if batch.has(self.column) {
-            return Ok(false);
-        }
-        let readout = self.model.readout();
-        let mut values = vec![None; batch.len()];
-        for (traj, t) in trajectories(batch, readout, hisr)?.iter().zip(&batch.trajs) {
-            let predicted = self.model.predict(&traj.steps)?;
-            for ((c, step), &r) in predicted.into_iter().zip(&traj.steps).zip(&t.rows) {
-                if step.readout {
-                    values[r as usize] = Some(c);
-                }
-            }
-        }
-        batch.with_column_opt_f64(self.column, values)?;
-        Ok(true)
-    }
-}
-
 /// Trained signal models that fill missing columns before any method or analysis reads them.
 #[derive(Clone, Debug, Default, clap::Args)]
 pub struct SignalModels {
@@ -347,12 +232,6 @@ pub struct SignalModels {
     pub sprm_model: Option<PathBuf>,
 }
 
-/// The models of [`SignalModels`], loaded, with HISR's segmenter for the segment-end model.
-pub struct Fillers {
-    models: Vec<SignalModel>,
-    hisr: hisr::Params,
-}
-
 impl SignalModels {
     /// The model folders given (inputs of the run).
     pub fn paths(&self) -> Vec<&Path> {
@@ -363,51 +242,8 @@ impl SignalModels {
             .collect()
     }
 
-    pub fn load(&self, hisr: &hisr::Params) -> Result<Fillers> {
-        let mut models = Vec::new();
-        if let Some(dir) = &self.progress_model {
-            models.push(SignalModel::load(dir, Readout::Step)?);
-        }
-        if let Some(dir) = &self.sprm_model {
-            models.push(SignalModel::load(dir, Readout::SegmentEnd)?);
-        }
-        Ok(Fillers {
-            models,
-            hisr: hisr.clone(),
-        })
+    pub fn load(&self, hisr: &hisr::Params) -> Result<Signals> {
+        Signals::load(self.progress_model.as_deref(), self.sprm_model.as_deref(), hisr)
     }
 }
 
-impl credit_core::run::Fill for Fillers {
-    /// `batch` with what the models predict filled in (the batch itself when no model is given),
-    /// and one note per model saying whether it was used.
-    fn fill<'a>(
-        &self,
-        batch: &'a StepBatch,
-    ) -> credit_core::Result<(std::borrow::Cow<'a, StepBatch>, Vec<String>)> {
-        if self.models.is_empty() {
-            return Ok((std::borrow::Cow::Borrowed(batch), Vec::new()));
-        }
-        let mut filled = batch.clone();
-        let mut notes = Vec::new();
-        for m in &self.models {
-            let used = m
-                .fill(&mut filled, &self.hisr)
-                .map_err(|e| credit_core::Error::Fill(format!("{e:#}")))?;
-            notes.push(if used {
-                format!(
-                    "`{}` filled from the model in {}",
-                    m.column,
-                    m.dir.display()
-                )
-            } else {
-                format!(
-                    "the logs carry `{}`; the model in {} was not used",
-                    m.column,
-                    m.dir.display()
-                )
-            });
-        }
-        Ok((std::borrow::Cow::Owned(filled), notes))
-    }
-}

@@ -9,7 +9,7 @@
 //! A table is ingested from a temporary Parquet file that the Python side writes, read as the CLI
 //! reads a Parquet log, so aliases, checks and messages are the CLI's.
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use credit_core::analyses::compare::{compare, CompareRows};
 use credit_core::ingest::{IngestOptions, UnitKind, DEFAULT_SUCCESS_THRESHOLD};
 use credit_core::methods::Advantages;
@@ -272,6 +272,11 @@ fn to_py(err: anyhow::Error) -> PyErr {
     CreditError::new_err(format!("{err:#}"))
 }
 
+/// A run's error as the CLI says it: one of reading the logs.
+fn reading<T>(run: Result<T>) -> Result<T> {
+    run.context("reading the logs")
+}
+
 /// A run's notes and ingest's report, as the metadata the CLI writes (JSON).
 fn notes_and_report<T>(finished: &Finished<T>) -> serde_json::Value {
     serde_json::json!({ "notes": finished.notes, "report": finished.report })
@@ -291,9 +296,9 @@ fn read_logs(
     let run = Options::from_kwargs(options)?.run(source, None)?;
     let finished = py
         .detach(|| {
-            run.frames(UnitKind::Group, &|_| {}, |w| {
+            reading(run.frames(UnitKind::Group, &|_| {}, |w| {
                 Ok::<_, anyhow::Error>((w.batch.frame().clone(), Vec::new()))
-            })
+            }))
         })
         .map_err(to_py)?;
     Ok((
@@ -316,13 +321,13 @@ fn advantages(
     let (frame, finished) = py
         .detach(|| -> Result<_> {
             let mut parts = Vec::new();
-            let finished = run.advantages(&Logged, &|_| {}, |rows| {
+            let finished = reading(run.advantages(&Logged, &|_| {}, |rows| {
                 match rows {
                     Rows::Rows(rows, selection) => parts.push(take_rows(rows.frame(), selection)?),
                     Rows::Restart => parts.clear(),
                 }
                 Ok::<_, anyhow::Error>(())
-            })?;
+            }))?;
             Ok((concat(parts)?, finished))
         })
         .map_err(to_py)?;
@@ -345,7 +350,7 @@ fn analyze(
     // Only HISR's segmenter is read (the summary's segment statistics): no methods run.
     let run = Options::from_kwargs(options)?.run(source, None)?;
     py.detach(|| -> Result<String> {
-        let finished = run.summary::<anyhow::Error>(&Logged, &[], &|_| {})?;
+        let finished = reading(run.summary(&Logged, &[], &|_| {}))?;
         Ok(serde_json::to_string(&finished.value)?)
     })
     .map_err(to_py)
@@ -402,12 +407,12 @@ fn compare_logs(
     if compact {
         let finished = py
             .detach(|| {
-                run.frames(run.methods.unit(), &|_| {}, |window| {
+                reading(run.frames(run.methods.unit(), &|_| {}, |window| {
                     let computed = run.compute(&Logged, window)?;
                     let frame =
                         compare_frame(&computed.batch, &window.seq, &computed.results, &labels)?;
                     Ok::<_, anyhow::Error>((frame, computed.notes))
-                })
+                }))
             })
             .map_err(to_py)?;
         return Ok((
@@ -419,9 +424,9 @@ fn compare_logs(
     }
     let json = py
         .detach(|| -> Result<String> {
-            let finished = run.gather(&Logged, false, &|_| {}, |_, _, _| Ok(()), |_| {
+            let finished = reading(run.gather(&Logged, false, &|_| {}, |_, _, _| Ok(()), |_| {
                 Ok::<_, anyhow::Error>(())
-            })?;
+            }))?;
             let gathered = &finished.value;
             let mut value = serde_json::to_value(compare(&gathered.rows, &gathered.advantages))?;
             value["metadata"] = run.methods.metadata(&finished.notes);
@@ -496,15 +501,25 @@ fn compare_rows(
     .map_err(to_py)
 }
 
-/// (unit, method labels) of a plan: `unit` is `group` when every method is group-local, else
+/// (unit, method labels) of the plan `command` (`advantages` or `compare`, whose default methods
+/// apply) makes of the keywords: `unit` is `group` when every method is group-local, else
 /// `iteration` (ProxMO, MGR, SPA, HISR, EMPG read the whole training batch).
 #[pyfunction]
-#[pyo3(signature = (default_methods = ADVANTAGES, **options))]
+#[pyo3(signature = (command, **options))]
 fn plan_info(
     py: Python<'_>,
-    default_methods: &str,
+    command: &str,
     options: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<(String, Vec<String>)> {
+    let default_methods = match command {
+        "advantages" => ADVANTAGES,
+        "compare" => COMPARE,
+        other => {
+            return Err(PyTypeError::new_err(format!(
+                "unknown command `{other}` (expected advantages or compare)"
+            )))
+        }
+    };
     let source = pyo3::types::PyList::empty(py);
     let run = Options::from_kwargs(options)?.run(&source, Some(default_methods))?;
     let unit = match run.methods.unit() {

@@ -7,6 +7,7 @@
 
 pub mod check;
 pub mod dot;
+pub mod graphs;
 pub mod explorer;
 pub mod html;
 pub mod markdown;

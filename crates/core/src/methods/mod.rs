@@ -280,10 +280,9 @@ fn check_finite(batch: &StepBatch, label: &str, out: &Advantages) -> Result<()> 
 /// depends on what is drawn for (the key, e.g. a trajectory id), not on row order (MGR's gate,
 /// SPA's `random` contributions).
 pub(crate) fn uniform(seed: u64, key: &str, salt: u64) -> f64 {
-    let mut h: u64 = 0xcbf29ce484222325;
-    for b in key.bytes() {
-        h = (h ^ b as u64).wrapping_mul(0x100000001b3);
-    }
+    let mut hasher = fnv::FnvHasher::default();
+    std::hash::Hasher::write(&mut hasher, key.as_bytes());
+    let h = std::hash::Hasher::finish(&hasher);
     let mut z = h ^ seed.wrapping_mul(0x9e3779b97f4a7c15) ^ salt.wrapping_mul(0xbf58476d1ce4e5b9);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58476d1ce4e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d049bb133111eb);
