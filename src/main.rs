@@ -21,7 +21,7 @@ macro_rules! out {
 mod cmd;
 mod config;
 mod exit;
-mod progress;
+mod bars;
 
 use clap::Parser;
 

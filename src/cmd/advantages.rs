@@ -23,7 +23,7 @@ pub struct Args {
     )]
     pub output: PathBuf,
     #[command(flatten)]
-    pub models: super::progress::SignalModels,
+    pub models: super::signals::SignalModels,
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {

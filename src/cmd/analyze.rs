@@ -27,7 +27,7 @@ pub struct Args {
     )]
     pub similarity: Option<Vec<f64>>,
     #[command(flatten)]
-    pub models: super::progress::SignalModels,
+    pub models: super::signals::SignalModels,
 }
 
 fn similarity_threshold(text: &str) -> std::result::Result<f64, String> {

@@ -17,7 +17,7 @@ pub struct Args {
     #[arg(long, value_name = "DIR")]
     pub plots: Option<std::path::PathBuf>,
     #[command(flatten)]
-    pub models: super::progress::SignalModels,
+    pub models: super::signals::SignalModels,
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {

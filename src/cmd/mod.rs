@@ -5,8 +5,8 @@ mod advantages;
 mod analyze;
 mod compare;
 mod graph;
-mod progress;
 mod report;
+mod signals;
 mod train;
 
 use crate::config::{column_map, ProjectFile};
@@ -164,7 +164,7 @@ fn warn_skips(report: &IngestReport) {
 pub fn load(globals: &Globals, project: &ProjectFile) -> Result<Ingested> {
     let options = ingest_options(globals, project)?;
     let paths = project.inputs(&globals.paths);
-    let bar = crate::progress::spinner("reading logs", globals.format == Format::Json);
+    let bar = crate::bars::spinner("reading logs", globals.format == Format::Json);
     let ingested = read_paths(&paths, &options).context("reading the logs")?;
     bar.finish_and_clear();
     warn_skips(&ingested.report);
@@ -193,8 +193,8 @@ pub fn reading<T>(
     globals: &Globals,
     run: impl FnOnce(OnProgress) -> Result<Finished<T>>,
 ) -> Result<Finished<T>> {
-    let bar = crate::progress::reading(globals.format == Format::Json);
-    let finished = run(&|p| crate::progress::update(&bar, p)).map_err(stage)?;
+    let bar = crate::bars::reading(globals.format == Format::Json);
+    let finished = run(&|p| crate::bars::update(&bar, p)).map_err(stage)?;
     bar.finish_and_clear();
     warn_skips(&finished.report);
     Ok(finished)
@@ -332,7 +332,7 @@ pub fn write_plots(
     json: bool,
 ) -> Result<()> {
     let out = OutputDir::open(dir, command, read)?;
-    let bar = crate::progress::spinner("drawing figures", json);
+    let bar = crate::bars::spinner("drawing figures", json);
     let figures = credit_report::figures(inputs, scope, Some(dir))?;
     bar.finish_and_clear();
     for figure in &figures {

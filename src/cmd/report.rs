@@ -38,7 +38,7 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value_t = 12)]
     pub explore_max: usize,
     #[command(flatten)]
-    pub models: super::progress::SignalModels,
+    pub models: super::signals::SignalModels,
 }
 
 fn write_text(path: &Path, text: &str) -> Result<()> {
@@ -152,7 +152,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             path: figure_dir.clone(),
             cause,
         })?;
-    let bar = crate::progress::spinner("drawing figures", json);
+    let bar = crate::bars::spinner("drawing figures", json);
     let mut figures = figures(&inputs, Scope::All, Some(&figure_dir))?;
     figures.extend(trends::figure(
         &trends,

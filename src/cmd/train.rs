@@ -31,11 +31,11 @@ enum TrainCommand {
     Policy(Box<PolicyArgs>),
     /// Train SPA's progress estimator (per-step ĉ_t with Σĉ_t ≈ R) on the logged trajectories;
     /// `credit advantages --progress-model DIR` then fills the `progress` column from it.
-    Progress(super::progress::ProgressArgs),
+    Progress(super::signals::ProgressArgs),
     /// Train HISR's segmental process reward model (r̂_i at each segment's last step, Σr̂_i ≈ R;
     /// segments from the `segment` column, else one per turn); `credit advantages --sprm-model
     /// DIR` then fills the `segment_reward` column from it.
-    Sprm(super::progress::ProgressArgs),
+    Sprm(super::signals::ProgressArgs),
 }
 
 #[derive(Debug, clap::Args)]
@@ -137,8 +137,8 @@ impl Args {
 pub fn run(args: Args) -> Result<ExitCode> {
     match args.command {
         TrainCommand::Policy(args) => policy(*args),
-        TrainCommand::Progress(args) => super::progress::train(args, Readout::Step),
-        TrainCommand::Sprm(args) => super::progress::train(args, Readout::SegmentEnd),
+        TrainCommand::Progress(args) => super::signals::train(args, Readout::Step),
+        TrainCommand::Sprm(args) => super::signals::train(args, Readout::SegmentEnd),
     }
 }
 
@@ -180,12 +180,12 @@ fn policy(mut args: PolicyArgs) -> Result<ExitCode> {
 
     let ingested = load(&args.globals, &project)?;
     let batch = &ingested.batch;
-    let bar = crate::progress::spinner(&format!("computing {}", method.label()), json);
+    let bar = crate::bars::spinner(&format!("computing {}", method.label()), json);
     let result = method
         .advantages(batch)
         .with_context(|| format!("computing {}", method.label()))?;
     bar.finish_and_clear();
-    let bar = crate::progress::spinner("tokenizing", json);
+    let bar = crate::bars::spinner("tokenizing", json);
     let max_prompt = args.max_prompt_tokens.unwrap_or(DEFAULT_MAX_PROMPT_TOKENS);
     let (samples, skipped) = samples(
         batch,
@@ -307,7 +307,7 @@ fn policy(mut args: PolicyArgs) -> Result<ExitCode> {
             summary.steps,
             samples.len(),
             method.label(),
-            serde_json::to_value(plan.profile)?.as_str().unwrap_or(""),
+            plan.profile,
             if config.lora.is_some() {
                 "PEFT adapter"
             } else {

@@ -2,9 +2,9 @@
 //!
 //! Tables come in through the Arrow PyCapsule stream interface (`__arrow_c_stream__`: pyarrow
 //! Tables and RecordBatchReaders, polars and pandas DataFrames) and go out the same way (the Python
-//! side wraps them with `pyarrow.table`). Every function drives `credit_core` the way the CLI
-//! does (`src/cmd/{advantages,analyze,compare}.rs`): the same ingest (window by window, in bounded
-//! memory), the same plan (preset < parameters), the same methods and analyses, the same errors.
+//! side wraps them with `pyarrow.table`). Every function is a run of `credit_core::run`, the one
+//! the CLI makes: the same ingest (window by window, in bounded memory), the same plan (preset <
+//! parameters), the same methods and analyses, the same errors.
 //!
 //! A table is ingested from a temporary Parquet file that the Python side writes, read as the CLI
 //! reads a Parquet log, so aliases, checks and messages are the CLI's.

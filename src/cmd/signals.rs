@@ -104,7 +104,7 @@ pub fn train(args: ProgressArgs, readout: Readout) -> Result<ExitCode> {
         Readout::Step => "the progress estimator",
         Readout::SegmentEnd => "the segment reward model",
     };
-    let bar = crate::progress::spinner(&format!("training {what}"), json);
+    let bar = crate::bars::spinner(&format!("training {what}"), json);
     let report = match &estimator {
         Estimator::Backbone(opts) => {
             let (model, report) = train_backbone_progress(&trajs, opts)?;

@@ -1,1 +1,0 @@
-pub use credit_core::*;
