@@ -8,7 +8,7 @@
 //! ```
 
 use credit_train::progress::{train_progress, ProgressTrain, StepText, Trajectory};
-use credit_train::random::SplitMix64;
+use credit_train::rng::SplitMix64;
 use std::time::Instant;
 
 const WORDS: [&str; 24] = [

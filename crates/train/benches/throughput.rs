@@ -17,7 +17,8 @@
 
 use candle_core::DType;
 use credit_train::lora::{LoraConfig, ADAPTER_WEIGHTS};
-use credit_train::random::{write_model_dir, SplitMix64};
+use credit_train::random::write_model_dir;
+use credit_train::rng::SplitMix64;
 use credit_train::train::{train, Event};
 use credit_train::{Config, DeviceKind, RunOptions, Sample, TrainConfig};
 use std::path::Path;

@@ -47,6 +47,7 @@ pub mod optim;
 pub mod progress;
 pub mod progress_lm;
 pub mod random;
+pub mod rng;
 pub mod train;
 
 pub use candle_core::DType;

@@ -11,7 +11,7 @@
 
 use crate::error::{Context, Error, Result};
 use crate::model::Config;
-use crate::random::SplitMix64;
+use crate::rng::SplitMix64;
 use candle_core::{DType, Device, Tensor};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;

@@ -20,7 +20,7 @@
 
 use crate::error::{Context, Error, Result};
 use crate::optim::{clip_grad_norm, gradients, shuffled_epochs, AdamW, AdamWConfig};
-use crate::random::SplitMix64;
+use crate::rng::SplitMix64;
 use candle_core::{DType, Device, Tensor, Var, D};
 use candle_nn::{ops, RmsNorm};
 use serde::{Deserialize, Serialize};
@@ -263,7 +263,7 @@ impl Packed {
                 for &(k, v) in f {
                     let is_word = (k as usize) < text_width;
                     if let (true, Some(rng)) = (is_word, rng.as_mut()) {
-                        if ((rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64) < share {
+                        if rng.next_unit() < share {
                             continue;
                         }
                     }

@@ -6,7 +6,7 @@
 use credit_train::progress::{
     train_progress, ProgressModel, ProgressTrain, Readout, StepText, Trajectory,
 };
-use credit_train::random::SplitMix64;
+use credit_train::rng::SplitMix64;
 
 fn synthetic(n_tasks: usize, per_task: usize, seed: u64) -> Vec<Trajectory> {
     let mut rng = SplitMix64(seed);

@@ -8,7 +8,8 @@ use candle_core::DType;
 use credit_train::lora::{LoraConfig, Target};
 use credit_train::progress::{load_step_model, Readout, StepText, Trajectory};
 use credit_train::progress_lm::{train_backbone_progress, BackboneTrain};
-use credit_train::random::{self, SplitMix64, BYTE_LEVEL_VOCAB};
+use credit_train::random::{self, BYTE_LEVEL_VOCAB};
+use credit_train::rng::SplitMix64;
 use credit_train::{Config, DeviceKind};
 
 fn synthetic(n_tasks: usize, per_task: usize, seed: u64) -> Vec<Trajectory> {
