@@ -6,6 +6,7 @@
 //! [`Sample`]s (prompt + action token ids, the step's advantage, optionally the logged log-prob)
 //! from the `credit` binary or from a hand-off JSONL file ([`data::read_handoff`]).
 //!
+//! - [`arch`]: the architecture (`config.json`), with every parameter's name and shape.
 //! - [`model`]: a Qwen2/Llama-family decoder written from differentiable candle-nn parts, under
 //!   Hugging Face parameter names, so real weights load unchanged and every parameter trains.
 //! - [`load`]: `config.json`, single or sharded `*.safetensors`, `tokenizer.json` and the chat
@@ -35,6 +36,7 @@
 //! # Ok::<(), credit_train::Error>(())
 //! ```
 
+pub mod arch;
 pub mod checkpoint;
 pub mod config;
 pub mod data;
@@ -50,11 +52,12 @@ pub mod random;
 pub mod rng;
 pub mod train;
 
+pub use arch::Config;
 pub use candle_core::DType;
 pub use config::TrainConfig;
 pub use data::Sample;
 pub use error::{Error, Result};
-pub use model::{Config, Model};
+pub use model::Model;
 pub use train::RunOptions;
 
 use candle_core::Device;

@@ -2,9 +2,10 @@
 //! `model.safetensors` or shards listed in `model.safetensors.index.json`, `tokenizer.json`, and
 //! the chat markup that `tokenizer_config.json`'s `chat_template` uses.
 
+use crate::arch::{Config, HfConfig};
 use crate::error::{Error, Result};
 use crate::lora::LoraConfig;
-use crate::model::{Config, HfConfig, Model};
+use crate::model::Model;
 use crate::DeviceKind;
 use candle_core::{Device, Tensor};
 use std::collections::{BTreeSet, HashMap};

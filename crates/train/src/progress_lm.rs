@@ -13,10 +13,11 @@
 //! PEFT loads onto the backbone), `head.safetensors` (`head.weight` `[1, hidden]`, `head.bias`
 //! `[1]`) and `config.json` (`model_type: credit-progress-lm`, the backbone's path, σ_R, …).
 
+use crate::arch::Config;
 use crate::error::{Context, Error, Result};
 use crate::load::Tokenizer;
 use crate::lora::{self, LoraConfig, ADAPTER_CONFIG, ADAPTER_WEIGHTS};
-use crate::model::{Config, Model, Pass};
+use crate::model::{Model, Pass};
 use crate::optim::{clip_grad_norm, gradients, shuffled_epochs, AdamW, AdamWConfig};
 use crate::progress::{
     calibration, folds, ProgressReport, Readout, StepModel, StepText, Trajectory,

@@ -5,8 +5,9 @@
 //! Weights are uniform with the standard deviation of `initializer_range` 0.02 (norm weights 1),
 //! from a seeded SplitMix64 stream, so a seed gives the same model everywhere.
 
+use crate::arch::Config;
 use crate::error::{Context, Error, Result};
-use crate::model::{Config, Model};
+use crate::model::Model;
 use crate::rng::SplitMix64;
 use candle_core::{DType, Device, Tensor};
 use std::collections::HashMap;
