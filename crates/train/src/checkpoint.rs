@@ -15,11 +15,11 @@
 //! while saving leaves either the previous checkpoint or one that resuming reports as incomplete.
 
 use crate::config::TrainConfig;
+use crate::data::Sample;
 use crate::error::{Error, Result};
 use crate::lora::{LoraConfig, ADAPTER_CONFIG, ADAPTER_WEIGHTS, MERGED_DIR};
 use crate::model::Model;
 use crate::optim::AdamW;
-use crate::Sample;
 use candle_core::{Device, Tensor};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;

@@ -3,10 +3,10 @@
 //! the chat markup that `tokenizer_config.json`'s `chat_template` uses.
 
 use crate::arch::{Config, HfConfig};
+use crate::device::DeviceKind;
 use crate::error::{Error, Result};
 use crate::lora::LoraConfig;
 use crate::model::Model;
-use crate::DeviceKind;
 use candle_core::{Device, Tensor};
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};

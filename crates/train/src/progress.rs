@@ -520,7 +520,10 @@ impl StepModel for ProgressModel {
 /// Loads the estimator saved in `dir`: the small model ([`ProgressModel`]) or one on an LM
 /// backbone ([`crate::progress_lm::BackboneProgress`], its backbone onto `device`), by the
 /// `model_type` of its `config.json`.
-pub fn load_step_model(dir: &Path, device: crate::DeviceKind) -> Result<Box<dyn StepModel>> {
+pub fn load_step_model(
+    dir: &Path,
+    device: crate::device::DeviceKind,
+) -> Result<Box<dyn StepModel>> {
     let path = dir.join(CONFIG);
     let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
     let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| Error::Json {

@@ -14,6 +14,7 @@
 //! `[1]`) and `config.json` (`model_type: credit-progress-lm`, the backbone's path, σ_R, …).
 
 use crate::arch::Config;
+use crate::device::DeviceKind;
 use crate::error::{Context, Error, Result};
 use crate::load::Tokenizer;
 use crate::lora::{self, LoraConfig, ADAPTER_CONFIG, ADAPTER_WEIGHTS};
@@ -22,7 +23,6 @@ use crate::optim::{clip_grad_norm, gradients, shuffled_epochs, AdamW, AdamWConfi
 use crate::progress::{
     calibration, folds, ProgressReport, Readout, StepModel, StepText, Trajectory,
 };
-use crate::DeviceKind;
 use candle_core::{DType, Tensor, Var};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;

@@ -15,12 +15,12 @@
 use crate::checkpoint::{self, Fingerprint, Saved, TrainerState};
 use crate::config::TrainConfig;
 use crate::data::{prepare, Sample};
+use crate::device::DeviceKind;
 use crate::error::{Context, Error, Result};
 use crate::model::Model;
 use crate::objective;
 use crate::optim::{clip_grad_norm, warmup_lr, AdamW};
 use crate::rng::SplitMix64;
-use crate::DeviceKind;
 use candle_core::{DType, Device, Tensor};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
