@@ -1,6 +1,6 @@
 //! `credit train progress|sprm [PATHS] --out DIR`: trains SPA's progress estimator (a readout every
 //! step) or HISR's segmental process reward model (a readout at each segment's last step) on the
-//! logged trajectories (`credit_train::progress`); `credit advantages --progress-model DIR` /
+//! logged trajectories (`credit_train::signal`); `credit advantages --progress-model DIR` /
 //! `--sprm-model DIR` fill the `progress` / `segment_reward` column from them. Step t's input is
 //! (task, obs before the action, action); R is the trajectory's episode return; the split key is
 //! the task, else the group. Segments are HISR's (`hisr::segmentation`), so training and filling
@@ -14,11 +14,11 @@ use credit_core::methods::hisr;
 use credit_core::schema::columns::{ACTION, PROGRESS, SEGMENT_REWARD, TASK};
 use credit_core::StepBatch;
 use credit_train::load::model_dir_problem;
-use credit_train::progress::{
-    load_step_model, train_progress, ProgressReport, ProgressTrain, Readout, StepModel, StepText,
-    Trajectory,
+use credit_train::signal::lm::{train_backbone_progress, BackboneTrain};
+use credit_train::signal::ngram::{train_progress, ProgressTrain};
+use credit_train::signal::{
+    load_step_model, ProgressReport, Readout, StepModel, StepText, Trajectory,
 };
-use credit_train::progress_lm::{train_backbone_progress, BackboneTrain};
 use credit_train::DeviceKind;
 use credit_output::{OutputDir, Stale};
 use std::path::{Path, PathBuf};

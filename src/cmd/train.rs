@@ -16,7 +16,7 @@ use credit_core::schema::columns::{ACTION, LOGPROB, PROMPT, TASK};
 use credit_core::StepBatch;
 use credit_train::load::{model_dir_problem, ChatFormat, Tokenizer};
 use credit_train::lora::LoraConfig;
-use credit_train::progress::Readout;
+use credit_train::signal::Readout;
 use credit_train::train::Event;
 use credit_train::{DeviceKind, RunOptions, Sample, TrainConfig};
 use indicatif::{ProgressBar, ProgressStyle};

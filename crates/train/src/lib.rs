@@ -16,8 +16,9 @@
 //! - [`optim`]: AdamW with global-norm clipping and linear warm-up, whose state is checkpointed.
 //! - [`checkpoint`]: the Hugging Face layout written atomically, plus the state to resume.
 //! - [`train`]: the loop (micro-batches, gradient accumulation, metrics JSONL, progress events).
-//! - [`progress`]: SPA's progress estimator (a causal transformer over hashed step n-grams).
-//! - [`progress_lm`]: the same estimator on the LM backbone (LoRA + a regression head).
+//! - [`signal`]: the signal models, SPA's progress estimator and HISR's segment reward model,
+//!   over hashed step n-grams ([`signal::ngram`]) or on the LM backbone ([`signal::lm`]).
+//! - [`rng`]: SplitMix64, the one seeded random stream (initial weights, shuffles, dropout).
 //! - [`random`]: random-weight model directories for tests, benchmarks and smoke runs.
 //!
 //! # Example
@@ -47,10 +48,9 @@ pub mod lora;
 pub mod model;
 pub mod objective;
 pub mod optim;
-pub mod progress;
-pub mod progress_lm;
 pub mod random;
 pub mod rng;
+pub mod signal;
 pub mod train;
 
 pub use arch::Config;
