@@ -315,6 +315,31 @@ mod tests {
         }
     }
 
+    /// `trainer_state.json` records this hash; a resume compares it with the samples' own.
+    #[test]
+    fn fingerprint_hash_is_pinned() {
+        let samples = [
+            Sample {
+                input_ids: vec![1, 2, 3, 151_643],
+                action_start: 2,
+                advantage: 0.5,
+                old_logprob: Some(-1.25),
+                old_token_logprobs: Some(vec![-0.5, -0.75]),
+            },
+            Sample {
+                input_ids: vec![7, 8],
+                action_start: 1,
+                advantage: -1.0,
+                old_logprob: None,
+                old_token_logprobs: None,
+            },
+        ];
+        let hash = |s: &[Sample]| Fingerprint::of(s).hash;
+        assert_eq!(hash(&[]), "cbf29ce484222325");
+        assert_eq!(hash(&samples[..1]), "fb94755c05103b4e");
+        assert_eq!(hash(&samples), "5d8ec1df12d96bd9");
+    }
+
     #[test]
     fn metrics_past_the_checkpoint_are_dropped() {
         let dir = tempfile::tempdir().unwrap();

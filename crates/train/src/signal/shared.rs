@@ -160,3 +160,28 @@ fn pearson(a: &[f64], b: &[f64]) -> Option<f64> {
     let r = sab / (saa * sbb).sqrt();
     r.is_finite().then_some(r)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The feature buckets and the folds of every saved model and report depend on these values.
+    #[test]
+    fn fnv_values_are_pinned() {
+        for (salt, text, want) in [
+            // FNV-1a's published 64-bit test vectors (salt 0 is plain FNV-1a).
+            (0, "", 0xcbf2_9ce4_8422_2325),
+            (0, "a", 0xaf63_dc4c_8601_ec8c),
+            (0, "foobar", 0x8594_4171_f739_67e8),
+            // The salts in use: the three text fields, then the fold order.
+            (0x7461_736b, "open the drawer", 0xe64d_9b95_26ba_d372),
+            (0x6f62_7376, "you see a mug", 0xf415_1bde_121e_d18d),
+            (0x6163_7469, "go north", 0x7c5c_b618_64ee_0eb9),
+            (0x6163_7469, "café ünïcode", 0xf2da_82e5_3002_bea6),
+            (0x0073_706c_6974, "task-3", 0x2544_6849_c09f_cd4c),
+            (0x0073_706c_6974, "#12", 0xf1c3_07b4_d27f_09d5),
+        ] {
+            assert_eq!(fnv(salt, text), want, "salt {salt:#x}, {text:?}");
+        }
+    }
+}
