@@ -13,7 +13,8 @@
 //! held-out calibration is K-fold by task (every task held out once, pooled), not one split.
 
 use super::shared::{
-    calibration, fnv, folds, ProgressReport, Readout, StepModel, StepText, Trajectory, CONFIG,
+    calibration, folds, salted_hash, ProgressReport, Readout, StepModel, StepText, Trajectory,
+    CONFIG,
 };
 use crate::error::{Context, Error, Result};
 use crate::optim::{clip_grad_norm, gradients, shuffled_epochs, AdamW, AdamWConfig};
@@ -113,7 +114,7 @@ fn step_features(step: &StepText, t: usize, config: &ProgressConfig) -> Sparse {
             .filter(|w| !w.is_empty())
             .collect();
         let mut bump = |key: &str| {
-            let bucket = (fnv(SALTS[i], key) % config.buckets as u64) as usize;
+            let bucket = (salted_hash(SALTS[i], key) % config.buckets as u64) as usize;
             *counts
                 .entry((i * config.buckets + bucket) as u32)
                 .or_default() += 1.0;

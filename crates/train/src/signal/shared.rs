@@ -3,8 +3,10 @@
 //! K-fold splits by task and the held-out calibration of Σ readouts against R ([`HeldOut`]).
 
 use crate::error::Result;
+use fnv::FnvHasher;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
+use std::hash::Hasher;
 
 /// Both kinds save their settings here, with a `model_type` that tells them apart.
 pub const CONFIG: &str = "config.json";
@@ -78,14 +80,12 @@ pub struct HeldOut {
     pub constant_mse: f64,
 }
 
-/// FNV-1a of `text` from the offset basis XOR `salt`: one independent hash per salt.
-pub(super) fn fnv(salt: u64, text: &str) -> u64 {
-    let mut h = 0xcbf2_9ce4_8422_2325u64 ^ salt;
-    for b in text.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h
+/// FNV-1a 64 of `text`, started from the offset basis XOR `salt`: one independent hash per salt.
+pub(super) fn salted_hash(salt: u64, text: &str) -> u64 {
+    // A fresh `FnvHasher` holds the offset basis, and `finish` returns the state as it is.
+    let mut h = FnvHasher::with_key(FnvHasher::default().finish() ^ salt);
+    h.write(text.as_bytes());
+    h.finish()
 }
 
 /// A trained signal model of either kind, as `--progress-model` / `--sprm-model` use it.
@@ -111,7 +111,7 @@ pub(super) fn folds(keys: &[&str], wanted: usize) -> (Vec<usize>, usize, &'stati
     let mut order: Vec<&str> = units.iter().map(String::as_str).collect();
     order.sort_unstable();
     order.dedup();
-    order.sort_by_key(|u| fnv(0x0073_706c_6974, u));
+    order.sort_by_key(|u| salted_hash(0x0073_706c_6974, u));
     let k = wanted.min(order.len()).max(1);
     let fold_of: HashMap<&str, usize> =
         order.iter().enumerate().map(|(i, u)| (*u, i % k)).collect();
@@ -167,7 +167,7 @@ mod tests {
 
     /// The feature buckets and the folds of every saved model and report depend on these values.
     #[test]
-    fn fnv_values_are_pinned() {
+    fn salted_hash_values_are_pinned() {
         for (salt, text, want) in [
             // FNV-1a's published 64-bit test vectors (salt 0 is plain FNV-1a).
             (0, "", 0xcbf2_9ce4_8422_2325),
@@ -181,7 +181,7 @@ mod tests {
             (0x0073_706c_6974, "task-3", 0x2544_6849_c09f_cd4c),
             (0x0073_706c_6974, "#12", 0xf1c3_07b4_d27f_09d5),
         ] {
-            assert_eq!(fnv(salt, text), want, "salt {salt:#x}, {text:?}");
+            assert_eq!(salted_hash(salt, text), want, "salt {salt:#x}, {text:?}");
         }
     }
 }
