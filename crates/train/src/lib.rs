@@ -19,7 +19,8 @@
 //! - [`signal`]: the signal models, SPA's progress estimator and HISR's segment reward model,
 //!   over hashed step n-grams ([`signal::ngram`]) or on the LM backbone ([`signal::lm`]).
 //! - [`rng`]: SplitMix64, the one seeded random stream (initial weights, shuffles, dropout).
-//! - [`random`]: random-weight model directories for tests, benchmarks and smoke runs.
+//! - `test_support` (feature `test-support`): random-weight model folders for tests, benchmarks
+//!   and smoke runs.
 //!
 //! # Example
 //!
@@ -48,9 +49,10 @@ pub mod lora;
 pub mod model;
 pub mod objective;
 pub mod optim;
-pub mod random;
 pub mod rng;
 pub mod signal;
+#[cfg(any(test, feature = "test-support"))]
+pub mod test_support;
 pub mod train;
 
 pub use arch::Config;

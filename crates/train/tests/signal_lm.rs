@@ -6,10 +6,10 @@
 
 use candle_core::DType;
 use credit_train::lora::{LoraConfig, Target};
-use credit_train::random::{self, BYTE_LEVEL_VOCAB};
 use credit_train::rng::SplitMix64;
 use credit_train::signal::lm::{train_backbone_progress, BackboneTrain};
 use credit_train::signal::{load_step_model, Readout, StepText, Trajectory};
+use credit_train::test_support::{self, BYTE_LEVEL_VOCAB};
 use credit_train::{Config, DeviceKind};
 
 fn synthetic(n_tasks: usize, per_task: usize, seed: u64) -> Vec<Trajectory> {
@@ -45,7 +45,7 @@ fn synthetic(n_tasks: usize, per_task: usize, seed: u64) -> Vec<Trajectory> {
 fn backbone_estimator_learns_the_known_per_step_progress() {
     let dir = tempfile::tempdir().unwrap();
     let backbone = dir.path().join("lm");
-    random::write_model_dir(
+    test_support::write_model_dir(
         &backbone,
         &Config::qwen2_tiny(BYTE_LEVEL_VOCAB),
         5,

@@ -1,16 +1,15 @@
-//! Random-weight models in the Hugging Face layout, for tests, benchmarks and smoke runs where no
-//! real model can be downloaded: `config.json`, weights (one file or shards with an index), a
-//! byte-level BPE `tokenizer.json` that encodes any text, and a ChatML `tokenizer_config.json`.
+//! Test models (feature `test-support`): random-weight model folders in the Hugging Face layout,
+//! for tests, benchmarks and smoke runs where no real model can be downloaded: `config.json`,
+//! weights (one file or shards with an index), a byte-level BPE `tokenizer.json` that encodes any
+//! text, and a ChatML `tokenizer_config.json`. The trainer itself never needs them.
 //!
 //! Weights are uniform with the standard deviation of `initializer_range` 0.02 (norm weights 1),
 //! from a seeded SplitMix64 stream, so a seed gives the same model everywhere.
 
 use crate::arch::Config;
 use crate::error::{Context, Error, Result};
-use crate::model::Model;
 use crate::rng::SplitMix64;
 use candle_core::{DType, Device, Tensor};
-use std::collections::HashMap;
 use std::path::Path;
 
 /// Byte tokens 0–255, then these specials; a model over this tokenizer needs `vocab_size ≥ 259`.
@@ -39,12 +38,6 @@ pub fn random_tensors(config: &Config, seed: u64) -> Result<Vec<(String, Tensor)
             Ok((name, t))
         })
         .collect()
-}
-
-/// A random model held in memory (the 0.5B benchmark skips the 2 GB file).
-pub fn random_model(config: Config, seed: u64, device: &Device, dtype: DType) -> Result<Model> {
-    let tensors: HashMap<String, Tensor> = random_tensors(&config, seed)?.into_iter().collect();
-    Model::from_tensors(config, tensors, device, dtype, Path::new("<random>"))
 }
 
 /// Writes a random model directory. `shards > 1` splits the weights over
