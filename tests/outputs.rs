@@ -346,9 +346,9 @@ fn fuzz_outputs_never_touch_inputs() {
     let mut rng = Rng(seed | 1);
     let model = Run::new();
     let model_dir = model.path("model");
-    credit_train::random::write_model_dir(
+    credit_train::test_support::write_model_dir(
         &model_dir,
-        &credit_train::Config::qwen2_tiny(credit_train::random::BYTE_LEVEL_VOCAB),
+        &credit_train::Config::qwen2_tiny(credit_train::test_support::BYTE_LEVEL_VOCAB),
         3,
         1,
         credit_train::DType::F32,

@@ -4,7 +4,7 @@
 //! Also `credit train progress` and `credit advantages --progress-model` (SPA's ĉ_t).
 
 use crate::util::{f, fixture, json, read_jsonl, stderr, Run};
-use credit_train::random::{write_model_dir, BYTE_LEVEL_VOCAB};
+use credit_train::test_support::{write_model_dir, BYTE_LEVEL_VOCAB};
 use credit_train::{Config, DType};
 
 fn tiny_model(run: &Run) -> String {

@@ -1,6 +1,6 @@
 //! `credit train progress|sprm [PATHS] --out DIR`: trains SPA's progress estimator (a readout every
 //! step) or HISR's segmental process reward model (a readout at each segment's last step) on the
-//! logged trajectories (`credit_learn::signals`, `credit_train::progress`); `--progress-model DIR`
+//! logged trajectories (`credit_learn::signals`, `credit_train::signal`); `--progress-model DIR`
 //! / `--sprm-model DIR` ([`SignalModels`]) fill the `progress` / `segment_reward` column from them
 //! in every command that reads logs.
 
@@ -11,8 +11,9 @@ use anyhow::{bail, Result};
 use credit_core::methods::hisr;
 use credit_learn::signals::{trajectories, Signals};
 use credit_train::load::model_dir_problem;
-use credit_train::progress::{train_progress, ProgressReport, ProgressTrain, Readout};
-use credit_train::progress_lm::{train_backbone_progress, BackboneTrain};
+use credit_train::signal::lm::{train_backbone_progress, BackboneTrain};
+use credit_train::signal::ngram::{train_progress, ProgressTrain};
+use credit_train::signal::{ProgressReport, Readout};
 use credit_train::DeviceKind;
 use credit_output::{OutputDir, Stale};
 use std::path::{Path, PathBuf};

@@ -11,7 +11,7 @@ use anyhow::{bail, Context, Result};
 use credit_learn::samples::samples;
 use credit_train::load::{model_dir_problem, Tokenizer};
 use credit_train::lora::LoraConfig;
-use credit_train::progress::Readout;
+use credit_train::signal::Readout;
 use credit_train::train::Event;
 use credit_train::{DeviceKind, RunOptions, TrainConfig};
 use indicatif::{ProgressBar, ProgressStyle};

@@ -11,7 +11,7 @@ use credit_core::methods::hisr;
 use credit_core::run::Fill;
 use credit_core::schema::columns::{ACTION, PROGRESS, SEGMENT_REWARD, TASK};
 use credit_core::StepBatch;
-use credit_train::progress::{load_step_model, Readout, StepModel, StepText, Trajectory};
+use credit_train::signal::{load_step_model, Readout, StepModel, StepText, Trajectory};
 use credit_train::DeviceKind;
 use std::borrow::Cow;
 use std::path::{Path, PathBuf};

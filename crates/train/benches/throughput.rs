@@ -3,8 +3,8 @@
 //! fine-tuned and with LoRA (rank 8, α 16, dropout 0.05, every projection).
 //!
 //! ```sh
-//! cargo bench -p credit-train --bench throughput                 # all runs
-//! cargo bench -p credit-train --bench throughput -- tiny-lora    # the runs named
+//! cargo bench -p credit-train --features test-support --bench throughput               # all runs
+//! cargo bench -p credit-train --features test-support --bench throughput -- tiny-lora  # named
 //! ```
 //!
 //! Runs: `tiny`, `tiny-lora`, `qwen2.5-0.5b`, `qwen2.5-0.5b-lora`, and `qwen2.5-0.5b-lora-ckpt`
@@ -17,7 +17,8 @@
 
 use candle_core::DType;
 use credit_train::lora::{LoraConfig, ADAPTER_WEIGHTS};
-use credit_train::random::{write_model_dir, SplitMix64};
+use credit_train::rng::SplitMix64;
+use credit_train::test_support::write_model_dir;
 use credit_train::train::{train, Event};
 use credit_train::{Config, DeviceKind, RunOptions, Sample, TrainConfig};
 use std::path::Path;
@@ -127,7 +128,7 @@ fn main() {
         .filter(|a| !a.starts_with('-'))
         .collect();
     let wanted = |name: &str| only.is_empty() || only.iter().any(|o| o == name);
-    let tiny = Config::qwen2_tiny(credit_train::random::BYTE_LEVEL_VOCAB);
+    let tiny = Config::qwen2_tiny(credit_train::test_support::BYTE_LEVEL_VOCAB);
     let (lora, q05) = (Some(LoraConfig::default()), Config::qwen2_5_0_5b());
     let runs = [
         ("tiny", tiny.clone(), 10, None, false),

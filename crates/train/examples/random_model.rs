@@ -2,7 +2,8 @@
 //! and ChatML markup), for smoke runs of `credit train` where no real model can be downloaded.
 //!
 //! ```sh
-//! cargo run -p credit-train --example random_model -- DIR [tiny|qwen2.5-0.5b] [SEED]
+//! cargo run -p credit-train --features test-support --example random_model -- \
+//!     DIR [tiny|qwen2.5-0.5b] [SEED]
 //! ```
 //!
 //! `tiny`: 2 layers, hidden 32 (27k parameters, f32). `qwen2.5-0.5b`: Qwen2.5-0.5B's shape
@@ -10,7 +11,7 @@
 //! for checking that a pipeline runs.
 
 use candle_core::DType;
-use credit_train::random::{write_model_dir, BYTE_LEVEL_VOCAB};
+use credit_train::test_support::{write_model_dir, BYTE_LEVEL_VOCAB};
 use credit_train::Config;
 use std::process::ExitCode;
 

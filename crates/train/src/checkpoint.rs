@@ -15,14 +15,16 @@
 //! while saving leaves either the previous checkpoint or one that resuming reports as incomplete.
 
 use crate::config::TrainConfig;
+use crate::data::Sample;
 use crate::error::{Error, Result};
 use crate::lora::{LoraConfig, ADAPTER_CONFIG, ADAPTER_WEIGHTS, MERGED_DIR};
 use crate::model::Model;
 use crate::optim::AdamW;
-use crate::Sample;
 use candle_core::{Device, Tensor};
+use fnv::FnvHasher;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
+use std::hash::Hasher;
 use std::path::{Path, PathBuf};
 
 pub const TRAINER_STATE: &str = "trainer_state.json";
@@ -65,23 +67,21 @@ pub struct Fingerprint {
 
 impl Fingerprint {
     pub fn of(samples: &[Sample]) -> Self {
-        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-        let mut eat = |bytes: &[u8]| {
-            for &b in bytes {
-                h = (h ^ b as u64).wrapping_mul(0x0000_0100_0000_01b3);
-            }
-        };
+        // Bytes in little-endian order, written as slices: `Hasher::write_u32` and friends would
+        // use the machine's order, and a checkpoint must resume on any machine.
+        let mut h = FnvHasher::default();
         for s in samples {
             for id in &s.input_ids {
-                eat(&id.to_le_bytes());
+                h.write(&id.to_le_bytes());
             }
-            eat(&(s.action_start as u64).to_le_bytes());
-            eat(&s.advantage.to_bits().to_le_bytes());
-            eat(&s.old_logprob.map_or(u32::MAX, f32::to_bits).to_le_bytes());
+            h.write(&(s.action_start as u64).to_le_bytes());
+            h.write(&s.advantage.to_bits().to_le_bytes());
+            h.write(&s.old_logprob.map_or(u32::MAX, f32::to_bits).to_le_bytes());
             for lp in s.old_token_logprobs.iter().flatten() {
-                eat(&lp.to_bits().to_le_bytes());
+                h.write(&lp.to_bits().to_le_bytes());
             }
         }
+        let h = h.finish();
         Fingerprint {
             count: samples.len(),
             action_tokens: samples.iter().map(Sample::action_len).sum(),
@@ -313,6 +313,31 @@ mod tests {
             edit(&mut t);
             assert_ne!(Fingerprint::of(&[t]).hash, base.hash);
         }
+    }
+
+    /// `trainer_state.json` records this hash; a resume compares it with the samples' own.
+    #[test]
+    fn fingerprint_hash_is_pinned() {
+        let samples = [
+            Sample {
+                input_ids: vec![1, 2, 3, 151_643],
+                action_start: 2,
+                advantage: 0.5,
+                old_logprob: Some(-1.25),
+                old_token_logprobs: Some(vec![-0.5, -0.75]),
+            },
+            Sample {
+                input_ids: vec![7, 8],
+                action_start: 1,
+                advantage: -1.0,
+                old_logprob: None,
+                old_token_logprobs: None,
+            },
+        ];
+        let hash = |s: &[Sample]| Fingerprint::of(s).hash;
+        assert_eq!(hash(&[]), "cbf29ce484222325");
+        assert_eq!(hash(&samples[..1]), "fb94755c05103b4e");
+        assert_eq!(hash(&samples), "5d8ec1df12d96bd9");
     }
 
     #[test]

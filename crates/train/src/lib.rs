@@ -6,6 +6,7 @@
 //! [`Sample`]s (prompt + action token ids, the step's advantage, optionally the logged log-prob)
 //! from the `credit` binary or from a hand-off JSONL file ([`data::read_handoff`]).
 //!
+//! - [`arch`]: the architecture (`config.json`), with every parameter's name and shape.
 //! - [`model`]: a Qwen2/Llama-family decoder written from differentiable candle-nn parts, under
 //!   Hugging Face parameter names, so real weights load unchanged and every parameter trains.
 //! - [`load`]: `config.json`, single or sharded `*.safetensors`, `tokenizer.json` and the chat
@@ -15,9 +16,11 @@
 //! - [`optim`]: AdamW with global-norm clipping and linear warm-up, whose state is checkpointed.
 //! - [`checkpoint`]: the Hugging Face layout written atomically, plus the state to resume.
 //! - [`train`]: the loop (micro-batches, gradient accumulation, metrics JSONL, progress events).
-//! - [`progress`]: SPA's progress estimator (a causal transformer over hashed step n-grams).
-//! - [`progress_lm`]: the same estimator on the LM backbone (LoRA + a regression head).
-//! - [`random`]: random-weight model directories for tests, benchmarks and smoke runs.
+//! - [`signal`]: the signal models, SPA's progress estimator and HISR's segment reward model,
+//!   over hashed step n-grams ([`signal::ngram`]) or on the LM backbone ([`signal::lm`]).
+//! - [`rng`]: SplitMix64, the one seeded random stream (initial weights, shuffles, dropout).
+//! - `test_support` (feature `test-support`): random-weight model folders for tests, benchmarks
+//!   and smoke runs.
 //!
 //! # Example
 //!
@@ -35,69 +38,28 @@
 //! # Ok::<(), credit_train::Error>(())
 //! ```
 
+pub mod arch;
 pub mod checkpoint;
 pub mod config;
 pub mod data;
+mod device;
 mod error;
 pub mod load;
 pub mod lora;
 pub mod model;
 pub mod objective;
 pub mod optim;
-pub mod progress;
-pub mod progress_lm;
-pub mod random;
+pub mod rng;
+pub mod signal;
+#[cfg(any(test, feature = "test-support"))]
+pub mod test_support;
 pub mod train;
 
+pub use arch::Config;
 pub use candle_core::DType;
 pub use config::TrainConfig;
 pub use data::Sample;
+pub use device::DeviceKind;
 pub use error::{Error, Result};
-pub use model::{Config, Model};
+pub use model::Model;
 pub use train::RunOptions;
-
-use candle_core::Device;
-
-/// Where the model runs.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum DeviceKind {
-    Cpu,
-    /// The first CUDA GPU; needs a build with `--features cuda`.
-    Cuda,
-}
-
-impl DeviceKind {
-    /// The candle device; a CUDA request in a build without the `cuda` feature says how to get one.
-    pub fn device(self) -> Result<Device> {
-        match self {
-            DeviceKind::Cpu => Ok(Device::Cpu),
-            DeviceKind::Cuda if !cfg!(feature = "cuda") => Err(Error::Params(
-                "`--device cuda`: this build has no CUDA support; rebuild with `cargo build --release --features cuda` (needs the CUDA toolkit)".into(),
-            )),
-            DeviceKind::Cuda => Device::new_cuda(0).map_err(|e| Error::candle("opening CUDA device 0", e)),
-        }
-    }
-
-    /// The dtype of the forward and backward passes: bf16 on a GPU (the master weights and the
-    /// optimizer state stay f32), f32 on the CPU, where bf16 matmuls are slower, not faster.
-    pub fn compute_dtype(self) -> DType {
-        match self {
-            DeviceKind::Cpu => DType::F32,
-            DeviceKind::Cuda => DType::BF16,
-        }
-    }
-}
-
-impl std::str::FromStr for DeviceKind {
-    type Err = Error;
-    fn from_str(s: &str) -> Result<Self> {
-        match s {
-            "cpu" => Ok(DeviceKind::Cpu),
-            "cuda" | "gpu" => Ok(DeviceKind::Cuda),
-            other => Err(Error::Params(format!(
-                "`--device {other}`: expected `cpu` or `cuda`"
-            ))),
-        }
-    }
-}

@@ -2,10 +2,11 @@
 //! `model.safetensors` or shards listed in `model.safetensors.index.json`, `tokenizer.json`, and
 //! the chat markup that `tokenizer_config.json`'s `chat_template` uses.
 
+use crate::arch::{Config, HfConfig};
+use crate::device::DeviceKind;
 use crate::error::{Error, Result};
 use crate::lora::LoraConfig;
-use crate::model::{Config, HfConfig, Model};
-use crate::DeviceKind;
+use crate::model::Model;
 use candle_core::{Device, Tensor};
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};

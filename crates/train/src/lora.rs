@@ -9,9 +9,9 @@
 //! `<module>` the projection's Hugging Face name (`model.layers.0.self_attn.q_proj`). [`merge`]
 //! folds an adapter into the base weights, W + (α/r)·B A, for a plain model folder.
 
+use crate::arch::Config;
 use crate::error::{Context, Error, Result};
-use crate::model::Config;
-use crate::random::SplitMix64;
+use crate::rng::SplitMix64;
 use candle_core::{DType, Device, Tensor};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;

@@ -8,7 +8,7 @@
 //! θ ← θ − lr · (m / (1 − β₁ᵗ)) / (√(v / (1 − β₂ᵗ)) + ε)
 
 use crate::error::{Context, Error, Result};
-use crate::random::SplitMix64;
+use crate::rng::SplitMix64;
 use candle_core::{DType, Tensor, Var};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -278,9 +278,7 @@ pub fn shuffled_epochs(
     let mut order = train.to_vec();
     let mut epoch_loss = Vec::with_capacity(epochs);
     for _ in 0..epochs {
-        for i in (1..order.len()).rev() {
-            order.swap(i, rng.below(i as u64 + 1) as usize);
-        }
+        rng.shuffle(&mut order);
         let mut total = 0.0;
         for chunk in order.chunks(batch) {
             total += step(chunk, &mut rng)? * chunk.len() as f64;
@@ -365,7 +363,7 @@ mod tests {
     #[test]
     fn fused_and_tensor_kernels_agree() {
         // Same update through both kernels, on a strided gradient (as a transposed weight's).
-        let mut rng = crate::random::SplitMix64(3);
+        let mut rng = SplitMix64(3);
         let mut values = |n: usize| -> Vec<f32> { (0..n).map(|_| rng.next_signed()).collect() };
         let theta = Tensor::from_vec(values(40_000), (200, 200), &Device::Cpu).unwrap();
         let g = Tensor::from_vec(values(40_000), (200, 200), &Device::Cpu)

@@ -15,12 +15,12 @@
 use crate::checkpoint::{self, Fingerprint, Saved, TrainerState};
 use crate::config::TrainConfig;
 use crate::data::{prepare, Sample};
+use crate::device::DeviceKind;
 use crate::error::{Context, Error, Result};
 use crate::model::Model;
 use crate::objective;
 use crate::optim::{clip_grad_norm, warmup_lr, AdamW};
-use crate::random::SplitMix64;
-use crate::DeviceKind;
+use crate::rng::SplitMix64;
 use candle_core::{DType, Device, Tensor};
 use serde::{Deserialize, Serialize};
 use std::io::Write;
@@ -238,9 +238,7 @@ fn model_source(run: &RunOptions, config: &TrainConfig) -> Result<PathBuf> {
 fn permutation(n: usize, seed: u64, epoch: u64) -> Vec<usize> {
     let mut rng = SplitMix64(seed ^ epoch.wrapping_mul(0xa076_1d64_78bd_642f));
     let mut p: Vec<usize> = (0..n).collect();
-    for i in (1..n).rev() {
-        p.swap(i, rng.below(i as u64 + 1) as usize);
-    }
+    rng.shuffle(&mut p);
     p
 }
 

@@ -11,7 +11,7 @@ use credit_train::checkpoint;
 use credit_train::load::{self, Tokenizer};
 use credit_train::lora::{self, LoraConfig, Target};
 use credit_train::optim::{AdamW, AdamWConfig};
-use credit_train::random::{self, BYTE_LEVEL_VOCAB};
+use credit_train::test_support::{self, BYTE_LEVEL_VOCAB};
 use credit_train::train;
 use credit_train::{Config, DeviceKind, Sample, TrainConfig};
 use std::collections::HashMap;
@@ -22,7 +22,7 @@ fn tiny_model(dir: &Path) -> Config {
         tie_word_embeddings: false,
         ..Config::qwen2_tiny(BYTE_LEVEL_VOCAB)
     };
-    random::write_model_dir(dir, &config, 7, 1, DType::F32).unwrap();
+    test_support::write_model_dir(dir, &config, 7, 1, DType::F32).unwrap();
     config
 }
 

@@ -9,7 +9,7 @@ use candle_core::{DType, Device};
 use common::{metrics, run};
 use credit_train::checkpoint::{self, METRICS, OPTIMIZER, TRAINER_STATE};
 use credit_train::load::{self, ChatFormat, Tokenizer};
-use credit_train::random::{self, BYTE_LEVEL_VOCAB};
+use credit_train::test_support::{self, BYTE_LEVEL_VOCAB};
 use credit_train::train;
 use credit_train::{Config, DeviceKind, Sample, TrainConfig};
 use std::path::Path;
@@ -21,7 +21,7 @@ fn tiny_model(dir: &Path) -> Config {
         tie_word_embeddings: false,
         ..Config::qwen2_tiny(BYTE_LEVEL_VOCAB)
     };
-    random::write_model_dir(dir, &config, 7, 3, DType::F32).unwrap();
+    test_support::write_model_dir(dir, &config, 7, 3, DType::F32).unwrap();
     config
 }
 
@@ -63,7 +63,8 @@ fn tokenizer_and_chat_markup_are_read_from_the_model_folder() {
     tiny_model(dir.path());
     let tokenizer = Tokenizer::load(dir.path()).unwrap();
     assert_eq!(tokenizer.chat, ChatFormat::ChatMl);
-    // Byte tokens have their byte's id; <|im_start|> is 257 and <|im_end|> 258 (random::SPECIAL_TOKENS).
+    // Byte tokens have their byte's id; <|im_start|> is 257 and <|im_end|> 258
+    // (test_support::SPECIAL_TOKENS).
     let (ids, start) = tokenizer
         .encode_step(
             "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n",

@@ -1,14 +1,16 @@
-//! Progress-estimator throughput on the CPU: trajectory steps per second of training (one epoch,
-//! no cross-validation) and of inference, on synthetic text-game trajectories of ALFWorld's
-//! shape: 20 steps, a 12-word task, ~60-word observations and 4-word actions.
+//! Throughput of the small signal model ([`credit_train::signal::ngram`], SPA's progress
+//! estimator) on the CPU: trajectory steps per second of training (one epoch, no
+//! cross-validation) and of inference, on synthetic text-game trajectories of ALFWorld's shape:
+//! 20 steps, a 12-word task, ~60-word observations and 4-word actions.
 //!
 //! ```sh
-//! cargo bench --profile dev -p credit-train --bench progress            # 1,000 trajectories
-//! cargo bench --profile dev -p credit-train --bench progress -- 5000    # another count
+//! cargo bench --profile dev -p credit-train --bench signal_ngram          # 1,000 trajectories
+//! cargo bench --profile dev -p credit-train --bench signal_ngram -- 5000  # another count
 //! ```
 
-use credit_train::progress::{train_progress, ProgressTrain, StepText, Trajectory};
-use credit_train::random::SplitMix64;
+use credit_train::rng::SplitMix64;
+use credit_train::signal::ngram::{train_progress, ProgressTrain};
+use credit_train::signal::{StepText, Trajectory};
 use std::time::Instant;
 
 const WORDS: [&str; 24] = [

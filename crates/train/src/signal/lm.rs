@@ -1,7 +1,7 @@
 //! SPA's progress estimator on the LM backbone, as the paper trains it: the policy's own
 //! transformer with LoRA adapters and a regression head on the hidden state of the step's last
 //! token, ĉ_t = σ_R · (w · h_t + b), trained only on (Σ_t ĉ_t − R)² per trajectory. The same
-//! readout at segment ends gives HISR's SPRM, as in [`crate::progress`].
+//! readout at segment ends gives HISR's SPRM, as in [`super::ngram`].
 //!
 //! Step t is read as one text, `Task: …\nObservation: …\nAction: …` (the observation before the
 //! action, never the one after), tokenized with the backbone's tokenizer, keeping its last
@@ -13,15 +13,16 @@
 //! PEFT loads onto the backbone), `head.safetensors` (`head.weight` `[1, hidden]`, `head.bias`
 //! `[1]`) and `config.json` (`model_type: credit-progress-lm`, the backbone's path, σ_R, …).
 
+use super::shared::{
+    calibration, folds, ProgressReport, Readout, StepModel, StepText, Trajectory, CONFIG,
+};
+use crate::arch::Config;
+use crate::device::DeviceKind;
 use crate::error::{Context, Error, Result};
 use crate::load::Tokenizer;
 use crate::lora::{self, LoraConfig, ADAPTER_CONFIG, ADAPTER_WEIGHTS};
-use crate::model::{Config, Model, Pass};
+use crate::model::{Model, Pass};
 use crate::optim::{clip_grad_norm, gradients, shuffled_epochs, AdamW, AdamWConfig};
-use crate::progress::{
-    calibration, folds, ProgressReport, Readout, StepModel, StepText, Trajectory,
-};
-use crate::DeviceKind;
 use candle_core::{DType, Tensor, Var};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -247,13 +248,13 @@ impl BackboneProgress {
             ("head.bias".to_string(), self.head_b.as_tensor().clone()),
         ]);
         save_tensors(&dir.join(HEAD), &head)?;
-        write_json(&dir.join(crate::progress::CONFIG), &self.config)
+        write_json(&dir.join(CONFIG), &self.config)
     }
 
     /// Reads a folder written by [`BackboneProgress::save`]; the backbone is read from the path
     /// its config records, onto `device`.
     pub fn load(dir: &Path, device: DeviceKind) -> Result<Self> {
-        let path = dir.join(crate::progress::CONFIG);
+        let path = dir.join(CONFIG);
         let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
         let config: BackboneConfig = serde_json::from_str(&text).map_err(|e| Error::Json {
             path: path.clone(),

@@ -6,9 +6,10 @@
 
 use candle_core::DType;
 use credit_train::lora::{LoraConfig, Target};
-use credit_train::progress::{load_step_model, Readout, StepText, Trajectory};
-use credit_train::progress_lm::{train_backbone_progress, BackboneTrain};
-use credit_train::random::{self, SplitMix64, BYTE_LEVEL_VOCAB};
+use credit_train::rng::SplitMix64;
+use credit_train::signal::lm::{train_backbone_progress, BackboneTrain};
+use credit_train::signal::{load_step_model, Readout, StepText, Trajectory};
+use credit_train::test_support::{self, BYTE_LEVEL_VOCAB};
 use credit_train::{Config, DeviceKind};
 
 fn synthetic(n_tasks: usize, per_task: usize, seed: u64) -> Vec<Trajectory> {
@@ -44,7 +45,7 @@ fn synthetic(n_tasks: usize, per_task: usize, seed: u64) -> Vec<Trajectory> {
 fn backbone_estimator_learns_the_known_per_step_progress() {
     let dir = tempfile::tempdir().unwrap();
     let backbone = dir.path().join("lm");
-    random::write_model_dir(
+    test_support::write_model_dir(
         &backbone,
         &Config::qwen2_tiny(BYTE_LEVEL_VOCAB),
         5,
@@ -83,7 +84,7 @@ fn backbone_estimator_learns_the_known_per_step_progress() {
     );
 
     let probe = &synthetic(1, 3, 99)[2].steps;
-    let c = credit_train::progress::StepModel::predict(&model, probe).unwrap();
+    let c = credit_train::signal::StepModel::predict(&model, probe).unwrap();
     for (s, c) in probe.iter().zip(&c) {
         let want = if s.action.ends_with("yes") { 1.0 } else { 0.0 };
         assert!((c - want).abs() < 0.3, "{} → {c}", s.action);

@@ -1,14 +1,15 @@
-//! Random-weight models in the Hugging Face layout, for tests, benchmarks and smoke runs where no
-//! real model can be downloaded: `config.json`, weights (one file or shards with an index), a
-//! byte-level BPE `tokenizer.json` that encodes any text, and a ChatML `tokenizer_config.json`.
+//! Test models (feature `test-support`): random-weight model folders in the Hugging Face layout,
+//! for tests, benchmarks and smoke runs where no real model can be downloaded: `config.json`,
+//! weights (one file or shards with an index), a byte-level BPE `tokenizer.json` that encodes any
+//! text, and a ChatML `tokenizer_config.json`. The trainer itself never needs them.
 //!
 //! Weights are uniform with the standard deviation of `initializer_range` 0.02 (norm weights 1),
 //! from a seeded SplitMix64 stream, so a seed gives the same model everywhere.
 
+use crate::arch::Config;
 use crate::error::{Context, Error, Result};
-use crate::model::{Config, Model};
+use crate::rng::SplitMix64;
 use candle_core::{DType, Device, Tensor};
-use std::collections::HashMap;
 use std::path::Path;
 
 /// Byte tokens 0–255, then these specials; a model over this tokenizer needs `vocab_size ≥ 259`.
@@ -17,29 +18,6 @@ pub const BYTE_LEVEL_VOCAB: usize = 256 + SPECIAL_TOKENS.len();
 
 /// Qwen2.5's chat template, shortened to the markup `ChatFormat::detect` reads.
 const CHAT_TEMPLATE: &str = "{% for message in messages %}{{ '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\\n' }}{% endif %}";
-
-/// SplitMix64 (Steele et al. 2014): a tiny, seedable, well-mixed stream.
-pub struct SplitMix64(pub u64);
-
-impl SplitMix64 {
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in [−1, 1).
-    pub fn next_signed(&mut self) -> f32 {
-        ((self.next_u64() >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-    }
-
-    /// Uniform in 0..n (n > 0).
-    pub fn below(&mut self, n: u64) -> u64 {
-        self.next_u64() % n.max(1)
-    }
-}
 
 /// Every parameter of `config` with random values, f32 on the CPU.
 pub fn random_tensors(config: &Config, seed: u64) -> Result<Vec<(String, Tensor)>> {
@@ -60,12 +38,6 @@ pub fn random_tensors(config: &Config, seed: u64) -> Result<Vec<(String, Tensor)
             Ok((name, t))
         })
         .collect()
-}
-
-/// A random model held in memory (the 0.5B benchmark skips the 2 GB file).
-pub fn random_model(config: Config, seed: u64, device: &Device, dtype: DType) -> Result<Model> {
-    let tensors: HashMap<String, Tensor> = random_tensors(&config, seed)?.into_iter().collect();
-    Model::from_tensors(config, tensors, device, dtype, Path::new("<random>"))
 }
 
 /// Writes a random model directory. `shards > 1` splits the weights over
@@ -196,11 +168,5 @@ mod tests {
             ],
             ['\u{120}', '\u{10A}', 'A', '\u{143}']
         );
-    }
-
-    #[test]
-    fn splitmix_reference_values() {
-        // SplitMix64 with seed 0: first output 0xe220a8397b1dcdaf (Vigna's splitmix64.c).
-        assert_eq!(SplitMix64(0).next_u64(), 0xe220_a839_7b1d_cdaf);
     }
 }

@@ -3,10 +3,9 @@
 //! action holds the word "good", so a readout ≈ 1 there and ≈ 0 elsewhere explains R exactly,
 //! while the constant predictor's error is R's variance.
 
-use credit_train::progress::{
-    train_progress, ProgressModel, ProgressTrain, Readout, StepText, Trajectory,
-};
-use credit_train::random::SplitMix64;
+use credit_train::rng::SplitMix64;
+use credit_train::signal::ngram::{train_progress, ProgressModel, ProgressTrain};
+use credit_train::signal::{Readout, StepText, Trajectory};
 
 fn synthetic(n_tasks: usize, per_task: usize, seed: u64) -> Vec<Trajectory> {
     let mut rng = SplitMix64(seed);

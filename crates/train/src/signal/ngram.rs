@@ -1,11 +1,5 @@
-//! SPA's progress estimator and HISR's segmental process reward model (`spec-spa-hisr.md` A3, A4,
-//! A8, B4): one model family, a small causal transformer over a trajectory's steps with a scalar
-//! readout, trained only on (Σ readouts − R)² per trajectory.
-//!
-//! - [`Readout::Step`] (SPA, Eq. 5–7): ĉ_t at every step, Σ_t ĉ_t ≈ R.
-//! - [`Readout::SegmentEnd`] (HISR's SPRM, Eq. 2–3): r̂_i at the last step of each segment,
-//!   Σ_i r̂_i ≈ R — B4's "smallest faithful version", read out where the LLM's last token of the
-//!   segment would be.
+//! The small signal model: a one-block causal transformer over hashed word n-grams of each step,
+//! trained from scratch in seconds on the CPU.
 //!
 //! Step t's input is (task text, the observation before the action, the action), never the
 //! observation after it: each field is a bag of hashed lower-cased word uni- and bigrams with its
@@ -18,9 +12,13 @@
 //! Trajectories are few and correlated within a task, so training uses input dropout and the
 //! held-out calibration is K-fold by task (every task held out once, pooled), not one split.
 
+use super::shared::{
+    calibration, folds, salted_hash, ProgressReport, Readout, StepModel, StepText, Trajectory,
+    CONFIG,
+};
 use crate::error::{Context, Error, Result};
 use crate::optim::{clip_grad_norm, gradients, shuffled_epochs, AdamW, AdamWConfig};
-use crate::random::SplitMix64;
+use crate::rng::SplitMix64;
 use candle_core::{DType, Device, Tensor, Var, D};
 use candle_nn::{ops, RmsNorm};
 use serde::{Deserialize, Serialize};
@@ -30,47 +28,7 @@ use std::path::Path;
 use std::time::Instant;
 
 pub const WEIGHTS: &str = "model.safetensors";
-pub const CONFIG: &str = "config.json";
 const MODEL_TYPE: &str = "credit-progress";
-
-/// One logged step as the estimator sees it.
-#[derive(Clone, Debug, Default)]
-pub struct StepText {
-    pub task: String,
-    /// The observation the action answers (o_{t−1}).
-    pub obs: String,
-    pub action: String,
-    /// Whether the model reads out a value after this step: every step for SPA, a segment's last
-    /// step for the SPRM.
-    pub readout: bool,
-}
-
-/// One trajectory: its split key (task, else group), steps in order and outcome R.
-#[derive(Clone, Debug)]
-pub struct Trajectory {
-    pub key: String,
-    pub steps: Vec<StepText>,
-    pub ret: f64,
-}
-
-/// Where the model reads out a value.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Readout {
-    /// Every step: SPA's ĉ_t.
-    Step,
-    /// The last step of each segment: HISR's r̂_i.
-    SegmentEnd,
-}
-
-impl Readout {
-    pub fn label(self) -> &'static str {
-        match self {
-            Readout::Step => "step",
-            Readout::SegmentEnd => "segment-end",
-        }
-    }
-}
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ProgressConfig {
@@ -135,49 +93,10 @@ impl Default for ProgressTrain {
     }
 }
 
-/// What a run measured.
-#[derive(Clone, Debug, Serialize)]
-pub struct ProgressReport {
-    pub readout: Readout,
-    /// Trajectories the saved model was trained on (all usable ones).
-    pub trajectories: usize,
-    /// Mean training loss of each epoch of the saved model.
-    pub epoch_loss: Vec<f64>,
-    /// Cross-validated calibration; `None` with a single task and too few trajectories, or
-    /// `folds` ≤ 1.
-    pub heldout: Option<HeldOut>,
-    pub seconds: f64,
-}
-
-/// Σ readouts (R̂) against R on trajectories each predicted by a model that never saw their task.
-#[derive(Clone, Debug, Serialize)]
-pub struct HeldOut {
-    pub folds: usize,
-    /// `task`, or `trajectory` when the logs hold a single task.
-    pub split_by: String,
-    pub trajectories: usize,
-    pub mse: f64,
-    pub mae: f64,
-    /// Share with |R̂ − R| ≤ 0.1 (the released code's "accuracy").
-    pub acc_at_0_1: f64,
-    pub pearson: Option<f64>,
-    /// Predicting each fold's training mean R for all its held-out trajectories.
-    pub constant_mse: f64,
-}
-
 /// 1[t = 0] and t / n_max, after the text features.
 const POSITION_FEATURES: usize = 2;
 
 const SALTS: [u64; 3] = [0x7461_736b, 0x6f62_7376, 0x6163_7469];
-
-fn fnv(salt: u64, text: &str) -> u64 {
-    let mut h = 0xcbf2_9ce4_8422_2325u64 ^ salt;
-    for b in text.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h
-}
 
 /// A step's non-zero features as (index, value), sorted by index.
 type Sparse = Vec<(u32, f32)>;
@@ -195,7 +114,7 @@ fn step_features(step: &StepText, t: usize, config: &ProgressConfig) -> Sparse {
             .filter(|w| !w.is_empty())
             .collect();
         let mut bump = |key: &str| {
-            let bucket = (fnv(SALTS[i], key) % config.buckets as u64) as usize;
+            let bucket = (salted_hash(SALTS[i], key) % config.buckets as u64) as usize;
             *counts
                 .entry((i * config.buckets + bucket) as u32)
                 .or_default() += 1.0;
@@ -263,7 +182,7 @@ impl Packed {
                 for &(k, v) in f {
                     let is_word = (k as usize) < text_width;
                     if let (true, Some(rng)) = (is_word, rng.as_mut()) {
-                        if ((rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64) < share {
+                        if rng.next_unit() < share {
                             continue;
                         }
                     }
@@ -499,14 +418,6 @@ impl ProgressModel {
     }
 }
 
-/// A trained estimator of either kind, as `--progress-model` / `--sprm-model` use it.
-pub trait StepModel: Send + Sync {
-    fn readout(&self) -> Readout;
-    /// The value after every step of a trajectory (ĉ_t; for a segment-end model, r̂_i where step
-    /// t ends segment i and meaningless elsewhere). Empty in, empty out.
-    fn predict(&self, steps: &[StepText]) -> Result<Vec<f64>>;
-}
-
 impl StepModel for ProgressModel {
     fn readout(&self) -> Readout {
         self.config.readout
@@ -515,48 +426,6 @@ impl StepModel for ProgressModel {
     fn predict(&self, steps: &[StepText]) -> Result<Vec<f64>> {
         ProgressModel::predict(self, steps)
     }
-}
-
-/// Loads the estimator saved in `dir`: the small model ([`ProgressModel`]) or one on an LM
-/// backbone ([`crate::progress_lm::BackboneProgress`], its backbone onto `device`), by the
-/// `model_type` of its `config.json`.
-pub fn load_step_model(dir: &Path, device: crate::DeviceKind) -> Result<Box<dyn StepModel>> {
-    let path = dir.join(CONFIG);
-    let text = std::fs::read_to_string(&path).map_err(|e| Error::io(&path, e))?;
-    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| Error::Json {
-        path: path.clone(),
-        line: 0,
-        message: e.to_string(),
-    })?;
-    match value.get("model_type").and_then(|v| v.as_str()) {
-        Some(crate::progress_lm::MODEL_TYPE) => Ok(Box::new(
-            crate::progress_lm::BackboneProgress::load(dir, device)?,
-        )),
-        _ => Ok(Box::new(ProgressModel::load(dir)?)),
-    }
-}
-
-/// Fold of each trajectory, from its split key: tasks dealt round-robin in hash order, or
-/// trajectories when there is a single task. Returns the folds, their count and what was split.
-pub(crate) fn folds(keys: &[&str], wanted: usize) -> (Vec<usize>, usize, &'static str) {
-    let mut tasks: Vec<&str> = keys.to_vec();
-    tasks.sort_unstable();
-    tasks.dedup();
-    let by_task = tasks.len() > 1;
-    let units: Vec<String> = if by_task {
-        keys.iter().map(|k| k.to_string()).collect()
-    } else {
-        (0..keys.len()).map(|i| format!("#{i}")).collect()
-    };
-    let mut order: Vec<&str> = units.iter().map(String::as_str).collect();
-    order.sort_unstable();
-    order.dedup();
-    order.sort_by_key(|u| fnv(0x0073_706c_6974, u));
-    let k = wanted.min(order.len()).max(1);
-    let fold_of: HashMap<&str, usize> =
-        order.iter().enumerate().map(|(i, u)| (*u, i % k)).collect();
-    let assignment = units.iter().map(|u| fold_of[u.as_str()]).collect();
-    (assignment, k, if by_task { "task" } else { "trajectory" })
 }
 
 /// One trajectory ready to train on.
@@ -739,45 +608,4 @@ pub fn train_progress(
         seconds: started.elapsed().as_secs_f64(),
     };
     Ok((model, report))
-}
-
-pub(crate) fn calibration(
-    predicted: &[f64],
-    constant: &[f64],
-    truth: &[f64],
-    folds: usize,
-    split_by: &str,
-) -> HeldOut {
-    let n = truth.len() as f64;
-    let mean_of = |f: &dyn Fn(usize) -> f64| (0..truth.len()).map(f).sum::<f64>() / n;
-    HeldOut {
-        folds,
-        split_by: split_by.to_string(),
-        trajectories: truth.len(),
-        mse: mean_of(&|i| (predicted[i] - truth[i]).powi(2)),
-        mae: mean_of(&|i| (predicted[i] - truth[i]).abs()),
-        acc_at_0_1: mean_of(&|i| f64::from((predicted[i] - truth[i]).abs() <= 0.1)),
-        pearson: pearson(predicted, truth),
-        constant_mse: mean_of(&|i| (constant[i] - truth[i]).powi(2)),
-    }
-}
-
-/// Pearson's r; `None` with fewer than two points or a constant side.
-pub fn pearson(a: &[f64], b: &[f64]) -> Option<f64> {
-    let n = a.len().min(b.len());
-    if n < 2 {
-        return None;
-    }
-    let (ma, mb) = (
-        a[..n].iter().sum::<f64>() / n as f64,
-        b[..n].iter().sum::<f64>() / n as f64,
-    );
-    let (mut sab, mut saa, mut sbb) = (0.0, 0.0, 0.0);
-    for (x, y) in a[..n].iter().zip(&b[..n]) {
-        sab += (x - ma) * (y - mb);
-        saa += (x - ma).powi(2);
-        sbb += (y - mb).powi(2);
-    }
-    let r = sab / (saa * sbb).sqrt();
-    r.is_finite().then_some(r)
 }

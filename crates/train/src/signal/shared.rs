@@ -1,0 +1,187 @@
+//! What both signal models share: the steps they read ([`StepText`], [`Trajectory`]), where they
+//! read out ([`Readout`]), how a trained one predicts ([`StepModel`]), and how training is judged:
+//! K-fold splits by task and the held-out calibration of Σ readouts against R ([`HeldOut`]).
+
+use crate::error::Result;
+use fnv::FnvHasher;
+use serde::{Deserialize, Serialize};
+use std::collections::HashMap;
+use std::hash::Hasher;
+
+/// Both kinds save their settings here, with a `model_type` that tells them apart.
+pub const CONFIG: &str = "config.json";
+
+/// One logged step as a signal model sees it.
+#[derive(Clone, Debug, Default)]
+pub struct StepText {
+    pub task: String,
+    /// The observation the action answers (o_{t−1}).
+    pub obs: String,
+    pub action: String,
+    /// Whether the model reads out a value after this step: every step for SPA, a segment's last
+    /// step for the SPRM.
+    pub readout: bool,
+}
+
+/// One trajectory: its split key (task, else group), steps in order and outcome R.
+#[derive(Clone, Debug)]
+pub struct Trajectory {
+    pub key: String,
+    pub steps: Vec<StepText>,
+    pub ret: f64,
+}
+
+/// Where the model reads out a value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Readout {
+    /// Every step: SPA's ĉ_t.
+    Step,
+    /// The last step of each segment: HISR's r̂_i.
+    SegmentEnd,
+}
+
+impl Readout {
+    pub fn label(self) -> &'static str {
+        match self {
+            Readout::Step => "step",
+            Readout::SegmentEnd => "segment-end",
+        }
+    }
+}
+
+/// What a run measured.
+#[derive(Clone, Debug, Serialize)]
+pub struct ProgressReport {
+    pub readout: Readout,
+    /// Trajectories the saved model was trained on (all usable ones).
+    pub trajectories: usize,
+    /// Mean training loss of each epoch of the saved model.
+    pub epoch_loss: Vec<f64>,
+    /// Cross-validated calibration; `None` with a single task and too few trajectories, or
+    /// `folds` ≤ 1.
+    pub heldout: Option<HeldOut>,
+    pub seconds: f64,
+}
+
+/// Σ readouts (R̂) against R on trajectories each predicted by a model that never saw their task.
+#[derive(Clone, Debug, Serialize)]
+pub struct HeldOut {
+    pub folds: usize,
+    /// `task`, or `trajectory` when the logs hold a single task.
+    pub split_by: String,
+    pub trajectories: usize,
+    pub mse: f64,
+    pub mae: f64,
+    /// Share with |R̂ − R| ≤ 0.1 (the released code's "accuracy").
+    pub acc_at_0_1: f64,
+    pub pearson: Option<f64>,
+    /// Predicting each fold's training mean R for all its held-out trajectories.
+    pub constant_mse: f64,
+}
+
+/// FNV-1a 64 of `text`, started from the offset basis XOR `salt`: one independent hash per salt.
+pub(super) fn salted_hash(salt: u64, text: &str) -> u64 {
+    // A fresh `FnvHasher` holds the offset basis, and `finish` returns the state as it is.
+    let mut h = FnvHasher::with_key(FnvHasher::default().finish() ^ salt);
+    h.write(text.as_bytes());
+    h.finish()
+}
+
+/// A trained signal model of either kind, as `--progress-model` / `--sprm-model` use it.
+pub trait StepModel: Send + Sync {
+    fn readout(&self) -> Readout;
+    /// The value after every step of a trajectory (ĉ_t; for a segment-end model, r̂_i where step
+    /// t ends segment i and meaningless elsewhere). Empty in, empty out.
+    fn predict(&self, steps: &[StepText]) -> Result<Vec<f64>>;
+}
+
+/// Fold of each trajectory, from its split key: tasks dealt round-robin in hash order, or
+/// trajectories when there is a single task. Returns the folds, their count and what was split.
+pub(super) fn folds(keys: &[&str], wanted: usize) -> (Vec<usize>, usize, &'static str) {
+    let mut tasks: Vec<&str> = keys.to_vec();
+    tasks.sort_unstable();
+    tasks.dedup();
+    let by_task = tasks.len() > 1;
+    let units: Vec<String> = if by_task {
+        keys.iter().map(|k| k.to_string()).collect()
+    } else {
+        (0..keys.len()).map(|i| format!("#{i}")).collect()
+    };
+    let mut order: Vec<&str> = units.iter().map(String::as_str).collect();
+    order.sort_unstable();
+    order.dedup();
+    order.sort_by_key(|u| salted_hash(0x0073_706c_6974, u));
+    let k = wanted.min(order.len()).max(1);
+    let fold_of: HashMap<&str, usize> =
+        order.iter().enumerate().map(|(i, u)| (*u, i % k)).collect();
+    let assignment = units.iter().map(|u| fold_of[u.as_str()]).collect();
+    (assignment, k, if by_task { "task" } else { "trajectory" })
+}
+
+/// R̂ (`predicted`) and the fold's mean return (`constant`) against R (`truth`).
+pub(super) fn calibration(
+    predicted: &[f64],
+    constant: &[f64],
+    truth: &[f64],
+    folds: usize,
+    split_by: &str,
+) -> HeldOut {
+    let n = truth.len() as f64;
+    let mean_of = |f: &dyn Fn(usize) -> f64| (0..truth.len()).map(f).sum::<f64>() / n;
+    HeldOut {
+        folds,
+        split_by: split_by.to_string(),
+        trajectories: truth.len(),
+        mse: mean_of(&|i| (predicted[i] - truth[i]).powi(2)),
+        mae: mean_of(&|i| (predicted[i] - truth[i]).abs()),
+        acc_at_0_1: mean_of(&|i| f64::from((predicted[i] - truth[i]).abs() <= 0.1)),
+        pearson: pearson(predicted, truth),
+        constant_mse: mean_of(&|i| (constant[i] - truth[i]).powi(2)),
+    }
+}
+
+/// Pearson's r; `None` with fewer than two points or a constant side.
+fn pearson(a: &[f64], b: &[f64]) -> Option<f64> {
+    let n = a.len().min(b.len());
+    if n < 2 {
+        return None;
+    }
+    let (ma, mb) = (
+        a[..n].iter().sum::<f64>() / n as f64,
+        b[..n].iter().sum::<f64>() / n as f64,
+    );
+    let (mut sab, mut saa, mut sbb) = (0.0, 0.0, 0.0);
+    for (x, y) in a[..n].iter().zip(&b[..n]) {
+        sab += (x - ma) * (y - mb);
+        saa += (x - ma).powi(2);
+        sbb += (y - mb).powi(2);
+    }
+    let r = sab / (saa * sbb).sqrt();
+    r.is_finite().then_some(r)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The feature buckets and the folds of every saved model and report depend on these values.
+    #[test]
+    fn salted_hash_values_are_pinned() {
+        for (salt, text, want) in [
+            // FNV-1a's published 64-bit test vectors (salt 0 is plain FNV-1a).
+            (0, "", 0xcbf2_9ce4_8422_2325),
+            (0, "a", 0xaf63_dc4c_8601_ec8c),
+            (0, "foobar", 0x8594_4171_f739_67e8),
+            // The salts in use: the three text fields, then the fold order.
+            (0x7461_736b, "open the drawer", 0xe64d_9b95_26ba_d372),
+            (0x6f62_7376, "you see a mug", 0xf415_1bde_121e_d18d),
+            (0x6163_7469, "go north", 0x7c5c_b618_64ee_0eb9),
+            (0x6163_7469, "café ünïcode", 0xf2da_82e5_3002_bea6),
+            (0x0073_706c_6974, "task-3", 0x2544_6849_c09f_cd4c),
+            (0x0073_706c_6974, "#12", 0xf1c3_07b4_d27f_09d5),
+        ] {
+            assert_eq!(salted_hash(salt, text), want, "salt {salt:#x}, {text:?}");
+        }
+    }
+}
