@@ -20,7 +20,6 @@ pub use credit_core::plan::Plan;
 use credit_core::profile::Profile;
 use credit_core::run::{Finished, OnProgress, RunPlan};
 use credit_output::{Inputs, OutputDir, Stale};
-use std::io::Write as _;
 use std::path::PathBuf;
 
 /// Credit assignment diagnostics for multi-turn LLM-agent RL: recompute, compare and report
@@ -333,12 +332,8 @@ pub fn write_plots(
 ) -> Result<()> {
     let out = OutputDir::open(dir, command, read)?;
     let bar = crate::bars::spinner("drawing figures", json);
-    let figures = credit_report::figures(inputs, scope, Some(dir))?;
+    let figures = credit_report::folder::write_figures(dir, inputs, scope)?;
     bar.finish_and_clear();
-    for figure in &figures {
-        let path = dir.join(format!("{}.svg", figure.id));
-        credit_output::write_file(&path, |f| f.write_all(figure.svg.as_bytes()))?;
-    }
     out.finish(Stale::Remove)?;
     if !json {
         eprintln!(

@@ -9,9 +9,10 @@ use anyhow::{bail, Context, Result};
 use credit_core::analyses::compare::compare;
 use credit_output::{OutputDir, Stale};
 use credit_report::explorer::{DrawSvg, Selection, Selector};
-use credit_report::trends::{self, Trends};
-use credit_report::{check, dot, figures, html, markdown, summary_json, Inputs, Scope};
-use std::path::{Path, PathBuf};
+use credit_report::folder::{write_report, Report};
+use credit_report::trends::Trends;
+use credit_report::{check, dot, summary_json, Inputs};
+use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -39,12 +40,6 @@ pub struct Args {
     pub explore_max: usize,
     #[command(flatten)]
     pub models: super::signals::SignalModels,
-}
-
-fn write_text(path: &Path, text: &str) -> Result<()> {
-    Ok(credit_output::write_file(path, |f| {
-        std::io::Write::write_all(f, text.as_bytes())
-    })?)
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
@@ -145,58 +140,27 @@ pub fn run(args: Args) -> Result<ExitCode> {
         .map(|r| check::evaluate(r, &summary_json(&inputs, &[], None), baseline.as_ref()))
         .transpose()?;
     let dot_available = selector.is_some() && dot::available();
-    let out = OutputDir::open(&args.out, "report", &read)?;
-    let figure_dir = out.join("figures");
-    std::fs::create_dir_all(&figure_dir)
-        .map_err(|cause| credit_output::Error::Write {
-            path: figure_dir.clone(),
-            cause,
-        })?;
     let bar = crate::bars::spinner("drawing figures", json);
-    let mut figures = figures(&inputs, Scope::All, Some(&figure_dir))?;
-    figures.extend(trends::figure(
-        &trends,
-        summary,
-        &labels,
-        Some(&figure_dir),
-    )?);
     let explorer = match &selector {
         Some(s) => {
             let draw: &DrawSvg = &dot::svg;
-            let draw = dot_available.then_some(draw);
-            Some(selection.finish(s, &comparison, draw)?)
+            Some(selection.finish(s, &comparison, dot_available.then_some(draw))?)
         }
         None => None,
     };
+    let out = OutputDir::open(&args.out, "report", &read)?;
+    let figures = write_report(
+        out.path(),
+        &Report {
+            inputs: &inputs,
+            trends: &trends,
+            labels: &labels,
+            outcome: outcome.as_ref(),
+            baseline: baseline.as_ref(),
+            explorer: explorer.as_ref(),
+        },
+    )?;
     bar.finish_and_clear();
-    for figure in &figures {
-        write_text(&figure_dir.join(format!("{}.svg", figure.id)), &figure.svg)?;
-    }
-    let document = summary_json(&inputs, &figures, outcome.as_ref());
-    write_text(
-        &out.join("summary.json"),
-        &serde_json::to_string_pretty(&document)?,
-    )?;
-    write_text(
-        &out.join("report.md"),
-        &markdown::write(
-            &inputs,
-            &figures,
-            outcome.as_ref(),
-            baseline.as_ref(),
-            explorer.as_ref().map_or(0, |e| e.groups.len()),
-        ),
-    )?;
-    write_text(
-        &out.join("report.html"),
-        &html::write(
-            &inputs,
-            &figures,
-            outcome.as_ref(),
-            baseline.as_ref(),
-            explorer.as_ref(),
-        ),
-    )?;
     out.finish(Stale::Remove)?;
 
     let passed = outcome.as_ref().is_none_or(|o| o.passed);

@@ -9,6 +9,7 @@ pub mod check;
 pub mod dot;
 pub mod graphs;
 pub mod explorer;
+pub mod folder;
 pub mod html;
 pub mod markdown;
 pub mod plots;
