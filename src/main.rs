@@ -19,7 +19,6 @@ macro_rules! out {
 }
 
 mod cmd;
-mod config;
 mod exit;
 mod bars;
 

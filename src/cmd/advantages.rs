@@ -1,7 +1,7 @@
 //! `credit advantages [PATHS] --methods … -o FILE`: per-step advantages of any methods.
 
 use super::{reading, run_plan, Format, Globals, MethodArgs};
-use crate::config::ProjectFile;
+use credit_core::project::ProjectFile;
 use crate::exit::ExitCode;
 use anyhow::Result;
 use credit_core::output::{table_format, TableWriter};

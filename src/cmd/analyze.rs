@@ -1,7 +1,7 @@
 //! `credit analyze [PATHS]`: what is in the logs, in one screen (or `--format json`).
 
 use super::{reading, run_plan, write_plots, Format, Globals, MethodArgs, Plan};
-use crate::config::ProjectFile;
+use credit_core::project::ProjectFile;
 use crate::exit::ExitCode;
 use anyhow::Result;
 use credit_core::profile::Profile;

@@ -2,7 +2,7 @@
 //! same steps.
 
 use super::{proxmo_params, reading, run_plan, write_plots, Format, Globals, MethodArgs};
-use crate::config::ProjectFile;
+use credit_core::project::ProjectFile;
 use crate::exit::ExitCode;
 use anyhow::Result;
 use credit_core::analyses::compare::compare;

@@ -3,7 +3,7 @@
 //! advantage, with a legend), plus SVG and PNG when Graphviz `dot` is installed.
 
 use super::{Format, Globals, MethodArgs};
-use crate::config::ProjectFile;
+use credit_core::project::ProjectFile;
 use crate::exit::ExitCode;
 use anyhow::{bail, Context, Result};
 use credit_core::ingest::Event;

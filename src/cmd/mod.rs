@@ -9,7 +9,7 @@ mod report;
 mod signals;
 mod train;
 
-use crate::config::{column_map, ProjectFile};
+use credit_core::project::{column_map, ProjectFile};
 use crate::exit::ExitCode;
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};

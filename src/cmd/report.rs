@@ -3,7 +3,7 @@
 //! groups), `report.md` (PNGs in `figures/`), `summary.json`; exit 1 when a threshold rule fails.
 
 use super::{proxmo_params, Format, Globals, MethodArgs};
-use crate::config::ProjectFile;
+use credit_core::project::ProjectFile;
 use crate::exit::ExitCode;
 use anyhow::{bail, Context, Result};
 use credit_core::analyses::compare::compare;

@@ -5,7 +5,7 @@
 //! in every command that reads logs.
 
 use super::{load, Format, Globals, MethodArgs};
-use crate::config::ProjectFile;
+use credit_core::project::ProjectFile;
 use crate::exit::ExitCode;
 use anyhow::{bail, Result};
 use credit_core::methods::hisr;

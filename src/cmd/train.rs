@@ -5,7 +5,7 @@
 
 use credit_output::{OutputDir, Stale};
 use super::{load, Format, Globals, MethodArgs};
-use crate::config::ProjectFile;
+use credit_core::project::ProjectFile;
 use crate::exit::ExitCode;
 use anyhow::{bail, Context, Result};
 use credit_learn::samples::samples;

@@ -19,4 +19,5 @@ pub mod methods;
 pub mod output;
 pub mod plan;
 pub mod profile;
+pub mod project;
 pub mod run;

@@ -1,9 +1,9 @@
 //! `credit.toml` (project defaults) and `--schema map.toml` (column mapping), and how they combine
 //! with flags: preset < `credit.toml` < flags.
 
-use anyhow::{bail, Context, Result};
-use credit_core::plan::{ParamValue, Setting};
-use credit_core::schema::ColumnMap;
+use crate::error::{Error, Result};
+use crate::plan::{ParamValue, Setting};
+use crate::schema::ColumnMap;
 use serde::Deserialize;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -15,7 +15,7 @@ pub struct ProjectFile {
     /// Input paths, relative to the file's folder.
     #[serde(default)]
     pub inputs: Vec<PathBuf>,
-    pub preset: Option<credit_core::profile::Profile>,
+    pub preset: Option<crate::profile::Profile>,
     pub methods: Option<Vec<String>>,
     pub success_threshold: Option<f64>,
     pub invalid_penalty: Option<f64>,
@@ -45,10 +45,12 @@ impl ProjectFile {
                 })
             }
         };
-        let text = std::fs::read_to_string(&path)
-            .with_context(|| format!("reading {}", path.display()))?;
-        let mut file: ProjectFile =
-            toml::from_str(&text).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))?;
+        let text = std::fs::read_to_string(&path).map_err(|cause| Error::Io {
+            path: path.clone(),
+            cause,
+        })?;
+        let mut file: ProjectFile = toml::from_str(&text)
+            .map_err(|e| Error::Config(format!("{}: {e}", path.display())))?;
         file.dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
         if file.dir.as_os_str().is_empty() {
             file.dir = PathBuf::from(".");
@@ -93,7 +95,11 @@ fn param_value(v: &toml::Value) -> Result<ParamValue> {
         },
         toml::Value::Float(f) => ParamValue::Number(*f),
         toml::Value::Boolean(b) => ParamValue::Bool(*b),
-        other => bail!("credit.toml [params]: unsupported value {other}"),
+        other => {
+            return Err(Error::Config(format!(
+                "credit.toml [params]: unsupported value {other}"
+            )))
+        }
     })
 }
 
