@@ -194,14 +194,14 @@ pub struct SimilarityGroups {
 /// cost a ratio per pair of distinct states in a group (about 50 s per 200k synthetic rows).
 pub const SIMILARITY_THRESHOLDS: [f64; 3] = [0.95, 0.9, 0.8];
 
-/// One window's share of the summary, in a form that adds up exactly ([`SummaryBuilder`]).
-pub struct SummaryPart {
+/// The counts a window's part and the whole summary share: they add up exactly, window by window
+/// ([`Tally::merge`]).
+#[derive(Default)]
+struct Tally {
     has_tasks: bool,
     has_iteration: bool,
     valid_logged: bool,
     obs_logged: bool,
-    /// Trajectories per group, in group order.
-    group_sizes: Vec<usize>,
     iterations: BTreeSet<Option<i64>>,
     /// key → (trajectories, successes).
     success_by_task: BTreeMap<String, (usize, usize)>,
@@ -216,181 +216,19 @@ pub struct SummaryPart {
     all_success: usize,
     all_fail: usize,
     degenerate_steps: usize,
-    /// Per group: (iteration, its rollouts' returns).
-    group_returns: Vec<(Option<i64>, Vec<f64>)>,
     clusters: SizeCounts,
     clusters_per_iteration: BTreeMap<i64, SizeCounts>,
     /// Per similarity threshold asked for (none without `obs`).
     similar_clusters: Vec<(f64, SizeCounts)>,
     graph: GraphBuilder,
-    progress: Option<ProgressPart>,
-    segments: std::result::Result<Option<SegmentPart>, String>,
 }
 
-fn add_rate(map: &mut BTreeMap<String, (usize, usize)>, key: String, n: usize, hit: usize) {
-    let e = map.entry(key).or_default();
-    e.0 += n;
-    e.1 += hit;
-}
-
-/// A window's part of the summary; HISR's `hisr` parameters segment it for the segment
-/// statistics, as the method would.
-pub fn summary_part(batch: &StepBatch, hisr: &hisr::Params) -> SummaryPart {
-    let tasks = batch.tasks();
-    let task_of_row = |r: usize| tasks.and_then(|c| c.get(r)).unwrap_or("(none)").to_string();
-    let mut part = SummaryPart {
-        has_tasks: tasks.is_some(),
-        has_iteration: batch.has_iteration(),
-        valid_logged: batch.has(crate::schema::columns::VALID),
-        obs_logged: batch.has(crate::schema::columns::OBS),
-        group_sizes: batch.groups.iter().map(|g| g.trajs.len()).collect(),
-        iterations: batch.groups.iter().map(|g| g.iteration).collect(),
-        success_by_task: BTreeMap::new(),
-        success_by_iteration: BTreeMap::new(),
-        trajectories: batch.trajs.len(),
-        successes: batch.trajs.iter().filter(|t| t.success).count(),
-        lengths: [Counts::default(), Counts::default()],
-        rows: batch.len(),
-        invalid: 0,
-        invalid_by_task: BTreeMap::new(),
-        all_success: 0,
-        all_fail: 0,
-        degenerate_steps: 0,
-        group_returns: batch
-            .groups
-            .iter()
-            .map(|g| {
-                let returns = g
-                    .trajs
-                    .iter()
-                    .map(|&t| batch.trajs[t as usize].episode_return)
-                    .collect();
-                (g.iteration, returns)
-            })
-            .collect(),
-        clusters: SizeCounts::default(),
-        clusters_per_iteration: BTreeMap::new(),
-        similar_clusters: Vec::new(),
-        graph: GraphBuilder::of(batch),
-        progress: progress_part(batch),
-        segments: segment_part(batch, hisr).map_err(|e| e.to_string()),
-    };
-    for traj in &batch.trajs {
-        let success = traj.success as usize;
-        if part.has_tasks {
-            add_rate(
-                &mut part.success_by_task,
-                task_of_row(traj.rows[0] as usize),
-                1,
-                success,
-            );
-        }
-        if part.has_iteration {
-            let it = batch.groups[traj.group as usize]
-                .iteration
-                .map_or("(none)".into(), |i| i.to_string());
-            add_rate(&mut part.success_by_iteration, it, 1, success);
-        }
-        part.lengths[1 - success].add(traj.rows.len());
-    }
-    let valid = batch.valid();
-    part.invalid = valid.iter().filter(|&&v| !v).count();
-    if part.has_tasks {
-        for (r, v) in valid.iter().enumerate() {
-            add_rate(&mut part.invalid_by_task, task_of_row(r), 1, !v as usize);
-        }
-    }
-    for g in &batch.groups {
-        let s = g
-            .trajs
-            .iter()
-            .filter(|&&t| batch.trajs[t as usize].success)
-            .count();
-        if s == g.trajs.len() {
-            part.all_success += 1;
-        } else if s == 0 {
-            part.all_fail += 1;
-        } else {
-            continue;
-        }
-        part.degenerate_steps += g.n_rows;
-    }
-    for c in anchor_clusters(batch, None) {
-        part.clusters.add(c.len());
-        if part.has_iteration {
-            let it = batch.groups[batch.group_of_row[c[0] as usize] as usize]
-                .iteration
-                .unwrap_or(0);
-            part.clusters_per_iteration
-                .entry(it)
-                .or_default()
-                .add(c.len());
-        }
-    }
-    part
-}
-
-impl SummaryPart {
-    /// Adds the step-group sizes with similarity groups at each threshold (nothing without
-    /// `obs`). Every window of a summary must be given the same thresholds.
-    pub fn with_similarity(mut self, batch: &StepBatch, thresholds: &[f64]) -> Self {
-        if batch.has(crate::schema::columns::OBS) {
-            self.similar_clusters = thresholds
-                .iter()
-                .map(|&t| {
-                    let mut counts = SizeCounts::default();
-                    for c in anchor_clusters(batch, Some(t)) {
-                        counts.add(c.len());
-                    }
-                    (t, counts)
-                })
-                .collect();
-        }
-        self
-    }
-}
-
-/// The summary added up window by window, in input order: [`SummaryBuilder::finish`] gives what
-/// [`summarize`] gives on the whole batch.
-#[derive(Default)]
-pub struct SummaryBuilder {
-    has_tasks: bool,
-    has_iteration: bool,
-    valid_logged: bool,
-    obs_logged: bool,
-    rollouts: Counts,
-    iterations: BTreeSet<Option<i64>>,
-    success_by_task: BTreeMap<String, (usize, usize)>,
-    success_by_iteration: BTreeMap<String, (usize, usize)>,
-    trajectories: usize,
-    successes: usize,
-    lengths: [Counts; 2],
-    rows: usize,
-    invalid: usize,
-    invalid_by_task: BTreeMap<String, (usize, usize)>,
-    all_success: usize,
-    all_fail: usize,
-    degenerate_steps: usize,
-    zero_std: usize,
-    /// iteration key → (groups, zero-std groups).
-    zero_std_by_iteration: BTreeMap<String, (usize, usize)>,
-    by_group_size: BTreeMap<usize, SizeRewards>,
-    clusters: SizeCounts,
-    clusters_per_iteration: BTreeMap<i64, SizeCounts>,
-    similar_clusters: Vec<(f64, SizeCounts)>,
-    graph: GraphBuilder,
-    progress: Option<ProgressBuilder>,
-    segments: SegmentBuilder,
-    segment_error: Option<String>,
-}
-
-impl SummaryBuilder {
-    pub fn add(&mut self, part: SummaryPart) {
+impl Tally {
+    fn merge(&mut self, part: Tally) {
         self.has_tasks |= part.has_tasks;
         self.has_iteration |= part.has_iteration;
         self.valid_logged |= part.valid_logged;
         self.obs_logged |= part.obs_logged;
-        part.group_sizes.iter().for_each(|&s| self.rollouts.add(s));
         self.iterations.extend(part.iterations);
         for (k, (n, s)) in part.success_by_task {
             add_rate(&mut self.success_by_task, k, n, s);
@@ -411,6 +249,167 @@ impl SummaryBuilder {
         self.all_success += part.all_success;
         self.all_fail += part.all_fail;
         self.degenerate_steps += part.degenerate_steps;
+        self.clusters.merge(&part.clusters);
+        if self.similar_clusters.is_empty() {
+            self.similar_clusters = part.similar_clusters;
+        } else {
+            for ((_, sum), (_, c)) in self.similar_clusters.iter_mut().zip(&part.similar_clusters) {
+                sum.merge(c);
+            }
+        }
+        for (it, c) in &part.clusters_per_iteration {
+            self.clusters_per_iteration.entry(*it).or_default().merge(c);
+        }
+        self.graph.merge(&part.graph);
+    }
+}
+
+/// One window's share of the summary, in a form that adds up exactly ([`SummaryBuilder`]).
+pub struct SummaryPart {
+    tally: Tally,
+    /// Trajectories per group, in group order.
+    group_sizes: Vec<usize>,
+    /// Per group: (iteration, its rollouts' returns).
+    group_returns: Vec<(Option<i64>, Vec<f64>)>,
+    progress: Option<ProgressPart>,
+    segments: std::result::Result<Option<SegmentPart>, String>,
+}
+
+fn add_rate(map: &mut BTreeMap<String, (usize, usize)>, key: String, n: usize, hit: usize) {
+    let e = map.entry(key).or_default();
+    e.0 += n;
+    e.1 += hit;
+}
+
+/// A window's part of the summary; HISR's `hisr` parameters segment it for the segment
+/// statistics, as the method would.
+pub fn summary_part(batch: &StepBatch, hisr: &hisr::Params) -> SummaryPart {
+    let tasks = batch.tasks();
+    let task_of_row = |r: usize| tasks.and_then(|c| c.get(r)).unwrap_or("(none)").to_string();
+    let mut part = SummaryPart {
+        tally: Tally {
+            has_tasks: tasks.is_some(),
+            has_iteration: batch.has_iteration(),
+            valid_logged: batch.has(crate::schema::columns::VALID),
+            obs_logged: batch.has(crate::schema::columns::OBS),
+            iterations: batch.groups.iter().map(|g| g.iteration).collect(),
+            trajectories: batch.trajs.len(),
+            successes: batch.trajs.iter().filter(|t| t.success).count(),
+            rows: batch.len(),
+            graph: GraphBuilder::of(batch),
+            ..Tally::default()
+        },
+        group_sizes: batch.groups.iter().map(|g| g.trajs.len()).collect(),
+        group_returns: batch
+            .groups
+            .iter()
+            .map(|g| {
+                let returns = g
+                    .trajs
+                    .iter()
+                    .map(|&t| batch.trajs[t as usize].episode_return)
+                    .collect();
+                (g.iteration, returns)
+            })
+            .collect(),
+        progress: progress_part(batch),
+        segments: segment_part(batch, hisr).map_err(|e| e.to_string()),
+    };
+    let tally = &mut part.tally;
+    for traj in &batch.trajs {
+        let success = traj.success as usize;
+        if tally.has_tasks {
+            add_rate(
+                &mut tally.success_by_task,
+                task_of_row(traj.rows[0] as usize),
+                1,
+                success,
+            );
+        }
+        if tally.has_iteration {
+            let it = batch.groups[traj.group as usize]
+                .iteration
+                .map_or("(none)".into(), |i| i.to_string());
+            add_rate(&mut tally.success_by_iteration, it, 1, success);
+        }
+        tally.lengths[1 - success].add(traj.rows.len());
+    }
+    let valid = batch.valid();
+    tally.invalid = valid.iter().filter(|&&v| !v).count();
+    if tally.has_tasks {
+        for (r, v) in valid.iter().enumerate() {
+            add_rate(&mut tally.invalid_by_task, task_of_row(r), 1, !v as usize);
+        }
+    }
+    for g in &batch.groups {
+        let s = g
+            .trajs
+            .iter()
+            .filter(|&&t| batch.trajs[t as usize].success)
+            .count();
+        if s == g.trajs.len() {
+            tally.all_success += 1;
+        } else if s == 0 {
+            tally.all_fail += 1;
+        } else {
+            continue;
+        }
+        tally.degenerate_steps += g.n_rows;
+    }
+    for c in anchor_clusters(batch, None) {
+        tally.clusters.add(c.len());
+        if tally.has_iteration {
+            let it = batch.groups[batch.group_of_row[c[0] as usize] as usize]
+                .iteration
+                .unwrap_or(0);
+            tally.clusters_per_iteration
+                .entry(it)
+                .or_default()
+                .add(c.len());
+        }
+    }
+    part
+}
+
+impl SummaryPart {
+    /// Adds the step-group sizes with similarity groups at each threshold (nothing without
+    /// `obs`). Every window of a summary must be given the same thresholds.
+    pub fn with_similarity(mut self, batch: &StepBatch, thresholds: &[f64]) -> Self {
+        if batch.has(crate::schema::columns::OBS) {
+            self.tally.similar_clusters = thresholds
+                .iter()
+                .map(|&t| {
+                    let mut counts = SizeCounts::default();
+                    for c in anchor_clusters(batch, Some(t)) {
+                        counts.add(c.len());
+                    }
+                    (t, counts)
+                })
+                .collect();
+        }
+        self
+    }
+}
+
+/// The summary added up window by window, in input order: [`SummaryBuilder::finish`] gives what
+/// [`summarize`] gives on the whole batch.
+#[derive(Default)]
+pub struct SummaryBuilder {
+    tally: Tally,
+    rollouts: Counts,
+    zero_std: usize,
+    /// iteration key → (groups, zero-std groups).
+    zero_std_by_iteration: BTreeMap<String, (usize, usize)>,
+    by_group_size: BTreeMap<usize, SizeRewards>,
+    progress: Option<ProgressBuilder>,
+    segments: SegmentBuilder,
+    segment_error: Option<String>,
+}
+
+impl SummaryBuilder {
+    pub fn add(&mut self, part: SummaryPart) {
+        self.tally.merge(part.tally);
+        part.group_sizes.iter().for_each(|&s| self.rollouts.add(s));
         for (iteration, returns) in &part.group_returns {
             let flat = returns.iter().all(|&r| r == returns[0]);
             self.zero_std += flat as usize;
@@ -421,18 +420,6 @@ impl SummaryBuilder {
                 .or_default()
                 .add(returns);
         }
-        self.clusters.merge(&part.clusters);
-        if self.similar_clusters.is_empty() {
-            self.similar_clusters = part.similar_clusters.clone();
-        } else {
-            for ((_, sum), (_, c)) in self.similar_clusters.iter_mut().zip(&part.similar_clusters) {
-                sum.merge(c);
-            }
-        }
-        for (it, c) in &part.clusters_per_iteration {
-            self.clusters_per_iteration.entry(*it).or_default().merge(c);
-        }
-        self.graph.merge(&part.graph);
         if let Some(p) = part.progress {
             self.progress.get_or_insert_with(Default::default).add(p);
         }
@@ -444,6 +431,7 @@ impl SummaryBuilder {
     }
 
     pub fn finish(self, report: &IngestReport) -> Summary {
+        let tally = self.tally;
         let n_groups = self.rollouts.len();
         let rollouts_per_group = RolloutsPerGroup {
             min: self.rollouts.0.keys().next().copied().unwrap_or(0),
@@ -463,37 +451,37 @@ impl SummaryBuilder {
                 .collect()
         };
         let success = Success {
-            overall: self.successes as f64 / self.trajectories.max(1) as f64,
-            per_task: rates(self.success_by_task),
-            per_iteration: rates(self.success_by_iteration),
+            overall: tally.successes as f64 / tally.trajectories.max(1) as f64,
+            per_task: rates(tally.success_by_task),
+            per_iteration: rates(tally.success_by_iteration),
         };
-        let [success_lengths, failure_lengths] = self.lengths;
+        let [success_lengths, failure_lengths] = tally.lengths;
         let length = Lengths {
             success: success_lengths.length_stats(),
             failure: failure_lengths.length_stats(),
             histograms: [success_lengths, failure_lengths],
         };
         let invalid_actions = Invalid {
-            logged: self.valid_logged,
-            steps: self.invalid,
-            rate: self.invalid as f64 / self.rows.max(1) as f64,
-            per_task: rates(self.invalid_by_task),
+            logged: tally.valid_logged,
+            steps: tally.invalid,
+            rate: tally.invalid as f64 / tally.rows.max(1) as f64,
+            per_task: rates(tally.invalid_by_task),
         };
         let degenerate = Degenerate {
-            all_success_groups: self.all_success,
-            all_fail_groups: self.all_fail,
-            share_of_groups: (self.all_success + self.all_fail) as f64 / n_groups.max(1) as f64,
-            share_of_steps: self.degenerate_steps as f64 / self.rows.max(1) as f64,
+            all_success_groups: tally.all_success,
+            all_fail_groups: tally.all_fail,
+            share_of_groups: (tally.all_success + tally.all_fail) as f64 / n_groups.max(1) as f64,
+            share_of_steps: tally.degenerate_steps as f64 / tally.rows.max(1) as f64,
         };
         let step_groups = StepGroups {
-            obs_logged: self.obs_logged,
-            overall: self.clusters.finish(),
-            per_iteration: self
+            obs_logged: tally.obs_logged,
+            overall: tally.clusters.finish(),
+            per_iteration: tally
                 .clusters_per_iteration
                 .iter()
                 .map(|(it, c)| (*it, c.finish()))
                 .collect(),
-            similarity: self
+            similarity: tally
                 .similar_clusters
                 .iter()
                 .map(|&(threshold, ref c)| SimilarityGroups {
@@ -502,16 +490,16 @@ impl SummaryBuilder {
                 })
                 .collect(),
         };
-        let (graph, graph_per_iteration) = self.graph.finish();
+        let (graph, graph_per_iteration) = tally.graph.finish();
         let one_step = length
             .histograms
             .iter()
             .all(|c| c.0.keys().all(|&l| l == 1));
-        let single_turn = (self.trajectories > 0 && one_step).then(|| SingleTurn {
+        let single_turn = (tally.trajectories > 0 && one_step).then(|| SingleTurn {
             zero_std_groups: self.zero_std,
             groups: n_groups,
             effective_group_fraction: (n_groups - self.zero_std) as f64 / n_groups.max(1) as f64,
-            zero_std_per_iteration: if self.has_iteration {
+            zero_std_per_iteration: if tally.has_iteration {
                 rates(self.zero_std_by_iteration)
             } else {
                 Vec::new()
@@ -568,10 +556,10 @@ impl SummaryBuilder {
         Summary {
             files: report.files.len(),
             columns: report.columns.clone(),
-            rows: self.rows,
-            iterations: self.has_iteration.then_some(self.iterations.len()),
+            rows: tally.rows,
+            iterations: tally.has_iteration.then_some(tally.iterations.len()),
             groups: n_groups,
-            trajectories: self.trajectories,
+            trajectories: tally.trajectories,
             rollouts_per_group,
             success,
             length,
