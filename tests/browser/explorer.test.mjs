@@ -1,24 +1,29 @@
 // Drives the report's explorer in headless Chromium (puppeteer-core + the system Chromium).
 //
-//   node tests/browser/explorer.test.mjs [REPORT.html] [SCREENSHOT.png] [--advantages ADV.jsonl]
+//   node tests/browser/explorer.test.mjs REPORT.html [SCREENSHOT.png] [--advantages ADV.jsonl]
 //
-// REPORT.html defaults to crates/report/src/explorer/sample.html, SCREENSHOT.png to a new file in
-// the temporary folder. With --advantages (the JSONL that `credit advantages … -o ADV.jsonl`
+// REPORT.html is a report `credit report LOGS --out DIR` wrote (DIR/report.html); SCREENSHOT.png
+// defaults to a new file in the temporary folder. With --advantages (the JSONL that `credit advantages … -o ADV.jsonl`
 // writes for the same logs), the advantages shown in the panel are also checked against that
 // file's adv_<method> columns. Exits 1 when a check fails, 2 when the page cannot be driven.
 import puppeteer from "puppeteer-core";
 import { existsSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
-import { pathToFileURL } from "node:url";
-import { EXPLORER_DIR, SAMPLE, sampleIsCurrent } from "./inline-sample.mjs";
+import { dirname, join, resolve } from "node:path";
+import { fileURLToPath, pathToFileURL } from "node:url";
+
+const EXPLORER_DIR = join(dirname(fileURLToPath(import.meta.url)), "..", "..", "crates", "report", "src", "explorer");
 
 const CHROMIUM = process.env.CHROMIUM_PATH || "/usr/bin/chromium";
 const argv = process.argv.slice(2);
 const flag = argv.indexOf("--advantages");
 const advantagesFile = flag >= 0 ? resolve(argv[flag + 1] || "") : null;
 if (flag >= 0) argv.splice(flag, 2);
-const target = resolve(argv[0] || SAMPLE);
+if (!argv[0]) {
+  console.error("usage: node tests/browser/explorer.test.mjs REPORT.html [SCREENSHOT.png] [--advantages ADV.jsonl]");
+  process.exit(2);
+}
+const target = resolve(argv[0]);
 const screenshot = resolve(argv[1] || join(tmpdir(), `credit-explorer-${process.pid}.png`));
 
 /** `credit advantages` rows by traj_id and step (JSONL). */
@@ -175,7 +180,6 @@ async function main() {
     console.error(`error: no Chromium at ${CHROMIUM} (apt-get install -y chromium, or set CHROMIUM_PATH)`);
     return 2;
   }
-  if (target === SAMPLE) check(sampleIsCurrent(), "sample.html inlines the current explorer.css and explorer.js", "run node tests/browser/inline-sample.mjs");
   const profile = mkdtempSync(join(tmpdir(), "credit-chromium-"));
   const browser = await puppeteer.launch({
     executablePath: CHROMIUM,
@@ -348,13 +352,13 @@ async function drive(browser) {
   check(external.length === 0, "no request leaves the file (no network, fonts or scripts)", external.join(", "));
   check(errors.length === 0, "no script errors or console errors", errors.join("\n      "));
 
-  await speed(browser);
+  await speed(browser, data.palette);
   return failures ? 1 : 0;
 }
 
 // ~5,000 step cells in one group: first paint and a method switch stay fast. Uses the explorer
-// sources from the repository with synthetic data.
-async function speed(browser) {
+// sources from the repository with synthetic data (and the report's colour scale).
+async function speed(browser, palette) {
   const css = join(EXPLORER_DIR, "explorer.css"), js = join(EXPLORER_DIR, "explorer.js");
   if (!existsSync(css) || !existsSync(js)) return;
   const methods = ["grpo", "gigpo", "proxmo", "graphgpo", "mgr"];
@@ -369,7 +373,7 @@ async function speed(browser) {
     })),
   }));
   const data = {
-    methods, default_method: "gigpo", scale: Object.fromEntries(methods.map((m) => [m, 2])),
+    methods, default_method: "gigpo", scale: Object.fromEntries(methods.map((m) => [m, 2])), palette,
     groups: [{ id: "big", iteration: 1, task: null, why: "speed test", success_rate: 0.34, svg: null, trajectories }],
   };
   const html =

@@ -60,22 +60,6 @@ pub fn svg(text: &str) -> Result<String, Error> {
     svg.map_err(|e| failed(format!("Graphviz `dot`'s output could not be read: {e}")))
 }
 
-/// A diverging colour for t ∈ [−1, 1]: blue (negative) through grey (0) to red (positive).
-fn colour(t: f64) -> String {
-    let t = t.clamp(-1.0, 1.0);
-    let grey = [0.72, 0.72, 0.72];
-    let end = if t < 0.0 {
-        [0.13, 0.40, 0.67]
-    } else {
-        [0.70, 0.09, 0.17]
-    };
-    let a = t.abs();
-    let c: Vec<u8> = (0..3)
-        .map(|i| ((grey[i] * (1.0 - a) + end[i] * a) * 255.0).round() as u8)
-        .collect();
-    format!("#{:02x}{:02x}{:02x}", c[0], c[1], c[2])
-}
-
 /// What a failed `dot` said: the first lines of its stderr, each abridged, or its exit status
 /// when it said nothing.
 pub fn stderr_head(stderr: &[u8], status: std::process::ExitStatus) -> String {
@@ -224,7 +208,7 @@ pub fn to_dot(
             "  {} -> {} [color=\"{}\", penwidth={:.1}, label=\"{}{} ({:+.3})\"];",
             node_name(*s),
             node_name(*t),
-            colour(mean / scale),
+            crate::palette::hex(mean / scale),
             1.0 + (*count as f64).ln(),
             quoted(action, EDGE_LABEL_CHARS),
             times,
@@ -237,7 +221,7 @@ pub fn to_dot(
         .map(|t| {
             format!(
                 "<td bgcolor=\"{}\" width=\"60\">{:+.3}</td>",
-                colour(*t),
+                crate::palette::hex(*t),
                 t * scale
             )
         })

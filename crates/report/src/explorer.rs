@@ -94,6 +94,8 @@ pub struct Explorer {
     pub groups: Vec<Group>,
     /// Per method, the |advantage| at which a step's colour is full (`> 0`).
     pub scale: BTreeMap<String, f64>,
+    /// The colour scale's stops ([`crate::palette`]): the page has none of its own.
+    pub palette: [crate::palette::Stop; 5],
     /// Graphviz `dot` was not found: no group has a graph.
     #[serde(skip)]
     pub graphviz_missing: bool,
@@ -584,6 +586,7 @@ impl Selection {
             default_method: selector.methods[selector.graph_method].clone(),
             groups,
             scale,
+            palette: crate::palette::STOPS,
             graphviz_missing: svg.is_none(),
             named_left_out: self.named_left_out,
         })
@@ -619,6 +622,7 @@ mod tests {
         let explorer = Explorer {
             methods: vec!["grpo".into()],
             default_method: "grpo".into(),
+            palette: crate::palette::STOPS,
             groups: vec![Group {
                 id: "g<1>".into(),
                 iteration: None,

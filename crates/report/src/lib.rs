@@ -12,6 +12,7 @@ pub mod explorer;
 pub mod folder;
 pub mod html;
 pub mod markdown;
+pub mod palette;
 pub mod plots;
 pub mod text;
 pub mod trends;

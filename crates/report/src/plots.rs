@@ -119,24 +119,10 @@ pub fn palette(i: usize) -> RGBColor {
     RGBColor(r, g, b)
 }
 
-/// Blue (−1) through light grey (0) to red (+1).
+/// The advantage scale ([`crate::palette`]) as a plotters colour.
 pub fn diverging(t: f64) -> RGBColor {
-    let t = if t.is_finite() {
-        t.clamp(-1.0, 1.0)
-    } else {
-        0.0
-    };
-    let mid = [236.0, 236.0, 236.0];
-    let end = if t < 0.0 {
-        [33.0, 102.0, 172.0]
-    } else {
-        [178.0, 24.0, 43.0]
-    };
-    let a = t.abs();
-    let c: Vec<u8> = (0..3)
-        .map(|i| (mid[i] * (1.0 - a) + end[i] * a).round() as u8)
-        .collect();
-    RGBColor(c[0], c[1], c[2])
+    let [r, g, b] = crate::palette::diverging(t);
+    RGBColor(r, g, b)
 }
 
 /// An axis label with at most three decimals and no trailing zeros ("2", "0.25", "100").

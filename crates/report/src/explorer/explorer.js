@@ -68,14 +68,9 @@
     return id.length > 13 ? id.slice(0, 8) + "…" : id;
   }
 
-  // Diverging blue (negative) – light grey (0) – red (positive), in 201 steps over [-1, 1].
-  var STOPS = [
-    [-1, [33, 102, 172]],
-    [-0.5, [146, 197, 222]],
-    [0, [232, 232, 232]],
-    [0.5, [244, 165, 130]],
-    [1, [178, 24, 43]]
-  ];
+  // The advantage scale's stops, from the report (credit_report::palette): [t, [r, g, b]] over
+  // [-1, 1], sampled here in 201 steps.
+  var STOPS = DATA.palette;
   var PALETTE = [];
   var INK = []; // text colour readable on PALETTE[i]
   (function () {
