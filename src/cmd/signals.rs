@@ -106,19 +106,22 @@ pub fn train(args: ProgressArgs, readout: Readout) -> Result<ExitCode> {
         Readout::SegmentEnd => "the segment reward model",
     };
     let bar = crate::bars::spinner(&format!("training {what}"), json);
+    // The model's files go into the folder output once it is trained.
+    let save = |save: &dyn Fn(&Path) -> credit_train::Result<()>| -> Result<()> {
+        let out = OutputDir::open(&args.out, command, &read)?;
+        save(&args.out)?;
+        out.finish(Stale::Remove)?;
+        Ok(())
+    };
     let report = match &estimator {
         Estimator::Backbone(opts) => {
             let (model, report) = train_backbone_progress(&trajs, opts)?;
-            let out = OutputDir::open(&args.out, command, &read)?;
-            model.save(&args.out)?;
-            out.finish(Stale::Remove)?;
+            save(&|dir| model.save(dir))?;
             report
         }
         Estimator::Small(opts) => {
             let (model, report) = train_progress(&trajs, opts)?;
-            let out = OutputDir::open(&args.out, command, &read)?;
-            model.save(&args.out)?;
-            out.finish(Stale::Remove)?;
+            save(&|dir| model.save(dir))?;
             report
         }
     };

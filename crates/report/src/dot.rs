@@ -27,12 +27,22 @@ pub fn available() -> bool {
 /// Runs `dot -Tsvg` on `text` and returns the SVG document; an error says "drawing a state
 /// graph", which a caller that knows the group replaces ([`Error::Graphviz`]'s `what`).
 pub fn svg(text: &str) -> Result<String, Error> {
-    let failed = |message: String| Error::Graphviz {
+    let bytes = render(text, "svg", "a state graph")?;
+    String::from_utf8(bytes).map_err(|e| Error::Graphviz {
         what: "a state graph".into(),
+        message: format!("Graphviz `dot`'s SVG is not UTF-8: {e}"),
+    })
+}
+
+/// Runs `dot -T{format}` on `text` and returns what it drew; an error names the drawing (`what`)
+/// and says what `dot` said.
+pub fn render(text: &str, format: &str, what: &str) -> Result<Vec<u8>, Error> {
+    let failed = |message: String| Error::Graphviz {
+        what: what.to_string(),
         message,
     };
     let mut child = Command::new("dot")
-        .arg("-Tsvg")
+        .arg(format!("-T{format}"))
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -41,28 +51,28 @@ pub fn svg(text: &str) -> Result<String, Error> {
     let mut stdin = child.stdin.take().expect("piped");
     let mut stdout = child.stdout.take().expect("piped");
     // Written from a second thread: `dot` may fill its output pipe before it has read all input.
-    let (wrote, svg) = std::thread::scope(|s| {
+    let (wrote, drawn) = std::thread::scope(|s| {
         let writer = s.spawn(move || stdin.write_all(text.as_bytes()));
-        let mut svg = String::new();
-        let read = stdout.read_to_string(&mut svg);
-        (writer.join().expect("writer thread"), read.map(|_| svg))
+        let mut drawn = Vec::new();
+        let read = stdout.read_to_end(&mut drawn);
+        (writer.join().expect("writer thread"), read.map(|_| drawn))
     });
     let output = child
         .wait_with_output()
         .map_err(|e| failed(format!("Graphviz `dot` could not be waited for: {e}")))?;
     if !output.status.success() {
         return Err(failed(format!(
-            "Graphviz `dot -Tsvg` failed: {}",
+            "Graphviz `dot -T{format}` failed: {}",
             stderr_head(&output.stderr, output.status)
         )));
     }
     wrote.map_err(|e| failed(format!("Graphviz `dot` did not take its input: {e}")))?;
-    svg.map_err(|e| failed(format!("Graphviz `dot`'s output could not be read: {e}")))
+    drawn.map_err(|e| failed(format!("Graphviz `dot`'s output could not be read: {e}")))
 }
 
 /// What a failed `dot` said: the first lines of its stderr, each abridged, or its exit status
 /// when it said nothing.
-pub fn stderr_head(stderr: &[u8], status: std::process::ExitStatus) -> String {
+fn stderr_head(stderr: &[u8], status: std::process::ExitStatus) -> String {
     const LINES: usize = 5;
     let text = String::from_utf8_lossy(stderr);
     let lines: Vec<String> = text

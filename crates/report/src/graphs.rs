@@ -1,12 +1,13 @@
 //! `credit graph`'s drawing: which groups' state graphs to draw as the logs stream by (a named
 //! group, every group, or the N largest), their DOT text, and the files: `<group>.dot`, plus SVG
-//! and PNG through Graphviz `dot`, each written whole or not at all.
+//! and PNG drawn by Graphviz (`dot::render`), each written whole or not at all.
 
-use crate::dot::{abridge, stderr_head, to_dot};
+use crate::dot::{abridge, render, to_dot};
 use crate::Error;
 use credit_core::graph::GroupGraph;
 use credit_core::StepBatch;
 use std::hash::Hasher;
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -136,16 +137,14 @@ impl Kept {
     }
 }
 
-/// Writes a group's DOT file, and its SVG and PNG when `render` (Graphviz is installed); returns
-/// the paths written.
-pub fn write(out: &Path, drawn: &Drawn, render: bool) -> Result<Vec<PathBuf>, Error> {
+/// Writes a group's DOT file, and its SVG and PNG when `graphviz` (it is installed); returns the
+/// paths written.
+pub fn write(out: &Path, drawn: &Drawn, graphviz: bool) -> Result<Vec<PathBuf>, Error> {
     let name = file_stem(&drawn.id, drawn.iteration);
     let dot_path = out.join(format!("{name}.dot"));
-    credit_output::write_file(&dot_path, |f| {
-        std::io::Write::write_all(f, drawn.text.as_bytes())
-    })?;
-    let mut written = vec![dot_path.clone()];
-    if render {
+    credit_output::write_file(&dot_path, |f| f.write_all(drawn.text.as_bytes()))?;
+    let mut written = vec![dot_path];
+    if graphviz {
         let what = format!(
             "the state graph of group `{}`{}",
             abridge(&drawn.id, 80),
@@ -155,35 +154,12 @@ pub fn write(out: &Path, drawn: &Drawn, render: bool) -> Result<Vec<PathBuf>, Er
         );
         for format in ["svg", "png"] {
             let target = out.join(format!("{name}.{format}"));
-            graphviz(&dot_path, &target, format, &what)?;
+            let drawing = render(&drawn.text, format, &what)?;
+            credit_output::write_file(&target, |f| f.write_all(&drawing))?;
             written.push(target);
         }
     }
     Ok(written)
-}
-
-/// Runs `dot` on `dot_path` into `target`, written whole or not at all.
-fn graphviz(dot_path: &Path, target: &Path, format: &str, what: &str) -> Result<(), Error> {
-    let failed = |message: String| Error::Graphviz {
-        what: what.to_string(),
-        message,
-    };
-    credit_output::write_file_at(target, |tmp| {
-        let output = std::process::Command::new("dot")
-            .arg(format!("-T{format}"))
-            .arg("-o")
-            .arg(tmp)
-            .arg(dot_path)
-            .output()
-            .map_err(|e| failed(format!("Graphviz `dot` could not be run: {e}")))?;
-        if !output.status.success() {
-            return Err(failed(format!(
-                "Graphviz `dot -T{format}` failed: {}",
-                stderr_head(&output.stderr, output.status)
-            )));
-        }
-        Ok(())
-    })
 }
 
 /// A file name for a group: its id with every character outside `[A-Za-z0-9_-]` replaced by `_`

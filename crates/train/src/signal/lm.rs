@@ -14,7 +14,8 @@
 //! `[1]`) and `config.json` (`model_type: credit-progress-lm`, the backbone's path, σ_R, …).
 
 use super::shared::{
-    calibration, folds, ProgressReport, Readout, StepModel, StepText, Trajectory, CONFIG,
+    calibration, folds, return_scale, trainable, ProgressReport, Readout, StepModel, StepText,
+    Trajectory, CONFIG,
 };
 use crate::arch::Config;
 use crate::device::DeviceKind;
@@ -393,17 +394,13 @@ pub fn train_backbone_progress(
 ) -> Result<(BackboneProgress, ProgressReport)> {
     opts.check()?;
     let started = Instant::now();
-    let usable: Vec<&Trajectory> = trajs
-        .iter()
-        .filter(|t| t.steps.iter().any(|s| s.readout) && t.ret.is_finite())
-        .collect();
+    let usable = trainable(trajs);
     if usable.is_empty() {
         return Err(Error::Params(
             "no trajectory to train on: each one has no readout step or a non-finite return".into(),
         ));
     }
     let returns: Vec<f64> = usable.iter().map(|t| t.ret).collect();
-    let rms = (returns.iter().map(|r| r * r).sum::<f64>() / returns.len() as f64).sqrt();
     let backbone = opts
         .backbone
         .canonicalize()
@@ -414,7 +411,7 @@ pub fn train_backbone_progress(
         backbone: backbone.clone(),
         lora: opts.lora.clone(),
         max_step_tokens: opts.max_step_tokens,
-        return_scale: if rms > 0.0 { rms } else { 1.0 },
+        return_scale: return_scale(&usable),
     };
     let (_, model_config) = crate::load::read_config(&backbone)?;
     let base = crate::load::read_tensors(&crate::load::weight_files(&backbone)?)?;

@@ -13,8 +13,8 @@
 //! held-out calibration is K-fold by task (every task held out once, pooled), not one split.
 
 use super::shared::{
-    calibration, folds, salted_hash, ProgressReport, Readout, StepModel, StepText, Trajectory,
-    CONFIG,
+    calibration, folds, return_scale, salted_hash, trainable, ProgressReport, Readout, StepModel,
+    StepText, Trajectory, CONFIG,
 };
 use crate::error::{Context, Error, Result};
 use crate::optim::{clip_grad_norm, gradients, shuffled_epochs, AdamW, AdamWConfig};
@@ -550,10 +550,7 @@ pub fn train_progress(
 ) -> Result<(ProgressModel, ProgressReport)> {
     opts.check()?;
     let started = Instant::now();
-    let usable: Vec<&Trajectory> = trajs
-        .iter()
-        .filter(|t| t.steps.iter().any(|s| s.readout) && t.ret.is_finite())
-        .collect();
+    let usable = trainable(trajs);
     if usable.is_empty() {
         return Err(Error::Params(format!(
             "no trajectory to train on: each one has no steps{}, or a non-finite return",
@@ -564,13 +561,12 @@ pub fn train_progress(
         )));
     }
     let returns: Vec<f64> = usable.iter().map(|t| t.ret).collect();
-    let rms = (returns.iter().map(|r| r * r).sum::<f64>() / returns.len() as f64).sqrt();
     let config = ProgressConfig {
         readout: opts.readout,
         buckets: opts.buckets,
         hidden: opts.hidden,
         max_steps: usable.iter().map(|t| t.steps.len()).max().unwrap_or(1),
-        return_scale: if rms > 0.0 { rms } else { 1.0 },
+        return_scale: return_scale(&usable),
         rms_norm_eps: 1e-6,
     };
     let examples: Vec<Example> = usable

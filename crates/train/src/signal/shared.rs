@@ -96,6 +96,24 @@ pub trait StepModel: Send + Sync {
     fn predict(&self, steps: &[StepText]) -> Result<Vec<f64>>;
 }
 
+/// The trajectories a model learns from: those with a readout step and a finite return.
+pub(super) fn trainable(trajs: &[Trajectory]) -> Vec<&Trajectory> {
+    trajs
+        .iter()
+        .filter(|t| t.steps.iter().any(|s| s.readout) && t.ret.is_finite())
+        .collect()
+}
+
+/// What returns are divided by while training: their root mean square (1 when every one is 0).
+pub(super) fn return_scale(trajs: &[&Trajectory]) -> f64 {
+    let rms = (trajs.iter().map(|t| t.ret * t.ret).sum::<f64>() / trajs.len() as f64).sqrt();
+    if rms > 0.0 {
+        rms
+    } else {
+        1.0
+    }
+}
+
 /// Fold of each trajectory, from its split key: tasks dealt round-robin in hash order, or
 /// trajectories when there is a single task. Returns the folds, their count and what was split.
 pub(super) fn folds(keys: &[&str], wanted: usize) -> (Vec<usize>, usize, &'static str) {
