@@ -303,23 +303,36 @@ impl Assembler {
             }
         }
         if let Closing::Optimistic { quiet, budget } = self.closing {
-            // Quiet units first, then the oldest untouched ones while over budget.
+            // Quiet units first, then the oldest untouched ones while over budget. One sweep each:
+            // closing swaps the last open unit into the closed one's place, which is looked at
+            // again, so units close in the order a search from the start for each would find.
             let position = self.position;
-            while let Some(u) =
-                (0..self.open.len()).find(|&u| self.open[u].last_position + quiet < position)
-            {
-                self.close(u)?;
+            let mut u = 0;
+            while u < self.open.len() {
+                if self.open[u].last_position + quiet < position {
+                    self.close(u)?;
+                } else {
+                    u += 1;
+                }
             }
             let mut held: u64 = self.open.iter().map(|u| u.rows.bytes as u64).sum();
-            while held > budget {
-                let Some(u) = (0..self.open.len())
-                    .filter(|&u| !self.open[u].touched)
-                    .min_by_key(|&u| self.open[u].last_position)
-                else {
-                    break;
-                };
-                held -= self.open[u].rows.bytes as u64;
-                self.close(u)?;
+            if held > budget {
+                // Positions are unique (one per row), so this is the order of oldest first.
+                let mut oldest: Vec<(u64, UnitKey)> = self
+                    .open
+                    .iter()
+                    .filter(|u| !u.touched)
+                    .map(|u| (u.last_position, u.key.clone()))
+                    .collect();
+                oldest.sort_unstable_by_key(|&(last_position, _)| last_position);
+                for (_, key) in oldest {
+                    if held <= budget {
+                        break;
+                    }
+                    let u = self.index[&key];
+                    held -= self.open[u].rows.bytes as u64;
+                    self.close(u)?;
+                }
             }
         }
         Ok(Flow::Continue)
