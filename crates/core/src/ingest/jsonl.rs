@@ -77,21 +77,13 @@ pub(crate) fn read_chunks(
     // Read up to `target` bytes; a line longer than that raises the target until it ends.
     let mut target = chunk_bytes;
     while !eof {
-        while buffer.len() < target {
-            let start = buffer.len();
-            buffer.resize(start + (target - start).max(1 << 16), 0);
-            let n = loop {
-                match reader.read(&mut buffer[start..]) {
-                    Ok(n) => break n,
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                    Err(e) => return Err(io(e)),
-                }
-            };
-            buffer.truncate(start + n);
-            if n == 0 {
-                eof = true;
-                break;
-            }
+        // Reads into the spare capacity without zeroing it first: zeroing a whole chunk for each
+        // of many small files cost more than reading them.
+        if buffer.len() < target {
+            let want = (target - buffer.len()) as u64;
+            buffer.reserve(want as usize);
+            let n = (&mut reader).take(want).read_to_end(&mut buffer).map_err(io)?;
+            eof = (n as u64) < want;
         }
         if at_start && (buffer.len() >= 3 || eof) {
             if buffer.starts_with(b"\xEF\xBB\xBF") {
