@@ -15,8 +15,8 @@ use super::IngestReport;
 use crate::batch::StepBatch;
 use crate::error::{Error, Location, Reason, Result, Unit as LineUnit};
 use crate::schema::{columns::*, field_index, FIELDS};
-use polars::prelude::{PlHashMap as HashMap, PlHashSet as HashSet};
-use std::hash::{BuildHasher, Hash};
+use polars::prelude::PlHashMap as HashMap;
+use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -74,13 +74,17 @@ pub(crate) enum Flow {
 }
 
 struct OpenUnit {
-    key: UnitKey,
+    id: Id,
+    /// Its entry in `Assembler::slot_place`.
+    slot: u32,
     rows: UnitRows,
     first_seq: u64,
     /// `position` when its last row arrived.
     last_position: u64,
     /// Whether a row arrived in the block being assembled.
     touched: bool,
+    /// Under [`Closing::Exact`]: the seq of its last row.
+    last_seq: Option<u64>,
 }
 
 /// A closed, checked unit: its rows and which of them are kept.
@@ -99,13 +103,72 @@ pub struct Window {
     pub watermark: u64,
 }
 
-fn hash128<T: Hash>(value: &T) -> u128 {
-    // One fast fixed hasher, twice (the second salted): a 128-bit identity for closed units and
-    // trajectories.
+/// A 128-bit identity of a unit or trajectory key: maps hold these instead of the ids, so that
+/// every unit and trajectory seen costs a few bytes, however long its id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Id(u64, u64);
+
+fn id<T: Hash>(value: &T) -> Id {
+    // One fast fixed hasher, twice (the second salted).
     let state = polars::prelude::PlSeedableRandomStateQuality::fixed();
     let a = state.hash_one(value);
     let b = state.hash_one((0x9e37_79b9_7f4a_7c15_u64, value));
-    ((a as u128) << 64) | b as u128
+    Id(a, b)
+}
+
+impl Hash for Id {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.0);
+    }
+}
+
+/// An identity is already a hash: its first half serves as the map's hash as it is.
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn write(&mut self, _: &[u8]) {
+        unreachable!("an Id hashes as one u64");
+    }
+
+    fn write_u64(&mut self, value: u64) {
+        self.0 = value;
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type IdMap<V> = std::collections::HashMap<Id, V, BuildHasherDefault<IdHasher>>;
+
+/// The place of a free slot.
+const FREE: u32 = u32::MAX;
+
+/// Where a unit stands.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum State {
+    New,
+    /// Open, at this place in `open`.
+    Open(usize),
+    Closed,
+}
+
+/// What is kept of every trajectory seen, to catch one in two groups.
+struct TrajSeen {
+    group: Id,
+    first: Origin,
+}
+
+/// The previous row's keys and unit: consecutive rows of one trajectory skip the look-ups. The
+/// id buffers are reused from row to row.
+#[derive(Default)]
+struct LastRow {
+    it: Option<i64>,
+    gid: String,
+    tid: String,
+    /// Its unit's place in `open`; `None` once a unit closed (places move).
+    unit: Option<usize>,
 }
 
 pub(crate) struct Assembler {
@@ -116,12 +179,16 @@ pub(crate) struct Assembler {
     gamma: f64,
     paths: Vec<PathBuf>,
     open: Vec<OpenUnit>,
-    index: HashMap<UnitKey, usize>,
-    /// (iteration, traj_id) → (group_id, where the trajectory was first seen), for open units.
-    open_trajs: HashMap<(Option<i64>, String), (String, Origin)>,
-    /// hash(iteration, traj_id) → (hash(iteration, group_id), first seen), for closed units.
-    closed_trajs: HashMap<u128, (u128, Origin)>,
-    closed_units: HashSet<u128>,
+    /// Every unit seen, with its slot: a unit is open while its slot holds it. One look-up per
+    /// unit and one per trajectory, whatever the number of units, and none when a unit closes.
+    units: IdMap<u32>,
+    /// Each slot's place in `open` (closing a unit moves the last open one into its place), or
+    /// [`FREE`]; slots of closed units are reused.
+    slot_place: Vec<u32>,
+    free_slots: Vec<u32>,
+    /// Every trajectory seen, by the identity of (iteration, traj_id). Whether it is open is
+    /// its unit's state.
+    trajs: IdMap<TrajSeen>,
     next_seq: u64,
     position: u64,
     present: Vec<bool>,
@@ -132,9 +199,7 @@ pub(crate) struct Assembler {
     emitted_present: Option<Vec<bool>>,
     ready: Vec<Closed>,
     ready_bytes: usize,
-    /// The previous row's (iteration, group_id, traj_id) and unit: consecutive rows of one
-    /// trajectory skip the look-ups.
-    last_row: Option<(Option<i64>, String, String, usize)>,
+    last_row: LastRow,
     pub report: IngestReport,
     field: Fields,
 }
@@ -183,11 +248,11 @@ impl Assembler {
             },
             paths,
             open: Vec::new(),
-            index: HashMap::default(),
-            open_trajs: HashMap::default(),
-            closed_trajs: HashMap::default(),
-            closed_units: HashSet::default(),
-            last_row: None,
+            units: IdMap::default(),
+            slot_place: Vec::new(),
+            free_slots: Vec::new(),
+            trajs: IdMap::default(),
+            last_row: LastRow::default(),
             next_seq: 0,
             position: 0,
             present,
@@ -280,10 +345,10 @@ impl Assembler {
             let tid = rows.text(tf, r);
             let origin = rows.origin[r];
 
-            let same = self
-                .last_row
-                .as_ref()
-                .and_then(|(lit, lg, lt, u)| (*lit == it && lg == gid && lt == tid).then_some(*u));
+            let last = &self.last_row;
+            let same = last
+                .unit
+                .filter(|_| last.it == it && last.gid == gid && last.tid == tid);
             let u = match same {
                 Some(u) => u,
                 None => match self.place(it, gid, tid, seq, origin)? {
@@ -296,10 +361,8 @@ impl Assembler {
             unit.rows.push(&rows, r, seq, per_row as usize);
             unit.last_position = self.position;
             unit.touched = true;
-            if let Closing::Exact { last_seq, .. } = &self.closing {
-                if last_seq.get(&unit.key) == Some(&seq) {
-                    self.close(u)?;
-                }
+            if unit.last_seq == Some(seq) {
+                self.close(u)?;
             }
         }
         if let Closing::Optimistic { quiet, budget } = self.closing {
@@ -318,18 +381,18 @@ impl Assembler {
             let mut held: u64 = self.open.iter().map(|u| u.rows.bytes as u64).sum();
             if held > budget {
                 // Positions are unique (one per row), so this is the order of oldest first.
-                let mut oldest: Vec<(u64, UnitKey)> = self
+                let mut oldest: Vec<(u64, u32)> = self
                     .open
                     .iter()
                     .filter(|u| !u.touched)
-                    .map(|u| (u.last_position, u.key.clone()))
+                    .map(|u| (u.last_position, u.slot))
                     .collect();
                 oldest.sort_unstable_by_key(|&(last_position, _)| last_position);
-                for (_, key) in oldest {
+                for (_, slot) in oldest {
                     if held <= budget {
                         break;
                     }
-                    let u = self.index[&key];
+                    let u = self.slot_place[slot as usize] as usize;
                     held -= self.open[u].rows.bytes as u64;
                     self.close(u)?;
                 }
@@ -349,55 +412,122 @@ impl Assembler {
         origin: Origin,
     ) -> Result<std::result::Result<usize, Option<Flow>>> {
         // A trajectory belongs to one group.
-        let traj_key = (it, tid.to_string());
-        match self.open_trajs.get(&traj_key) {
-            Some((g, first)) if g != gid => {
-                let (g, first) = (g.clone(), *first);
-                let e = self.two_groups(origin, tid, gid, Some(&g), first);
+        let group = id(&(it, gid));
+        let unit_id = self.unit_id(it, group);
+        let state = self.state(unit_id);
+        let traj = id(&(it, tid));
+        match self.trajs.get(&traj) {
+            Some(seen) if seen.group != group => {
+                let first = seen.first;
+                let first_gid = self.open_group_of(self.unit_id(it, seen.group), it, tid);
+                let e = self.two_groups(origin, tid, gid, first_gid.as_deref(), first);
                 self.reject(e, 1)?;
                 return Ok(Err(None));
             }
+            // Its rows again after its group closed.
+            Some(_) if state == State::Closed => {
+                return Ok(Err(Some(
+                    self.reappears(UnitKey::Group(it, gid.to_string()), origin),
+                )));
+            }
             Some(_) => {}
+            None if state == State::Closed => {
+                return Ok(Err(Some(self.reappears(self.key(it, gid), origin))));
+            }
             None => {
-                if let Some(&(group_hash, first)) = self.closed_trajs.get(&hash128(&traj_key)) {
-                    if group_hash != hash128(&(it, gid)) {
-                        // Closed trajectories keep only hashes (bounded memory): the first row's
-                        // place tells the user which group that was.
-                        let e = self.two_groups(origin, tid, gid, None, first);
-                        self.reject(e, 1)?;
-                        return Ok(Err(None));
-                    }
-                    return Ok(Err(Some(
-                        self.reappears(UnitKey::Group(it, gid.to_string()), origin),
-                    )));
-                }
-                self.open_trajs.insert(traj_key, (gid.to_string(), origin));
+                self.trajs.insert(
+                    traj,
+                    TrajSeen {
+                        group,
+                        first: origin,
+                    },
+                );
             }
         }
-        let key = match self.kind {
+        let u = match state {
+            State::Open(u) => u,
+            _ => self.open_unit(unit_id, it, gid, seq),
+        };
+        self.last_row.it = it;
+        self.last_row.gid.clear();
+        self.last_row.gid.push_str(gid);
+        self.last_row.tid.clear();
+        self.last_row.tid.push_str(tid);
+        self.last_row.unit = Some(u);
+        Ok(Ok(u))
+    }
+
+    fn state(&self, unit: Id) -> State {
+        let Some(&slot) = self.units.get(&unit) else {
+            return State::New;
+        };
+        match self.slot_place[slot as usize] {
+            FREE => State::Closed,
+            place if self.open[place as usize].id == unit => State::Open(place as usize),
+            // The slot went to a unit opened later.
+            _ => State::Closed,
+        }
+    }
+
+    /// The identity of the unit of a row of group `group` (an [`id`] of (iteration, group_id)).
+    fn unit_id(&self, it: Option<i64>, group: Id) -> Id {
+        match self.kind {
+            UnitKind::Group => group,
+            UnitKind::Iteration => id(&it),
+            UnitKind::All => Id(0, 0),
+        }
+    }
+
+    /// The unit of a row, for messages and the index pass.
+    fn key(&self, it: Option<i64>, gid: &str) -> UnitKey {
+        match self.kind {
             UnitKind::Group => UnitKey::Group(it, gid.to_string()),
             UnitKind::Iteration => UnitKey::Iteration(it),
             UnitKind::All => UnitKey::All,
+        }
+    }
+
+    /// Opens a unit at a row; returns its place in `open`.
+    fn open_unit(&mut self, unit_id: Id, it: Option<i64>, gid: &str, seq: u64) -> usize {
+        let last_seq = match &self.closing {
+            Closing::Exact { last_seq, .. } => last_seq.get(&self.key(it, gid)).copied(),
+            Closing::Optimistic { .. } => None,
         };
-        let u = match self.index.get(&key) {
-            Some(&u) => u,
+        let place = self.open.len();
+        let slot = match self.free_slots.pop() {
+            Some(slot) => {
+                self.slot_place[slot as usize] = place as u32;
+                slot
+            }
             None => {
-                if self.closed_units.contains(&hash128(&key)) {
-                    return Ok(Err(Some(self.reappears(key, origin))));
-                }
-                self.open.push(OpenUnit {
-                    key: key.clone(),
-                    rows: UnitRows::default(),
-                    first_seq: seq,
-                    last_position: 0,
-                    touched: false,
-                });
-                self.index.insert(key, self.open.len() - 1);
-                self.open.len() - 1
+                self.slot_place.push(place as u32);
+                (self.slot_place.len() - 1) as u32
             }
         };
-        self.last_row = Some((it, gid.to_string(), tid.to_string(), u));
-        Ok(Ok(u))
+        self.open.push(OpenUnit {
+            id: unit_id,
+            slot,
+            rows: UnitRows::default(),
+            first_seq: seq,
+            last_position: 0,
+            touched: false,
+            last_seq,
+        });
+        self.units.insert(unit_id, slot);
+        place
+    }
+
+    /// The group_id of open trajectory (it, tid) of unit `unit` (from its first row); `None`
+    /// when that unit has closed.
+    fn open_group_of(&self, unit: Id, it: Option<i64>, tid: &str) -> Option<String> {
+        let State::Open(u) = self.state(unit) else {
+            return None;
+        };
+        let rows = &self.open[u].rows;
+        let (gf, tf, itf) = (self.field.group, self.field.traj, self.field.iteration);
+        (0..rows.len())
+            .find(|&r| rows.int(itf, r) == it && rows.text(tf, r) == tid)
+            .map(|r| rows.text(gf, r).to_string())
     }
 
     fn two_groups(
@@ -432,25 +562,14 @@ impl Assembler {
 
     /// Closes open unit `u`: its checks, then it waits in `ready`.
     fn close(&mut self, u: usize) -> Result<()> {
-        self.last_row = None;
+        self.last_row.unit = None;
         let unit = self.open.swap_remove(u);
-        self.index.remove(&unit.key);
-        if u < self.open.len() {
-            let moved = self.open[u].key.clone();
-            self.index.insert(moved, u);
+        if let Some(moved) = self.open.get(u) {
+            self.slot_place[moved.slot as usize] = u as u32;
         }
-        self.closed_units.insert(hash128(&unit.key));
+        self.slot_place[unit.slot as usize] = FREE;
+        self.free_slots.push(unit.slot);
         let keep = self.check(&unit.rows)?;
-        let (gf, tf, itf) = (self.field.group, self.field.traj, self.field.iteration);
-        for r in 0..unit.rows.len() {
-            let it = unit.rows.int(itf, r);
-            let key = (it, unit.rows.text(tf, r).to_string());
-            if let Some((gid, first)) = self.open_trajs.remove(&key) {
-                self.closed_trajs
-                    .insert(hash128(&key), (hash128(&(it, gid.as_str())), first));
-            }
-        }
-        let _ = gf;
         self.ready_bytes += unit.rows.bytes;
         self.ready.push(Closed {
             rows: unit.rows,
@@ -465,6 +584,16 @@ impl Assembler {
     fn check(&mut self, rows: &UnitRows) -> Result<Vec<usize>> {
         let n = rows.len();
         let (tf, sf, itf) = (self.field.traj, self.field.step, self.field.iteration);
+        if n == 1 {
+            // No duplicate, one step: the check without its tables (logs of single-row groups
+            // close a unit per row).
+            let steps = [(rows.int(sf, 0).unwrap_or_default(), 0)];
+            if let Some(e) = self.step_gap(rows, rows.text(tf, 0), &steps) {
+                self.reject(e, 1)?;
+                return Ok(Vec::new());
+            }
+            return Ok(vec![0]);
+        }
         let mut keep = vec![true; n];
         let mut first_of_step: HashMap<(Option<i64>, &str, i64), usize> = HashMap::default();
         let mut rejects = Vec::new();
@@ -519,25 +648,8 @@ impl Assembler {
         for key in order {
             let mut steps = steps_of.remove(&key).expect("listed trajectory");
             steps.sort_unstable();
-            let tid = key.1;
-            let start = steps[0].0;
-            let bad = if start > 1 {
-                Some((0, format!("trajectory `{tid}` starts at step {start}; steps must start at 0 or 1 and be contiguous")))
-            } else {
-                steps.windows(2).position(|w| w[1].0 != w[0].0 + 1).map(|k| {
-                    let (prev, found) = (steps[k].0, steps[k + 1].0);
-                    (k + 1, format!("trajectory `{tid}` jumps from step {prev} to step {found}: step {} is missing", prev + 1))
-                })
-            };
-            if let Some((k, message)) = bad {
-                gaps.push((
-                    Error::input(
-                        self.location(rows.origin(steps[k].1), Some(STEP)),
-                        Reason::StepGap,
-                        message,
-                    ),
-                    steps.iter().map(|&(_, r)| r).collect(),
-                ));
+            if let Some(e) = self.step_gap(rows, key.1, &steps) {
+                gaps.push((e, steps.iter().map(|&(_, r)| r).collect()));
             }
         }
         gaps.sort_by_key(|(_, rows)| rows.iter().min().copied());
@@ -548,6 +660,25 @@ impl Assembler {
             }
         }
         Ok((0..n).filter(|&r| keep[r]).collect())
+    }
+
+    /// The step gap of trajectory `tid` whose (step, row) are `steps`, sorted: steps must be
+    /// contiguous from 0 or 1.
+    fn step_gap(&self, rows: &UnitRows, tid: &str, steps: &[(i64, usize)]) -> Option<Error> {
+        let start = steps[0].0;
+        let (k, message) = if start > 1 {
+            (0, format!("trajectory `{tid}` starts at step {start}; steps must start at 0 or 1 and be contiguous"))
+        } else {
+            steps.windows(2).position(|w| w[1].0 != w[0].0 + 1).map(|k| {
+                let (prev, found) = (steps[k].0, steps[k + 1].0);
+                (k + 1, format!("trajectory `{tid}` jumps from step {prev} to step {found}: step {} is missing", prev + 1))
+            })?
+        };
+        Some(Error::input(
+            self.location(rows.origin(steps[k].1), Some(STEP)),
+            Reason::StepGap,
+            message,
+        ))
     }
 
     /// Closes every open unit (the input has ended), oldest first, and notes ids given both as
@@ -562,12 +693,10 @@ impl Assembler {
                 ));
             }
         }
-        let mut order: Vec<usize> = (0..self.open.len()).collect();
-        order.sort_by_key(|&u| self.open[u].first_seq);
-        let mut keys: Vec<UnitKey> = order.iter().map(|&u| self.open[u].key.clone()).collect();
-        for key in keys.drain(..) {
-            let u = self.index[&key];
-            self.close(u)?;
+        let mut order: Vec<(u64, u32)> = self.open.iter().map(|u| (u.first_seq, u.slot)).collect();
+        order.sort_unstable_by_key(|&(first_seq, _)| first_seq);
+        for (_, slot) in order {
+            self.close(self.slot_place[slot as usize] as usize)?;
         }
         Ok(())
     }
@@ -584,7 +713,8 @@ impl Assembler {
         if units.is_empty() {
             return None;
         }
-        units.sort_by_key(|u| u.first_seq);
+        // Each unit has its own first row: an unstable sort gives the same order.
+        units.sort_unstable_by_key(|u| u.first_seq);
         let present = self
             .emitted_present
             .get_or_insert_with(|| self.present.clone())
