@@ -216,8 +216,11 @@ pub struct SummaryPart {
     all_success: usize,
     all_fail: usize,
     degenerate_steps: usize,
-    /// Per group: (iteration, its rollouts' returns).
-    group_returns: Vec<(Option<i64>, Vec<f64>)>,
+    /// Each group's rollout returns, group after group (`group_sizes` of them each).
+    group_returns: Vec<f64>,
+    /// Groups whose rollouts all return the same, overall and per iteration key.
+    zero_std: usize,
+    zero_std_by_iteration: BTreeMap<String, (usize, usize)>,
     clusters: SizeCounts,
     clusters_per_iteration: BTreeMap<i64, SizeCounts>,
     /// Per similarity threshold asked for (none without `obs`).
@@ -233,11 +236,40 @@ fn add_rate(map: &mut BTreeMap<String, (usize, usize)>, key: String, n: usize, h
     e.1 += hit;
 }
 
+/// Rates counted under keys that are cheap to compare (an iteration, a borrowed task), then
+/// keyed as the summary shows them: one text per key, not one per trajectory or group.
+struct Tally<K>(BTreeMap<K, (usize, usize)>);
+
+impl<K: Ord> Tally<K> {
+    fn new() -> Self {
+        Tally(BTreeMap::new())
+    }
+
+    fn add(&mut self, key: K, hit: bool) {
+        let e = self.0.entry(key).or_default();
+        e.0 += 1;
+        e.1 += hit as usize;
+    }
+
+    fn into_rates(self, name: impl Fn(K) -> String) -> BTreeMap<String, (usize, usize)> {
+        let mut rates = BTreeMap::new();
+        for (key, (n, hit)) in self.0 {
+            add_rate(&mut rates, name(key), n, hit);
+        }
+        rates
+    }
+}
+
+/// An iteration as the summary's per-iteration keys write it.
+fn iteration_key(iteration: Option<i64>) -> String {
+    iteration.map_or("(none)".into(), |i| i.to_string())
+}
+
 /// A window's part of the summary; HISR's `hisr` parameters segment it for the segment
 /// statistics, as the method would.
 pub fn summary_part(batch: &StepBatch, hisr: &hisr::Params) -> SummaryPart {
     let tasks = batch.tasks();
-    let task_of_row = |r: usize| tasks.and_then(|c| c.get(r)).unwrap_or("(none)").to_string();
+    let task_of_row = |r: usize| tasks.and_then(|c| c.get(r)).unwrap_or("(none)");
     let mut part = SummaryPart {
         has_tasks: tasks.is_some(),
         has_iteration: batch.has_iteration(),
@@ -259,15 +291,14 @@ pub fn summary_part(batch: &StepBatch, hisr: &hisr::Params) -> SummaryPart {
         group_returns: batch
             .groups
             .iter()
-            .map(|g| {
-                let returns = g
-                    .trajs
+            .flat_map(|g| {
+                g.trajs
                     .iter()
                     .map(|&t| batch.trajs[t as usize].episode_return)
-                    .collect();
-                (g.iteration, returns)
             })
             .collect(),
+        zero_std: 0,
+        zero_std_by_iteration: BTreeMap::new(),
         clusters: SizeCounts::default(),
         clusters_per_iteration: BTreeMap::new(),
         similar_clusters: Vec::new(),
@@ -275,31 +306,37 @@ pub fn summary_part(batch: &StepBatch, hisr: &hisr::Params) -> SummaryPart {
         progress: progress_part(batch),
         segments: segment_part(batch, hisr).map_err(|e| e.to_string()),
     };
+    let (mut success_by_task, mut success_by_iteration) = (Tally::new(), Tally::new());
     for traj in &batch.trajs {
-        let success = traj.success as usize;
         if part.has_tasks {
-            add_rate(
-                &mut part.success_by_task,
-                task_of_row(traj.rows[0] as usize),
-                1,
-                success,
-            );
+            success_by_task.add(task_of_row(traj.rows[0] as usize), traj.success);
         }
         if part.has_iteration {
-            let it = batch.groups[traj.group as usize]
-                .iteration
-                .map_or("(none)".into(), |i| i.to_string());
-            add_rate(&mut part.success_by_iteration, it, 1, success);
+            success_by_iteration.add(batch.groups[traj.group as usize].iteration, traj.success);
         }
-        part.lengths[1 - success].add(traj.rows.len());
+        part.lengths[1 - traj.success as usize].add(traj.rows.len());
     }
+    part.success_by_task = success_by_task.into_rates(str::to_string);
+    part.success_by_iteration = success_by_iteration.into_rates(iteration_key);
     let valid = batch.valid();
     part.invalid = valid.iter().filter(|&&v| !v).count();
     if part.has_tasks {
+        let mut invalid_by_task = Tally::new();
         for (r, v) in valid.iter().enumerate() {
-            add_rate(&mut part.invalid_by_task, task_of_row(r), 1, !v as usize);
+            invalid_by_task.add(task_of_row(r), !v);
         }
+        part.invalid_by_task = invalid_by_task.into_rates(str::to_string);
     }
+    let mut zero_std_by_iteration = Tally::new();
+    let mut returns = part.group_returns.as_slice();
+    for g in &batch.groups {
+        let (group, rest) = returns.split_at(g.trajs.len());
+        returns = rest;
+        let flat = group.iter().all(|&r| r == group[0]);
+        part.zero_std += flat as usize;
+        zero_std_by_iteration.add(g.iteration, flat);
+    }
+    part.zero_std_by_iteration = zero_std_by_iteration.into_rates(iteration_key);
     for g in &batch.groups {
         let s = g
             .trajs
@@ -411,15 +448,16 @@ impl SummaryBuilder {
         self.all_success += part.all_success;
         self.all_fail += part.all_fail;
         self.degenerate_steps += part.degenerate_steps;
-        for (iteration, returns) in &part.group_returns {
-            let flat = returns.iter().all(|&r| r == returns[0]);
-            self.zero_std += flat as usize;
-            let key = iteration.map_or("(none)".into(), |i| i.to_string());
-            add_rate(&mut self.zero_std_by_iteration, key, 1, flat as usize);
-            self.by_group_size
-                .entry(returns.len())
-                .or_default()
-                .add(returns);
+        self.zero_std += part.zero_std;
+        for (k, (n, flat)) in part.zero_std_by_iteration {
+            add_rate(&mut self.zero_std_by_iteration, k, n, flat);
+        }
+        // In group order: the sums are floating-point.
+        let mut returns = part.group_returns.as_slice();
+        for &size in &part.group_sizes {
+            let (group, rest) = returns.split_at(size);
+            returns = rest;
+            self.by_group_size.entry(size).or_default().add(group);
         }
         self.clusters.merge(&part.clusters);
         if self.similar_clusters.is_empty() {
