@@ -73,11 +73,12 @@ pub(crate) enum Flow {
     Restart(String),
 }
 
+/// An open unit; its rows are in `Assembler::rows_of` at its slot, so that the units moved
+/// about in `open` stay small.
 struct OpenUnit {
     id: Id,
-    /// Its entry in `Assembler::slot_place`.
+    /// Its entry in `Assembler::slot_place` and `Assembler::rows_of`.
     slot: u32,
-    rows: UnitRows,
     first_seq: u64,
     /// `position` when its last row arrived.
     last_position: u64,
@@ -185,7 +186,11 @@ pub(crate) struct Assembler {
     /// Each slot's place in `open` (closing a unit moves the last open one into its place), or
     /// [`FREE`]; slots of closed units are reused.
     slot_place: Vec<u32>,
+    /// Each slot's unit's rows.
+    rows_of: Vec<UnitRows>,
     free_slots: Vec<u32>,
+    /// Bytes of the rows of open units.
+    held: u64,
     /// Every trajectory seen, by the identity of (iteration, traj_id). Whether it is open is
     /// its unit's state.
     trajs: IdMap<TrajSeen>,
@@ -250,7 +255,9 @@ impl Assembler {
             open: Vec::new(),
             units: IdMap::default(),
             slot_place: Vec::new(),
+            rows_of: Vec::new(),
             free_slots: Vec::new(),
+            held: 0,
             trajs: IdMap::default(),
             last_row: LastRow::default(),
             next_seq: 0,
@@ -358,7 +365,8 @@ impl Assembler {
                 },
             };
             let unit = &mut self.open[u];
-            unit.rows.push(&rows, r, seq, per_row as usize);
+            self.rows_of[unit.slot as usize].push(&rows, r, seq, per_row as usize);
+            self.held += per_row;
             unit.last_position = self.position;
             unit.touched = true;
             if unit.last_seq == Some(seq) {
@@ -378,8 +386,7 @@ impl Assembler {
                     u += 1;
                 }
             }
-            let mut held: u64 = self.open.iter().map(|u| u.rows.bytes as u64).sum();
-            if held > budget {
+            if self.held > budget {
                 // Positions are unique (one per row), so this is the order of oldest first.
                 let mut oldest: Vec<(u64, u32)> = self
                     .open
@@ -389,12 +396,10 @@ impl Assembler {
                     .collect();
                 oldest.sort_unstable_by_key(|&(last_position, _)| last_position);
                 for (_, slot) in oldest {
-                    if held <= budget {
+                    if self.held <= budget {
                         break;
                     }
-                    let u = self.slot_place[slot as usize] as usize;
-                    held -= self.open[u].rows.bytes as u64;
-                    self.close(u)?;
+                    self.close(self.slot_place[slot as usize] as usize)?;
                 }
             }
         }
@@ -501,13 +506,13 @@ impl Assembler {
             }
             None => {
                 self.slot_place.push(place as u32);
+                self.rows_of.push(UnitRows::default());
                 (self.slot_place.len() - 1) as u32
             }
         };
         self.open.push(OpenUnit {
             id: unit_id,
             slot,
-            rows: UnitRows::default(),
             first_seq: seq,
             last_position: 0,
             touched: false,
@@ -523,7 +528,7 @@ impl Assembler {
         let State::Open(u) = self.state(unit) else {
             return None;
         };
-        let rows = &self.open[u].rows;
+        let rows = &self.rows_of[self.open[u].slot as usize];
         let (gf, tf, itf) = (self.field.group, self.field.traj, self.field.iteration);
         (0..rows.len())
             .find(|&r| rows.int(itf, r) == it && rows.text(tf, r) == tid)
@@ -569,10 +574,12 @@ impl Assembler {
         }
         self.slot_place[unit.slot as usize] = FREE;
         self.free_slots.push(unit.slot);
-        let keep = self.check(&unit.rows)?;
-        self.ready_bytes += unit.rows.bytes;
+        let rows = std::mem::take(&mut self.rows_of[unit.slot as usize]);
+        self.held -= rows.bytes as u64;
+        let keep = self.check(&rows)?;
+        self.ready_bytes += rows.bytes;
         self.ready.push(Closed {
-            rows: unit.rows,
+            rows,
             keep,
             first_seq: unit.first_seq,
         });
@@ -708,6 +715,8 @@ impl Assembler {
             return None;
         }
         let mut units = std::mem::take(&mut self.ready);
+        // The next window will likely hold as many units: room for them now, not by doubling.
+        self.ready = Vec::with_capacity(units.len());
         self.ready_bytes = 0;
         units.retain(|u| !u.keep.is_empty());
         if units.is_empty() {
