@@ -602,7 +602,9 @@ impl Assembler {
             return Ok(vec![0]);
         }
         let mut keep = vec![true; n];
-        let mut first_of_step: HashMap<(Option<i64>, &str, i64), usize> = HashMap::default();
+        // Sized for a key per row: a large unit's table never grows.
+        let mut first_of_step: HashMap<(Option<i64>, &str, i64), usize> =
+            HashMap::with_capacity_and_hasher(n, Default::default());
         let mut rejects = Vec::new();
         for (row, kept) in keep.iter_mut().enumerate() {
             let key = (
@@ -638,24 +640,36 @@ impl Assembler {
             self.reject(e, 1)?;
         }
 
-        // Steps must be contiguous from 0 or 1 within each trajectory.
-        let mut steps_of: HashMap<TrajKey, Vec<(i64, usize)>> = HashMap::default();
-        let mut order: Vec<TrajKey> = Vec::new();
-        for row in (0..n).filter(|&r| keep[r]) {
-            let key = (rows.int(itf, row), rows.text(tf, row));
-            steps_of
-                .entry(key)
-                .or_insert_with(|| {
-                    order.push(key);
-                    Vec::new()
-                })
-                .push((rows.int(sf, row).unwrap_or_default(), row));
+        // Steps must be contiguous from 0 or 1 within each trajectory. The kept rows as
+        // (trajectory, step, row), sorted: each trajectory's (step, row) in order, without a
+        // vector per trajectory.
+        let kept = || (0..n).filter(|&r| keep[r]);
+        let traj_key = |row| (rows.int(itf, row), rows.text(tf, row));
+        let mut runs = 0;
+        let mut previous: Option<TrajKey> = None;
+        for row in kept() {
+            let key = traj_key(row);
+            runs += (previous != Some(key)) as usize;
+            previous = Some(key);
         }
+        let mut traj_of: HashMap<TrajKey, u32> =
+            HashMap::with_capacity_and_hasher(runs, Default::default());
+        let mut entries: Vec<(u32, i64, usize)> = kept()
+            .map(|row| {
+                let next = traj_of.len() as u32;
+                let traj = *traj_of.entry(traj_key(row)).or_insert(next);
+                (traj, rows.int(sf, row).unwrap_or_default(), row)
+            })
+            .collect();
+        drop(traj_of);
+        entries.sort_unstable();
+        let steps: Vec<(i64, usize)> = entries.iter().map(|&(_, step, row)| (step, row)).collect();
         let mut gaps: Vec<(Error, Vec<usize>)> = Vec::new();
-        for key in order {
-            let mut steps = steps_of.remove(&key).expect("listed trajectory");
-            steps.sort_unstable();
-            if let Some(e) = self.step_gap(rows, key.1, &steps) {
+        let mut start = 0;
+        for traj in entries.chunk_by(|a, b| a.0 == b.0) {
+            let steps = &steps[start..start + traj.len()];
+            start += traj.len();
+            if let Some(e) = self.step_gap(rows, rows.text(tf, steps[0].1), steps) {
                 gaps.push((e, steps.iter().map(|&(_, r)| r).collect()));
             }
         }
