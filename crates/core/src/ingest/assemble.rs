@@ -194,6 +194,11 @@ pub(crate) struct Assembler {
     /// Every trajectory seen, by the identity of (iteration, traj_id). Whether it is open is
     /// its unit's state.
     trajs: IdMap<TrajSeen>,
+    /// Bytes of input in all (on disk; 0 when unknown) and read so far: `units` and `trajs` are
+    /// sized for the whole input at the rate seen so far, not doubled their way there (each
+    /// doubling moves every entry, a million for a log of single-row groups).
+    input_bytes: u64,
+    read_bytes: u64,
     next_seq: u64,
     position: u64,
     present: Vec<bool>,
@@ -259,6 +264,8 @@ impl Assembler {
             free_slots: Vec::new(),
             held: 0,
             trajs: IdMap::default(),
+            input_bytes: 0,
+            read_bytes: 0,
             last_row: LastRow::default(),
             next_seq: 0,
             position: 0,
@@ -274,6 +281,28 @@ impl Assembler {
                 step: fi(STEP),
                 iteration: fi(ITERATION),
             },
+        }
+    }
+
+    /// The input's size on disk, to size the tables of units and trajectories seen.
+    pub fn expect_bytes(&mut self, bytes: u64) {
+        self.input_bytes = bytes;
+    }
+
+    /// Room in `units` and `trajs` for as many entries as the whole input will give at the
+    /// rate seen so far.
+    fn reserve_for_input(&mut self) {
+        if self.read_bytes == 0 || self.input_bytes <= self.read_bytes {
+            return;
+        }
+        let scale = self.input_bytes as f64 / self.read_bytes as f64;
+        let expected = |seen: usize| (seen as f64 * scale) as usize;
+        let (units, trajs) = (expected(self.units.len()), expected(self.trajs.len()));
+        if units > self.units.capacity() {
+            self.units.reserve(units - self.units.len());
+        }
+        if trajs > self.trajs.capacity() {
+            self.trajs.reserve(trajs - self.trajs.len());
         }
     }
 
@@ -310,6 +339,7 @@ impl Assembler {
         for problem in block.problems {
             self.reject(problem, 1)?;
         }
+        self.read_bytes += block.disk_bytes;
         self.report.columns_seen.extend(block.uses);
         self.report.column_names.merge(block.columns);
         for i in 0..FIELDS.len() {
@@ -373,6 +403,7 @@ impl Assembler {
                 self.close(u)?;
             }
         }
+        self.reserve_for_input();
         if let Closing::Optimistic { quiet, budget } = self.closing {
             // Quiet units first, then the oldest untouched ones while over budget. One sweep each:
             // closing swaps the last open unit into the closed one's place, which is looked at

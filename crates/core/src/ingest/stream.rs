@@ -191,6 +191,7 @@ fn pass<R: Send, E: From<Error> + Send>(
         options.gamma,
         paths,
     );
+    assembler.expect_bytes(inputs.iter().map(|i| i.size).sum());
     assembler.report.files = inputs
         .iter()
         .map(|i| FileSummary {
