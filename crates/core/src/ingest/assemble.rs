@@ -784,6 +784,7 @@ impl Assembler {
             units,
             present,
             watermark,
+            units_are_groups: self.kind == UnitKind::Group,
             success_threshold: self.success_threshold,
             gamma: self.gamma,
         })
@@ -795,6 +796,8 @@ pub(crate) struct Pending {
     units: Vec<Closed>,
     present: Vec<bool>,
     watermark: u64,
+    /// Whether each unit is one group (so each group is one run of the window's rows).
+    units_are_groups: bool,
     success_threshold: f64,
     gamma: f64,
 }
@@ -814,7 +817,11 @@ impl Pending {
             .iter()
             .flat_map(|u| u.keep.iter().map(|&r| u.rows.seq[r]))
             .collect();
-        let batch = StepBatch::new(frame, self.success_threshold, self.gamma)?;
+        let batch = if self.units_are_groups {
+            StepBatch::of_group_runs(frame, self.success_threshold, self.gamma)?
+        } else {
+            StepBatch::new(frame, self.success_threshold, self.gamma)?
+        };
         Ok(Window {
             batch,
             seq,
