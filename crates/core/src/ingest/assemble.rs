@@ -632,20 +632,45 @@ impl Assembler {
             }
             return Ok(vec![0]);
         }
+        // Each row's trajectory, numbered in order of first appearance; a row of the trajectory
+        // before looks nothing up, and the tables below key on numbers, not ids.
+        let traj_key = |row| (rows.int(itf, row), rows.text(tf, row));
+        let mut runs = 0;
+        let mut previous: Option<TrajKey> = None;
+        for row in 0..n {
+            let key = traj_key(row);
+            runs += (previous != Some(key)) as usize;
+            previous = Some(key);
+        }
+        let mut number: HashMap<TrajKey, u32> =
+            HashMap::with_capacity_and_hasher(runs, Default::default());
+        let mut previous: Option<(TrajKey, u32)> = None;
+        let traj_of: Vec<u32> = (0..n)
+            .map(|row| {
+                let key = traj_key(row);
+                let traj = match previous {
+                    Some((before, traj)) if before == key => traj,
+                    _ => {
+                        let next = number.len() as u32;
+                        *number.entry(key).or_insert(next)
+                    }
+                };
+                previous = Some((key, traj));
+                traj
+            })
+            .collect();
+        drop(number);
+
         let mut keep = vec![true; n];
         // Sized for a key per row: a large unit's table never grows.
-        let mut first_of_step: HashMap<(Option<i64>, &str, i64), usize> =
+        let mut first_of_step: HashMap<(u32, i64), usize> =
             HashMap::with_capacity_and_hasher(n, Default::default());
         let mut rejects = Vec::new();
         for (row, kept) in keep.iter_mut().enumerate() {
-            let key = (
-                rows.int(itf, row),
-                rows.text(tf, row),
-                rows.int(sf, row).unwrap_or_default(),
-            );
-            match first_of_step.get(&key) {
+            let step = rows.int(sf, row).unwrap_or_default();
+            match first_of_step.get(&(traj_of[row], step)) {
                 None => {
-                    first_of_step.insert(key, row);
+                    first_of_step.insert((traj_of[row], step), row);
                 }
                 Some(&first) if rows.rows_equal(first, row) => {
                     self.report.padding_duplicates += 1;
@@ -657,8 +682,8 @@ impl Assembler {
                         Reason::DuplicateStep,
                         format!(
                             "duplicate step {} of trajectory `{}` (first at {}), with different content; each (traj_id, step) must appear once",
-                            key.2,
-                            key.1,
+                            step,
+                            rows.text(tf, row),
                             self.location(rows.origin(first), None)
                         ),
                     ));
@@ -674,25 +699,10 @@ impl Assembler {
         // Steps must be contiguous from 0 or 1 within each trajectory. The kept rows as
         // (trajectory, step, row), sorted: each trajectory's (step, row) in order, without a
         // vector per trajectory.
-        let kept = || (0..n).filter(|&r| keep[r]);
-        let traj_key = |row| (rows.int(itf, row), rows.text(tf, row));
-        let mut runs = 0;
-        let mut previous: Option<TrajKey> = None;
-        for row in kept() {
-            let key = traj_key(row);
-            runs += (previous != Some(key)) as usize;
-            previous = Some(key);
-        }
-        let mut traj_of: HashMap<TrajKey, u32> =
-            HashMap::with_capacity_and_hasher(runs, Default::default());
-        let mut entries: Vec<(u32, i64, usize)> = kept()
-            .map(|row| {
-                let next = traj_of.len() as u32;
-                let traj = *traj_of.entry(traj_key(row)).or_insert(next);
-                (traj, rows.int(sf, row).unwrap_or_default(), row)
-            })
+        let mut entries: Vec<(u32, i64, usize)> = (0..n)
+            .filter(|&row| keep[row])
+            .map(|row| (traj_of[row], rows.int(sf, row).unwrap_or_default(), row))
             .collect();
-        drop(traj_of);
         entries.sort_unstable();
         let steps: Vec<(i64, usize)> = entries.iter().map(|&(_, step, row)| (step, row)).collect();
         let mut gaps: Vec<(Error, Vec<usize>)> = Vec::new();
