@@ -45,7 +45,27 @@ impl StepBatch {
     /// Builds the index and derived columns from a frame holding canonical columns (at least
     /// `group_id`, `traj_id`, `step`, `reward`) whose rows are already validated by ingest:
     /// unique (traj_id, step), contiguous steps, one group per trajectory.
-    pub fn new(mut frame: DataFrame, success_threshold: f64, gamma: f64) -> Result<Self> {
+    pub fn new(frame: DataFrame, success_threshold: f64, gamma: f64) -> Result<Self> {
+        Self::indexed(frame, success_threshold, gamma, false)
+    }
+
+    /// [`StepBatch::new`] for a frame whose groups each come as one run of rows (ingest's
+    /// windows of whole groups): a group is told by where its run starts, and a trajectory is
+    /// looked up among its group's only, in a table that stays small.
+    pub(crate) fn of_group_runs(
+        frame: DataFrame,
+        success_threshold: f64,
+        gamma: f64,
+    ) -> Result<Self> {
+        Self::indexed(frame, success_threshold, gamma, true)
+    }
+
+    fn indexed(
+        mut frame: DataFrame,
+        success_threshold: f64,
+        gamma: f64,
+        group_runs: bool,
+    ) -> Result<Self> {
         frame.rechunk_mut();
         let n = frame.height();
         let group_ids = frame.column(GROUP_ID)?.str()?.clone();
@@ -56,36 +76,83 @@ impl StepBatch {
             Err(_) => None,
         };
 
-        let mut group_index: PlHashMap<(Option<i64>, &str), u32> = PlHashMap::default();
-        let mut traj_index: PlHashMap<(Option<i64>, &str), u32> = PlHashMap::default();
-        let mut groups: Vec<Group> = Vec::new();
-        let mut trajs: Vec<Traj> = Vec::new();
+        // Sized for as many groups and trajectories as there are runs of rows of one: the tables
+        // never grow (a window can hold one group per row).
+        let (mut group_run_count, mut traj_run_count) = (0, 0);
+        let mut previous: Option<(Option<i64>, Option<&str>, Option<&str>)> = None;
+        for row in 0..n {
+            let key = (
+                iterations.as_ref().and_then(|c| c.get(row)),
+                group_ids.get(row),
+                traj_ids.get(row),
+            );
+            if previous.is_none_or(|(it, g, _)| (it, g) != (key.0, key.1)) {
+                group_run_count += 1;
+            }
+            if previous != Some(key) {
+                traj_run_count += 1;
+            }
+            previous = Some(key);
+        }
+        let tables = |runs| if group_runs { 0 } else { runs };
+        let mut group_index: PlHashMap<(Option<i64>, &str), u32> =
+            PlHashMap::with_capacity_and_hasher(tables(group_run_count), Default::default());
+        let mut traj_index: PlHashMap<(Option<i64>, &str), u32> =
+            PlHashMap::with_capacity_and_hasher(tables(traj_run_count), Default::default());
+        let mut groups: Vec<Group> = Vec::with_capacity(group_run_count);
+        let mut trajs: Vec<Traj> = Vec::with_capacity(traj_run_count);
         let mut group_of_row = Vec::with_capacity(n);
         let mut traj_of_row = Vec::with_capacity(n);
+        // The previous row's keys and (group, trajectory): a row of the same trajectory looks
+        // nothing up.
+        let mut previous: Option<(Option<i64>, &str, &str, u32, u32)> = None;
         for row in 0..n {
             let it = iterations.as_ref().and_then(|c| c.get(row));
             let gid = group_ids.get(row).ok_or_else(|| missing(GROUP_ID, row))?;
             let tid = traj_ids.get(row).ok_or_else(|| missing(TRAJ_ID, row))?;
-            let g = *group_index.entry((it, gid)).or_insert_with(|| {
-                groups.push(Group {
-                    id: gid.to_string(),
-                    iteration: it,
-                    trajs: Vec::new(),
-                    n_rows: 0,
-                });
-                (groups.len() - 1) as u32
-            });
-            let t = *traj_index.entry((it, tid)).or_insert_with(|| {
-                trajs.push(Traj {
-                    id: tid.to_string(),
-                    group: g,
-                    rows: Vec::new(),
-                    episode_return: 0.0,
-                    success: false,
-                });
-                groups[g as usize].trajs.push((trajs.len() - 1) as u32);
-                (trajs.len() - 1) as u32
-            });
+            let (g, t) = match previous {
+                Some((pit, pgid, ptid, g, t)) if (pit, pgid, ptid) == (it, gid, tid) => (g, t),
+                _ => {
+                    let new_group = |groups: &mut Vec<Group>| {
+                        groups.push(Group {
+                            id: gid.to_string(),
+                            iteration: it,
+                            trajs: Vec::new(),
+                            n_rows: 0,
+                        });
+                        (groups.len() - 1) as u32
+                    };
+                    let g = match previous {
+                        Some((pit, pgid, _, g, _)) if (pit, pgid) == (it, gid) => g,
+                        _ if group_runs => {
+                            // A table grown by a large group is dropped rather than cleared
+                            // for each small group after it.
+                            if traj_index.capacity() > 1024 {
+                                traj_index = PlHashMap::default();
+                            } else {
+                                traj_index.clear();
+                            }
+                            new_group(&mut groups)
+                        }
+                        _ => *group_index
+                            .entry((it, gid))
+                            .or_insert_with(|| new_group(&mut groups)),
+                    };
+                    let t = *traj_index.entry((it, tid)).or_insert_with(|| {
+                        trajs.push(Traj {
+                            id: tid.to_string(),
+                            group: g,
+                            rows: Vec::new(),
+                            episode_return: 0.0,
+                            success: false,
+                        });
+                        groups[g as usize].trajs.push((trajs.len() - 1) as u32);
+                        (trajs.len() - 1) as u32
+                    });
+                    (g, t)
+                }
+            };
+            previous = Some((it, gid, tid, g, t));
             groups[g as usize].n_rows += 1;
             trajs[t as usize].rows.push(row as u32);
             group_of_row.push(g);
@@ -119,20 +186,14 @@ impl StepBatch {
                 .and_then(|c| traj.rows.iter().find_map(|&r| c.get(r as usize)));
             traj.episode_return =
                 logged.unwrap_or_else(|| traj.rows.iter().map(|&r| rewards[r as usize]).sum());
-            let flags: Vec<bool> = success_col
-                .as_ref()
-                .map(|c| {
-                    traj.rows
-                        .iter()
-                        .filter_map(|&r| c.get(r as usize))
-                        .collect()
-                })
-                .unwrap_or_default();
-            traj.success = if flags.is_empty() {
-                traj.episode_return > success_threshold
-            } else {
-                flags.iter().any(|&s| s)
-            };
+            // Any logged flag decides; without one, the return does.
+            let logged_success = success_col.as_ref().and_then(|c| {
+                traj.rows
+                    .iter()
+                    .filter_map(|&r| c.get(r as usize))
+                    .fold(None, |any, s| Some(any.unwrap_or(false) || s))
+            });
+            traj.success = logged_success.unwrap_or(traj.episode_return > success_threshold);
         }
 
         let mut batch = StepBatch {

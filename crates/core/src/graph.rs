@@ -12,7 +12,7 @@ use crate::batch::StepBatch;
 use crate::schema::columns::{ACTION, COST, NEXT_OBS, OBS};
 use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::visit::{EdgeRef, Reversed};
-use polars::prelude::PlHashMap;
+use polars::prelude::{Float64Chunked, PlHashMap, StringChunked};
 
 /// What a node stands for.
 #[derive(Clone, Debug, PartialEq)]
@@ -49,15 +49,53 @@ pub struct GroupGraph {
     pub endpoints: Vec<(u32, NodeIndex, NodeIndex)>,
 }
 
+/// The columns that graphs are built from, looked up once for all the groups of a batch (a
+/// look-up by name costs as much as a small group's graph).
+#[derive(Clone, Copy)]
+pub struct GraphColumns<'a> {
+    obs: Option<&'a StringChunked>,
+    next_obs: Option<&'a StringChunked>,
+    costs: Option<&'a Float64Chunked>,
+    actions: Option<&'a StringChunked>,
+}
+
+impl<'a> GraphColumns<'a> {
+    pub fn of(batch: &'a StepBatch) -> Self {
+        GraphColumns {
+            obs: batch.texts(OBS),
+            next_obs: batch.texts(NEXT_OBS),
+            costs: batch.opt_f64s(COST),
+            actions: batch.texts(ACTION),
+        }
+    }
+
+    /// The action text of a step, if logged.
+    pub fn action(&self, row: u32) -> &'a str {
+        self.actions.and_then(|a| a.get(row as usize)).unwrap_or("")
+    }
+}
+
 impl GroupGraph {
     pub fn build(batch: &StepBatch, g: usize) -> GroupGraph {
-        let obs = batch.texts(OBS);
-        let next_obs = batch.texts(NEXT_OBS);
-        let costs = batch.opt_f64s(COST);
-        let mut graph: DiGraph<NodeKind, Step> = DiGraph::new();
+        Self::build_from(&GraphColumns::of(batch), batch, g)
+    }
+
+    /// [`GroupGraph::build`] with the batch's columns already looked up.
+    pub fn build_from(columns: &GraphColumns, batch: &StepBatch, g: usize) -> GroupGraph {
+        let GraphColumns {
+            obs,
+            next_obs,
+            costs,
+            ..
+        } = *columns;
+        let group = &batch.groups[g];
+        // A node per row and a terminal per trajectory at most (more only without `obs`); an
+        // edge per row.
+        let mut graph: DiGraph<NodeKind, Step> =
+            DiGraph::with_capacity(group.n_rows + group.trajs.len(), group.n_rows);
         let mut by_key: PlHashMap<&str, NodeIndex> = PlHashMap::default();
         let mut success = None;
-        let mut endpoints = Vec::with_capacity(batch.groups[g].n_rows);
+        let mut endpoints = Vec::with_capacity(group.n_rows);
         // Interns state keys (borrowed from the batch) into nodes; a missing observation cannot
         // be matched with anything and gets its own node.
         fn node_for<'a>(
@@ -74,7 +112,7 @@ impl GroupGraph {
                     .or_insert_with(|| graph.add_node(NodeKind::State { row, from_next })),
             }
         }
-        for &t in &batch.groups[g].trajs {
+        for &t in &group.trajs {
             let traj = &batch.trajs[t as usize];
             for (k, &row) in traj.rows.iter().enumerate() {
                 let r = row as usize;
@@ -177,10 +215,7 @@ impl GroupGraph {
 
     /// The action text of a step, if logged.
     pub fn action(batch: &StepBatch, row: u32) -> &str {
-        batch
-            .texts(ACTION)
-            .and_then(|a| a.get(row as usize))
-            .unwrap_or("")
+        GraphColumns::of(batch).action(row)
     }
 }
 

@@ -362,8 +362,19 @@ pub fn take_rows(frame: &DataFrame, selection: &[usize]) -> Result<DataFrame, Er
 /// input order: each window's rows carry their place in the input (`seq`), and a window's
 /// watermark says that no later window holds an earlier row.
 pub(crate) struct InOrder<C> {
-    /// (seq of each row, the rows, which rows were handed on).
-    pending: Vec<(Vec<u64>, C, Vec<bool>)>,
+    pending: Vec<Waiting<C>>,
+}
+
+/// A window's rows not all handed on yet.
+struct Waiting<C> {
+    /// Each row's place in the input.
+    seq: Vec<u64>,
+    chunk: C,
+    /// The rows in input order: the first `handed_on` of them have been handed on. Watermarks
+    /// only grow, so each flush goes on from there instead of looking at every waiting row (a
+    /// window held back by a group open since the start would be looked at once per window).
+    by_seq: Vec<u32>,
+    handed_on: usize,
 }
 
 impl<C> Default for InOrder<C> {
@@ -376,8 +387,14 @@ impl<C> Default for InOrder<C> {
 
 impl<C> InOrder<C> {
     pub fn push(&mut self, seq: Vec<u64>, chunk: C) {
-        let n = seq.len();
-        self.pending.push((seq, chunk, vec![false; n]));
+        let mut by_seq: Vec<u32> = (0..seq.len() as u32).collect();
+        by_seq.sort_unstable_by_key(|&r| seq[r as usize]);
+        self.pending.push(Waiting {
+            seq,
+            chunk,
+            by_seq,
+            handed_on: 0,
+        });
     }
 
     pub fn clear(&mut self) {
@@ -392,11 +409,13 @@ impl<C> InOrder<C> {
         mut take: impl FnMut(&C, &[usize]) -> std::result::Result<(), E>,
     ) -> std::result::Result<(), E> {
         let mut ready: Vec<(u64, usize, usize)> = Vec::new();
-        for (c, (seq, _, taken)) in self.pending.iter().enumerate() {
-            for (r, &s) in seq.iter().enumerate() {
-                if !taken[r] && s < watermark {
-                    ready.push((s, c, r));
+        for (c, waiting) in self.pending.iter().enumerate() {
+            for &r in &waiting.by_seq[waiting.handed_on..] {
+                let s = waiting.seq[r as usize];
+                if s >= watermark {
+                    break;
                 }
+                ready.push((s, c, r as usize));
             }
         }
         if ready.windows(2).any(|w| w[1].0 < w[0].0) {
@@ -411,13 +430,11 @@ impl<C> InOrder<C> {
                 rows.push(ready[i].2);
                 i += 1;
             }
-            take(&self.pending[c].1, &rows)?;
-            for &r in &rows {
-                self.pending[c].2[r] = true;
-            }
+            take(&self.pending[c].chunk, &rows)?;
+            self.pending[c].handed_on += rows.len();
         }
         self.pending
-            .retain(|(_, _, taken)| !taken.iter().all(|&t| t));
+            .retain(|waiting| waiting.handed_on < waiting.by_seq.len());
         Ok(())
     }
 }

@@ -3,8 +3,8 @@
 //! inside failed trajectories and non-progress steps inside successful ones (Fig. 1: 22.0% and 65.3%).
 
 use crate::batch::StepBatch;
-use crate::graph::{GroupGraph, NodeKind};
-use polars::prelude::{PlHashMap, PlHashSet};
+use crate::graph::{GraphColumns, GroupGraph, NodeKind};
+use polars::prelude::PlHashSet;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -70,53 +70,66 @@ impl GraphStats {
     }
 }
 
-fn group_stats(batch: &StepBatch, g: usize) -> GraphStats {
-    let graph = GroupGraph::build(batch, g);
-    let state = |n: petgraph::graph::NodeIndex| matches!(graph.graph[n], NodeKind::State { .. });
-    let states: Vec<_> = graph.graph.node_indices().filter(|&n| state(n)).collect();
+/// Sets reused from group to group (a window may hold a group per row).
+#[derive(Default)]
+struct Scratch<'a> {
+    edges: PlHashSet<(u32, &'a str, u32)>,
+    seen: PlHashSet<u32>,
+}
+
+fn group_stats<'a>(
+    batch: &'a StepBatch,
+    columns: &GraphColumns<'a>,
+    g: usize,
+    scratch: &mut Scratch<'a>,
+) -> GraphStats {
+    let graph = GroupGraph::build_from(columns, batch, g);
     let mut s = GraphStats {
         groups: 1,
         groups_with_success: graph.success.is_some() as usize,
-        nodes: states.len(),
-        nodes_reaching_success: states
-            .iter()
-            .filter(|n| graph.reaches_success[n.index()])
-            .count(),
         ..Default::default()
     };
-    for n in &states {
+    for n in graph.graph.node_indices() {
+        if !matches!(graph.graph[n], NodeKind::State { .. }) {
+            continue;
+        }
+        s.nodes += 1;
         if graph.reaches_success[n.index()] {
+            s.nodes_reaching_success += 1;
             *s.distance_histogram
                 .entry(graph.distance[n.index()].round() as u32)
                 .or_default() += 1;
         }
     }
-    let mut edges: PlHashSet<(u32, &str, u32)> = PlHashSet::default();
-    let mut step_of_row: PlHashMap<u32, (u32, u32)> = PlHashMap::default();
+    let edges = &mut scratch.edges;
+    edges.clear();
     for &(row, source, target) in &graph.endpoints {
         edges.insert((
             source.index() as u32,
-            GroupGraph::action(batch, row),
+            columns.action(row),
             target.index() as u32,
         ));
-        step_of_row.insert(row, (source.index() as u32, target.index() as u32));
     }
     s.edges = edges.len();
     s.steps = graph.endpoints.len();
+    // The endpoints are in the order of the group's trajectories and their rows.
+    let mut endpoints = graph.endpoints.iter();
     for &t in &batch.groups[g].trajs {
         let traj = &batch.trajs[t as usize];
-        let mut seen = PlHashSet::default();
+        let seen = &mut scratch.seen;
+        seen.clear();
         let mut cycle = false;
-        for &row in &traj.rows {
-            let (source, target) = step_of_row[&row];
-            if !seen.insert(source) {
+        for _ in &traj.rows {
+            let &(_, source, target) = endpoints.next().expect("an endpoint per row");
+            let (source, target) = (source.index(), target.index());
+            if !seen.insert(source as u32) {
                 s.revisit_steps += 1;
                 cycle = true;
             }
-            if graph.success.is_some() && !graph.reaches_success[target as usize] {
+            if graph.success.is_some() && !graph.reaches_success[target] {
                 s.dead_end_steps += 1;
             }
-            let progress = graph.distance[target as usize] < graph.distance[source as usize];
+            let progress = graph.distance[target] < graph.distance[source];
             if traj.success {
                 s.success_steps += 1;
                 s.non_progress_steps_in_successes += !progress as usize;
@@ -141,8 +154,10 @@ impl GraphBuilder {
     /// The statistics of every group of `batch`.
     pub fn of(batch: &StepBatch) -> Self {
         let mut out = GraphBuilder::default();
+        let columns = GraphColumns::of(batch);
+        let mut scratch = Scratch::default();
         for g in 0..batch.groups.len() {
-            let s = group_stats(batch, g);
+            let s = group_stats(batch, &columns, g, &mut scratch);
             out.overall.add(&s);
             if let Some(it) = batch.groups[g].iteration {
                 out.per_iteration.entry(it).or_default().add(&s);

@@ -216,6 +216,9 @@ struct Tally {
     all_success: usize,
     all_fail: usize,
     degenerate_steps: usize,
+    /// Groups whose rollouts all return the same, overall and per iteration key.
+    zero_std: usize,
+    zero_std_by_iteration: BTreeMap<String, (usize, usize)>,
     clusters: SizeCounts,
     clusters_per_iteration: BTreeMap<i64, SizeCounts>,
     /// Per similarity threshold asked for (none without `obs`).
@@ -249,6 +252,10 @@ impl Tally {
         self.all_success += part.all_success;
         self.all_fail += part.all_fail;
         self.degenerate_steps += part.degenerate_steps;
+        self.zero_std += part.zero_std;
+        for (k, (n, flat)) in part.zero_std_by_iteration {
+            add_rate(&mut self.zero_std_by_iteration, k, n, flat);
+        }
         self.clusters.merge(&part.clusters);
         if self.similar_clusters.is_empty() {
             self.similar_clusters = part.similar_clusters;
@@ -269,8 +276,8 @@ pub struct SummaryPart {
     tally: Tally,
     /// Trajectories per group, in group order.
     group_sizes: Vec<usize>,
-    /// Per group: (iteration, its rollouts' returns).
-    group_returns: Vec<(Option<i64>, Vec<f64>)>,
+    /// Each group's rollout returns, group after group (`group_sizes` of them each).
+    group_returns: Vec<f64>,
     progress: Option<ProgressPart>,
     segments: std::result::Result<Option<SegmentPart>, String>,
 }
@@ -281,11 +288,40 @@ fn add_rate(map: &mut BTreeMap<String, (usize, usize)>, key: String, n: usize, h
     e.1 += hit;
 }
 
+/// Rates counted under keys that are cheap to compare (an iteration, a borrowed task), then
+/// keyed as the summary shows them: one text per key, not one per trajectory or group.
+struct KeyedRates<K>(BTreeMap<K, (usize, usize)>);
+
+impl<K: Ord> KeyedRates<K> {
+    fn new() -> Self {
+        KeyedRates(BTreeMap::new())
+    }
+
+    fn add(&mut self, key: K, hit: bool) {
+        let e = self.0.entry(key).or_default();
+        e.0 += 1;
+        e.1 += hit as usize;
+    }
+
+    fn into_rates(self, name: impl Fn(K) -> String) -> BTreeMap<String, (usize, usize)> {
+        let mut rates = BTreeMap::new();
+        for (key, (n, hit)) in self.0 {
+            add_rate(&mut rates, name(key), n, hit);
+        }
+        rates
+    }
+}
+
+/// An iteration as the summary's per-iteration keys write it.
+fn iteration_key(iteration: Option<i64>) -> String {
+    iteration.map_or("(none)".into(), |i| i.to_string())
+}
+
 /// A window's part of the summary; HISR's `hisr` parameters segment it for the segment
 /// statistics, as the method would.
 pub fn summary_part(batch: &StepBatch, hisr: &hisr::Params) -> SummaryPart {
     let tasks = batch.tasks();
-    let task_of_row = |r: usize| tasks.and_then(|c| c.get(r)).unwrap_or("(none)").to_string();
+    let task_of_row = |r: usize| tasks.and_then(|c| c.get(r)).unwrap_or("(none)");
     let mut part = SummaryPart {
         tally: Tally {
             has_tasks: tasks.is_some(),
@@ -303,44 +339,47 @@ pub fn summary_part(batch: &StepBatch, hisr: &hisr::Params) -> SummaryPart {
         group_returns: batch
             .groups
             .iter()
-            .map(|g| {
-                let returns = g
-                    .trajs
+            .flat_map(|g| {
+                g.trajs
                     .iter()
                     .map(|&t| batch.trajs[t as usize].episode_return)
-                    .collect();
-                (g.iteration, returns)
             })
             .collect(),
         progress: progress_part(batch),
         segments: segment_part(batch, hisr).map_err(|e| e.to_string()),
     };
     let tally = &mut part.tally;
+    let (mut success_by_task, mut success_by_iteration) = (KeyedRates::new(), KeyedRates::new());
     for traj in &batch.trajs {
-        let success = traj.success as usize;
         if tally.has_tasks {
-            add_rate(
-                &mut tally.success_by_task,
-                task_of_row(traj.rows[0] as usize),
-                1,
-                success,
-            );
+            success_by_task.add(task_of_row(traj.rows[0] as usize), traj.success);
         }
         if tally.has_iteration {
-            let it = batch.groups[traj.group as usize]
-                .iteration
-                .map_or("(none)".into(), |i| i.to_string());
-            add_rate(&mut tally.success_by_iteration, it, 1, success);
+            success_by_iteration.add(batch.groups[traj.group as usize].iteration, traj.success);
         }
-        tally.lengths[1 - success].add(traj.rows.len());
+        tally.lengths[1 - traj.success as usize].add(traj.rows.len());
     }
+    tally.success_by_task = success_by_task.into_rates(str::to_string);
+    tally.success_by_iteration = success_by_iteration.into_rates(iteration_key);
     let valid = batch.valid();
     tally.invalid = valid.iter().filter(|&&v| !v).count();
     if tally.has_tasks {
+        let mut invalid_by_task = KeyedRates::new();
         for (r, v) in valid.iter().enumerate() {
-            add_rate(&mut tally.invalid_by_task, task_of_row(r), 1, !v as usize);
+            invalid_by_task.add(task_of_row(r), !v);
         }
+        tally.invalid_by_task = invalid_by_task.into_rates(str::to_string);
     }
+    let mut zero_std_by_iteration = KeyedRates::new();
+    let mut returns = part.group_returns.as_slice();
+    for g in &batch.groups {
+        let (group, rest) = returns.split_at(g.trajs.len());
+        returns = rest;
+        let flat = group.iter().all(|&r| r == group[0]);
+        tally.zero_std += flat as usize;
+        zero_std_by_iteration.add(g.iteration, flat);
+    }
+    tally.zero_std_by_iteration = zero_std_by_iteration.into_rates(iteration_key);
     for g in &batch.groups {
         let s = g
             .trajs
@@ -397,9 +436,6 @@ impl SummaryPart {
 pub struct SummaryBuilder {
     tally: Tally,
     rollouts: Counts,
-    zero_std: usize,
-    /// iteration key → (groups, zero-std groups).
-    zero_std_by_iteration: BTreeMap<String, (usize, usize)>,
     by_group_size: BTreeMap<usize, SizeRewards>,
     progress: Option<ProgressBuilder>,
     segments: SegmentBuilder,
@@ -410,15 +446,12 @@ impl SummaryBuilder {
     pub fn add(&mut self, part: SummaryPart) {
         self.tally.merge(part.tally);
         part.group_sizes.iter().for_each(|&s| self.rollouts.add(s));
-        for (iteration, returns) in &part.group_returns {
-            let flat = returns.iter().all(|&r| r == returns[0]);
-            self.zero_std += flat as usize;
-            let key = iteration.map_or("(none)".into(), |i| i.to_string());
-            add_rate(&mut self.zero_std_by_iteration, key, 1, flat as usize);
-            self.by_group_size
-                .entry(returns.len())
-                .or_default()
-                .add(returns);
+        // In group order: the sums are floating-point.
+        let mut returns = part.group_returns.as_slice();
+        for &size in &part.group_sizes {
+            let (group, rest) = returns.split_at(size);
+            returns = rest;
+            self.by_group_size.entry(size).or_default().add(group);
         }
         if let Some(p) = part.progress {
             self.progress.get_or_insert_with(Default::default).add(p);
@@ -496,11 +529,11 @@ impl SummaryBuilder {
             .iter()
             .all(|c| c.0.keys().all(|&l| l == 1));
         let single_turn = (tally.trajectories > 0 && one_step).then(|| SingleTurn {
-            zero_std_groups: self.zero_std,
+            zero_std_groups: tally.zero_std,
             groups: n_groups,
-            effective_group_fraction: (n_groups - self.zero_std) as f64 / n_groups.max(1) as f64,
+            effective_group_fraction: (n_groups - tally.zero_std) as f64 / n_groups.max(1) as f64,
             zero_std_per_iteration: if tally.has_iteration {
-                rates(self.zero_std_by_iteration)
+                rates(tally.zero_std_by_iteration)
             } else {
                 Vec::new()
             },

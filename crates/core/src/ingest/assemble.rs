@@ -15,8 +15,8 @@ use super::IngestReport;
 use crate::batch::StepBatch;
 use crate::error::{Error, Location, Reason, Result, Unit as LineUnit};
 use crate::schema::{columns::*, field_index, FIELDS};
-use polars::prelude::{PlHashMap as HashMap, PlHashSet as HashSet};
-use std::hash::{BuildHasher, Hash};
+use polars::prelude::PlHashMap as HashMap;
+use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -73,14 +73,19 @@ pub(crate) enum Flow {
     Restart(String),
 }
 
+/// An open unit; its rows are in `Assembler::rows_of` at its slot, so that the units moved
+/// about in `open` stay small.
 struct OpenUnit {
-    key: UnitKey,
-    rows: UnitRows,
+    id: Id,
+    /// Its entry in `Assembler::slot_place` and `Assembler::rows_of`.
+    slot: u32,
     first_seq: u64,
     /// `position` when its last row arrived.
     last_position: u64,
     /// Whether a row arrived in the block being assembled.
     touched: bool,
+    /// Under [`Closing::Exact`]: the seq of its last row.
+    last_seq: Option<u64>,
 }
 
 /// A closed, checked unit: its rows and which of them are kept.
@@ -99,13 +104,72 @@ pub struct Window {
     pub watermark: u64,
 }
 
-fn hash128<T: Hash>(value: &T) -> u128 {
-    // One fast fixed hasher, twice (the second salted): a 128-bit identity for closed units and
-    // trajectories.
+/// A 128-bit identity of a unit or trajectory key: maps hold these instead of the ids, so that
+/// every unit and trajectory seen costs a few bytes, however long its id.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Id(u64, u64);
+
+fn id<T: Hash>(value: &T) -> Id {
+    // One fast fixed hasher, twice (the second salted).
     let state = polars::prelude::PlSeedableRandomStateQuality::fixed();
     let a = state.hash_one(value);
     let b = state.hash_one((0x9e37_79b9_7f4a_7c15_u64, value));
-    ((a as u128) << 64) | b as u128
+    Id(a, b)
+}
+
+impl Hash for Id {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.0);
+    }
+}
+
+/// An identity is already a hash: its first half serves as the map's hash as it is.
+#[derive(Default)]
+struct IdHasher(u64);
+
+impl Hasher for IdHasher {
+    fn write(&mut self, _: &[u8]) {
+        unreachable!("an Id hashes as one u64");
+    }
+
+    fn write_u64(&mut self, value: u64) {
+        self.0 = value;
+    }
+
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+type IdMap<V> = std::collections::HashMap<Id, V, BuildHasherDefault<IdHasher>>;
+
+/// The place of a free slot.
+const FREE: u32 = u32::MAX;
+
+/// Where a unit stands.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum State {
+    New,
+    /// Open, at this place in `open`.
+    Open(usize),
+    Closed,
+}
+
+/// What is kept of every trajectory seen, to catch one in two groups.
+struct TrajSeen {
+    group: Id,
+    first: Origin,
+}
+
+/// The previous row's keys and unit: consecutive rows of one trajectory skip the look-ups. The
+/// id buffers are reused from row to row.
+#[derive(Default)]
+struct LastRow {
+    it: Option<i64>,
+    gid: String,
+    tid: String,
+    /// Its unit's place in `open`; `None` once a unit closed (places move).
+    unit: Option<usize>,
 }
 
 pub(crate) struct Assembler {
@@ -116,12 +180,25 @@ pub(crate) struct Assembler {
     gamma: f64,
     paths: Vec<PathBuf>,
     open: Vec<OpenUnit>,
-    index: HashMap<UnitKey, usize>,
-    /// (iteration, traj_id) → (group_id, where the trajectory was first seen), for open units.
-    open_trajs: HashMap<(Option<i64>, String), (String, Origin)>,
-    /// hash(iteration, traj_id) → (hash(iteration, group_id), first seen), for closed units.
-    closed_trajs: HashMap<u128, (u128, Origin)>,
-    closed_units: HashSet<u128>,
+    /// Every unit seen, with its slot: a unit is open while its slot holds it. One look-up per
+    /// unit and one per trajectory, whatever the number of units, and none when a unit closes.
+    units: IdMap<u32>,
+    /// Each slot's place in `open` (closing a unit moves the last open one into its place), or
+    /// [`FREE`]; slots of closed units are reused.
+    slot_place: Vec<u32>,
+    /// Each slot's unit's rows.
+    rows_of: Vec<UnitRows>,
+    free_slots: Vec<u32>,
+    /// Bytes of the rows of open units.
+    held: u64,
+    /// Every trajectory seen, by the identity of (iteration, traj_id). Whether it is open is
+    /// its unit's state.
+    trajs: IdMap<TrajSeen>,
+    /// Bytes of input in all (on disk; 0 when unknown) and read so far: `units` and `trajs` are
+    /// sized for the whole input at the rate seen so far, not doubled their way there (each
+    /// doubling moves every entry, a million for a log of single-row groups).
+    input_bytes: u64,
+    read_bytes: u64,
     next_seq: u64,
     position: u64,
     present: Vec<bool>,
@@ -132,9 +209,7 @@ pub(crate) struct Assembler {
     emitted_present: Option<Vec<bool>>,
     ready: Vec<Closed>,
     ready_bytes: usize,
-    /// The previous row's (iteration, group_id, traj_id) and unit: consecutive rows of one
-    /// trajectory skip the look-ups.
-    last_row: Option<(Option<i64>, String, String, usize)>,
+    last_row: LastRow,
     pub report: IngestReport,
     field: Fields,
 }
@@ -183,11 +258,15 @@ impl Assembler {
             },
             paths,
             open: Vec::new(),
-            index: HashMap::default(),
-            open_trajs: HashMap::default(),
-            closed_trajs: HashMap::default(),
-            closed_units: HashSet::default(),
-            last_row: None,
+            units: IdMap::default(),
+            slot_place: Vec::new(),
+            rows_of: Vec::new(),
+            free_slots: Vec::new(),
+            held: 0,
+            trajs: IdMap::default(),
+            input_bytes: 0,
+            read_bytes: 0,
+            last_row: LastRow::default(),
             next_seq: 0,
             position: 0,
             present,
@@ -202,6 +281,28 @@ impl Assembler {
                 step: fi(STEP),
                 iteration: fi(ITERATION),
             },
+        }
+    }
+
+    /// The input's size on disk, to size the tables of units and trajectories seen.
+    pub fn expect_bytes(&mut self, bytes: u64) {
+        self.input_bytes = bytes;
+    }
+
+    /// Room in `units` and `trajs` for as many entries as the whole input will give at the
+    /// rate seen so far.
+    fn reserve_for_input(&mut self) {
+        if self.read_bytes == 0 || self.input_bytes <= self.read_bytes {
+            return;
+        }
+        let scale = self.input_bytes as f64 / self.read_bytes as f64;
+        let expected = |seen: usize| (seen as f64 * scale) as usize;
+        let (units, trajs) = (expected(self.units.len()), expected(self.trajs.len()));
+        if units > self.units.capacity() {
+            self.units.reserve(units - self.units.len());
+        }
+        if trajs > self.trajs.capacity() {
+            self.trajs.reserve(trajs - self.trajs.len());
         }
     }
 
@@ -238,6 +339,7 @@ impl Assembler {
         for problem in block.problems {
             self.reject(problem, 1)?;
         }
+        self.read_bytes += block.disk_bytes;
         self.report.columns_seen.extend(block.uses);
         self.report.column_names.merge(block.columns);
         for i in 0..FIELDS.len() {
@@ -280,10 +382,10 @@ impl Assembler {
             let tid = rows.text(tf, r);
             let origin = rows.origin[r];
 
-            let same = self
-                .last_row
-                .as_ref()
-                .and_then(|(lit, lg, lt, u)| (*lit == it && lg == gid && lt == tid).then_some(*u));
+            let last = &self.last_row;
+            let same = last
+                .unit
+                .filter(|_| last.it == it && last.gid == gid && last.tid == tid);
             let u = match same {
                 Some(u) => u,
                 None => match self.place(it, gid, tid, seq, origin)? {
@@ -293,33 +395,43 @@ impl Assembler {
                 },
             };
             let unit = &mut self.open[u];
-            unit.rows.push(&rows, r, seq, per_row as usize);
+            self.rows_of[unit.slot as usize].push(&rows, r, seq, per_row as usize);
+            self.held += per_row;
             unit.last_position = self.position;
             unit.touched = true;
-            if let Closing::Exact { last_seq, .. } = &self.closing {
-                if last_seq.get(&unit.key) == Some(&seq) {
-                    self.close(u)?;
-                }
+            if unit.last_seq == Some(seq) {
+                self.close(u)?;
             }
         }
+        self.reserve_for_input();
         if let Closing::Optimistic { quiet, budget } = self.closing {
-            // Quiet units first, then the oldest untouched ones while over budget.
+            // Quiet units first, then the oldest untouched ones while over budget. One sweep each:
+            // closing swaps the last open unit into the closed one's place, which is looked at
+            // again, so units close in the order a search from the start for each would find.
             let position = self.position;
-            while let Some(u) =
-                (0..self.open.len()).find(|&u| self.open[u].last_position + quiet < position)
-            {
-                self.close(u)?;
+            let mut u = 0;
+            while u < self.open.len() {
+                if self.open[u].last_position + quiet < position {
+                    self.close(u)?;
+                } else {
+                    u += 1;
+                }
             }
-            let mut held: u64 = self.open.iter().map(|u| u.rows.bytes as u64).sum();
-            while held > budget {
-                let Some(u) = (0..self.open.len())
-                    .filter(|&u| !self.open[u].touched)
-                    .min_by_key(|&u| self.open[u].last_position)
-                else {
-                    break;
-                };
-                held -= self.open[u].rows.bytes as u64;
-                self.close(u)?;
+            if self.held > budget {
+                // Positions are unique (one per row), so this is the order of oldest first.
+                let mut oldest: Vec<(u64, u32)> = self
+                    .open
+                    .iter()
+                    .filter(|u| !u.touched)
+                    .map(|u| (u.last_position, u.slot))
+                    .collect();
+                oldest.sort_unstable_by_key(|&(last_position, _)| last_position);
+                for (_, slot) in oldest {
+                    if self.held <= budget {
+                        break;
+                    }
+                    self.close(self.slot_place[slot as usize] as usize)?;
+                }
             }
         }
         Ok(Flow::Continue)
@@ -336,55 +448,122 @@ impl Assembler {
         origin: Origin,
     ) -> Result<std::result::Result<usize, Option<Flow>>> {
         // A trajectory belongs to one group.
-        let traj_key = (it, tid.to_string());
-        match self.open_trajs.get(&traj_key) {
-            Some((g, first)) if g != gid => {
-                let (g, first) = (g.clone(), *first);
-                let e = self.two_groups(origin, tid, gid, Some(&g), first);
+        let group = id(&(it, gid));
+        let unit_id = self.unit_id(it, group);
+        let state = self.state(unit_id);
+        let traj = id(&(it, tid));
+        match self.trajs.get(&traj) {
+            Some(seen) if seen.group != group => {
+                let first = seen.first;
+                let first_gid = self.open_group_of(self.unit_id(it, seen.group), it, tid);
+                let e = self.two_groups(origin, tid, gid, first_gid.as_deref(), first);
                 self.reject(e, 1)?;
                 return Ok(Err(None));
             }
+            // Its rows again after its group closed.
+            Some(_) if state == State::Closed => {
+                return Ok(Err(Some(
+                    self.reappears(UnitKey::Group(it, gid.to_string()), origin),
+                )));
+            }
             Some(_) => {}
+            None if state == State::Closed => {
+                return Ok(Err(Some(self.reappears(self.key(it, gid), origin))));
+            }
             None => {
-                if let Some(&(group_hash, first)) = self.closed_trajs.get(&hash128(&traj_key)) {
-                    if group_hash != hash128(&(it, gid)) {
-                        // Closed trajectories keep only hashes (bounded memory): the first row's
-                        // place tells the user which group that was.
-                        let e = self.two_groups(origin, tid, gid, None, first);
-                        self.reject(e, 1)?;
-                        return Ok(Err(None));
-                    }
-                    return Ok(Err(Some(
-                        self.reappears(UnitKey::Group(it, gid.to_string()), origin),
-                    )));
-                }
-                self.open_trajs.insert(traj_key, (gid.to_string(), origin));
+                self.trajs.insert(
+                    traj,
+                    TrajSeen {
+                        group,
+                        first: origin,
+                    },
+                );
             }
         }
-        let key = match self.kind {
+        let u = match state {
+            State::Open(u) => u,
+            _ => self.open_unit(unit_id, it, gid, seq),
+        };
+        self.last_row.it = it;
+        self.last_row.gid.clear();
+        self.last_row.gid.push_str(gid);
+        self.last_row.tid.clear();
+        self.last_row.tid.push_str(tid);
+        self.last_row.unit = Some(u);
+        Ok(Ok(u))
+    }
+
+    fn state(&self, unit: Id) -> State {
+        let Some(&slot) = self.units.get(&unit) else {
+            return State::New;
+        };
+        match self.slot_place[slot as usize] {
+            FREE => State::Closed,
+            place if self.open[place as usize].id == unit => State::Open(place as usize),
+            // The slot went to a unit opened later.
+            _ => State::Closed,
+        }
+    }
+
+    /// The identity of the unit of a row of group `group` (an [`id`] of (iteration, group_id)).
+    fn unit_id(&self, it: Option<i64>, group: Id) -> Id {
+        match self.kind {
+            UnitKind::Group => group,
+            UnitKind::Iteration => id(&it),
+            UnitKind::All => Id(0, 0),
+        }
+    }
+
+    /// The unit of a row, for messages and the index pass.
+    fn key(&self, it: Option<i64>, gid: &str) -> UnitKey {
+        match self.kind {
             UnitKind::Group => UnitKey::Group(it, gid.to_string()),
             UnitKind::Iteration => UnitKey::Iteration(it),
             UnitKind::All => UnitKey::All,
+        }
+    }
+
+    /// Opens a unit at a row; returns its place in `open`.
+    fn open_unit(&mut self, unit_id: Id, it: Option<i64>, gid: &str, seq: u64) -> usize {
+        let last_seq = match &self.closing {
+            Closing::Exact { last_seq, .. } => last_seq.get(&self.key(it, gid)).copied(),
+            Closing::Optimistic { .. } => None,
         };
-        let u = match self.index.get(&key) {
-            Some(&u) => u,
+        let place = self.open.len();
+        let slot = match self.free_slots.pop() {
+            Some(slot) => {
+                self.slot_place[slot as usize] = place as u32;
+                slot
+            }
             None => {
-                if self.closed_units.contains(&hash128(&key)) {
-                    return Ok(Err(Some(self.reappears(key, origin))));
-                }
-                self.open.push(OpenUnit {
-                    key: key.clone(),
-                    rows: UnitRows::default(),
-                    first_seq: seq,
-                    last_position: 0,
-                    touched: false,
-                });
-                self.index.insert(key, self.open.len() - 1);
-                self.open.len() - 1
+                self.slot_place.push(place as u32);
+                self.rows_of.push(UnitRows::default());
+                (self.slot_place.len() - 1) as u32
             }
         };
-        self.last_row = Some((it, gid.to_string(), tid.to_string(), u));
-        Ok(Ok(u))
+        self.open.push(OpenUnit {
+            id: unit_id,
+            slot,
+            first_seq: seq,
+            last_position: 0,
+            touched: false,
+            last_seq,
+        });
+        self.units.insert(unit_id, slot);
+        place
+    }
+
+    /// The group_id of open trajectory (it, tid) of unit `unit` (from its first row); `None`
+    /// when that unit has closed.
+    fn open_group_of(&self, unit: Id, it: Option<i64>, tid: &str) -> Option<String> {
+        let State::Open(u) = self.state(unit) else {
+            return None;
+        };
+        let rows = &self.rows_of[self.open[u].slot as usize];
+        let (gf, tf, itf) = (self.field.group, self.field.traj, self.field.iteration);
+        (0..rows.len())
+            .find(|&r| rows.int(itf, r) == it && rows.text(tf, r) == tid)
+            .map(|r| rows.text(gf, r).to_string())
     }
 
     fn two_groups(
@@ -419,28 +598,19 @@ impl Assembler {
 
     /// Closes open unit `u`: its checks, then it waits in `ready`.
     fn close(&mut self, u: usize) -> Result<()> {
-        self.last_row = None;
+        self.last_row.unit = None;
         let unit = self.open.swap_remove(u);
-        self.index.remove(&unit.key);
-        if u < self.open.len() {
-            let moved = self.open[u].key.clone();
-            self.index.insert(moved, u);
+        if let Some(moved) = self.open.get(u) {
+            self.slot_place[moved.slot as usize] = u as u32;
         }
-        self.closed_units.insert(hash128(&unit.key));
-        let keep = self.check(&unit.rows)?;
-        let (gf, tf, itf) = (self.field.group, self.field.traj, self.field.iteration);
-        for r in 0..unit.rows.len() {
-            let it = unit.rows.int(itf, r);
-            let key = (it, unit.rows.text(tf, r).to_string());
-            if let Some((gid, first)) = self.open_trajs.remove(&key) {
-                self.closed_trajs
-                    .insert(hash128(&key), (hash128(&(it, gid.as_str())), first));
-            }
-        }
-        let _ = gf;
-        self.ready_bytes += unit.rows.bytes;
+        self.slot_place[unit.slot as usize] = FREE;
+        self.free_slots.push(unit.slot);
+        let rows = std::mem::take(&mut self.rows_of[unit.slot as usize]);
+        self.held -= rows.bytes as u64;
+        let keep = self.check(&rows)?;
+        self.ready_bytes += rows.bytes;
         self.ready.push(Closed {
-            rows: unit.rows,
+            rows,
             keep,
             first_seq: unit.first_seq,
         });
@@ -452,18 +622,55 @@ impl Assembler {
     fn check(&mut self, rows: &UnitRows) -> Result<Vec<usize>> {
         let n = rows.len();
         let (tf, sf, itf) = (self.field.traj, self.field.step, self.field.iteration);
+        if n == 1 {
+            // No duplicate, one step: the check without its tables (logs of single-row groups
+            // close a unit per row).
+            let steps = [(rows.int(sf, 0).unwrap_or_default(), 0)];
+            if let Some(e) = self.step_gap(rows, rows.text(tf, 0), &steps) {
+                self.reject(e, 1)?;
+                return Ok(Vec::new());
+            }
+            return Ok(vec![0]);
+        }
+        // Each row's trajectory, numbered in order of first appearance; a row of the trajectory
+        // before looks nothing up, and the tables below key on numbers, not ids.
+        let traj_key = |row| (rows.int(itf, row), rows.text(tf, row));
+        let mut runs = 0;
+        let mut previous: Option<TrajKey> = None;
+        for row in 0..n {
+            let key = traj_key(row);
+            runs += (previous != Some(key)) as usize;
+            previous = Some(key);
+        }
+        let mut number: HashMap<TrajKey, u32> =
+            HashMap::with_capacity_and_hasher(runs, Default::default());
+        let mut previous: Option<(TrajKey, u32)> = None;
+        let traj_of: Vec<u32> = (0..n)
+            .map(|row| {
+                let key = traj_key(row);
+                let traj = match previous {
+                    Some((before, traj)) if before == key => traj,
+                    _ => {
+                        let next = number.len() as u32;
+                        *number.entry(key).or_insert(next)
+                    }
+                };
+                previous = Some((key, traj));
+                traj
+            })
+            .collect();
+        drop(number);
+
         let mut keep = vec![true; n];
-        let mut first_of_step: HashMap<(Option<i64>, &str, i64), usize> = HashMap::default();
+        // Sized for a key per row: a large unit's table never grows.
+        let mut first_of_step: HashMap<(u32, i64), usize> =
+            HashMap::with_capacity_and_hasher(n, Default::default());
         let mut rejects = Vec::new();
         for (row, kept) in keep.iter_mut().enumerate() {
-            let key = (
-                rows.int(itf, row),
-                rows.text(tf, row),
-                rows.int(sf, row).unwrap_or_default(),
-            );
-            match first_of_step.get(&key) {
+            let step = rows.int(sf, row).unwrap_or_default();
+            match first_of_step.get(&(traj_of[row], step)) {
                 None => {
-                    first_of_step.insert(key, row);
+                    first_of_step.insert((traj_of[row], step), row);
                 }
                 Some(&first) if rows.rows_equal(first, row) => {
                     self.report.padding_duplicates += 1;
@@ -475,8 +682,8 @@ impl Assembler {
                         Reason::DuplicateStep,
                         format!(
                             "duplicate step {} of trajectory `{}` (first at {}), with different content; each (traj_id, step) must appear once",
-                            key.2,
-                            key.1,
+                            step,
+                            rows.text(tf, row),
                             self.location(rows.origin(first), None)
                         ),
                     ));
@@ -489,42 +696,22 @@ impl Assembler {
             self.reject(e, 1)?;
         }
 
-        // Steps must be contiguous from 0 or 1 within each trajectory.
-        let mut steps_of: HashMap<TrajKey, Vec<(i64, usize)>> = HashMap::default();
-        let mut order: Vec<TrajKey> = Vec::new();
-        for row in (0..n).filter(|&r| keep[r]) {
-            let key = (rows.int(itf, row), rows.text(tf, row));
-            steps_of
-                .entry(key)
-                .or_insert_with(|| {
-                    order.push(key);
-                    Vec::new()
-                })
-                .push((rows.int(sf, row).unwrap_or_default(), row));
-        }
+        // Steps must be contiguous from 0 or 1 within each trajectory. The kept rows as
+        // (trajectory, step, row), sorted: each trajectory's (step, row) in order, without a
+        // vector per trajectory.
+        let mut entries: Vec<(u32, i64, usize)> = (0..n)
+            .filter(|&row| keep[row])
+            .map(|row| (traj_of[row], rows.int(sf, row).unwrap_or_default(), row))
+            .collect();
+        entries.sort_unstable();
+        let steps: Vec<(i64, usize)> = entries.iter().map(|&(_, step, row)| (step, row)).collect();
         let mut gaps: Vec<(Error, Vec<usize>)> = Vec::new();
-        for key in order {
-            let mut steps = steps_of.remove(&key).expect("listed trajectory");
-            steps.sort_unstable();
-            let tid = key.1;
-            let start = steps[0].0;
-            let bad = if start > 1 {
-                Some((0, format!("trajectory `{tid}` starts at step {start}; steps must start at 0 or 1 and be contiguous")))
-            } else {
-                steps.windows(2).position(|w| w[1].0 != w[0].0 + 1).map(|k| {
-                    let (prev, found) = (steps[k].0, steps[k + 1].0);
-                    (k + 1, format!("trajectory `{tid}` jumps from step {prev} to step {found}: step {} is missing", prev + 1))
-                })
-            };
-            if let Some((k, message)) = bad {
-                gaps.push((
-                    Error::input(
-                        self.location(rows.origin(steps[k].1), Some(STEP)),
-                        Reason::StepGap,
-                        message,
-                    ),
-                    steps.iter().map(|&(_, r)| r).collect(),
-                ));
+        let mut start = 0;
+        for traj in entries.chunk_by(|a, b| a.0 == b.0) {
+            let steps = &steps[start..start + traj.len()];
+            start += traj.len();
+            if let Some(e) = self.step_gap(rows, rows.text(tf, steps[0].1), steps) {
+                gaps.push((e, steps.iter().map(|&(_, r)| r).collect()));
             }
         }
         gaps.sort_by_key(|(_, rows)| rows.iter().min().copied());
@@ -535,6 +722,25 @@ impl Assembler {
             }
         }
         Ok((0..n).filter(|&r| keep[r]).collect())
+    }
+
+    /// The step gap of trajectory `tid` whose (step, row) are `steps`, sorted: steps must be
+    /// contiguous from 0 or 1.
+    fn step_gap(&self, rows: &UnitRows, tid: &str, steps: &[(i64, usize)]) -> Option<Error> {
+        let start = steps[0].0;
+        let (k, message) = if start > 1 {
+            (0, format!("trajectory `{tid}` starts at step {start}; steps must start at 0 or 1 and be contiguous"))
+        } else {
+            steps.windows(2).position(|w| w[1].0 != w[0].0 + 1).map(|k| {
+                let (prev, found) = (steps[k].0, steps[k + 1].0);
+                (k + 1, format!("trajectory `{tid}` jumps from step {prev} to step {found}: step {} is missing", prev + 1))
+            })?
+        };
+        Some(Error::input(
+            self.location(rows.origin(steps[k].1), Some(STEP)),
+            Reason::StepGap,
+            message,
+        ))
     }
 
     /// Closes every open unit (the input has ended), oldest first, and notes ids given both as
@@ -549,12 +755,10 @@ impl Assembler {
                 ));
             }
         }
-        let mut order: Vec<usize> = (0..self.open.len()).collect();
-        order.sort_by_key(|&u| self.open[u].first_seq);
-        let mut keys: Vec<UnitKey> = order.iter().map(|&u| self.open[u].key.clone()).collect();
-        for key in keys.drain(..) {
-            let u = self.index[&key];
-            self.close(u)?;
+        let mut order: Vec<(u64, u32)> = self.open.iter().map(|u| (u.first_seq, u.slot)).collect();
+        order.sort_unstable_by_key(|&(first_seq, _)| first_seq);
+        for (_, slot) in order {
+            self.close(self.slot_place[slot as usize] as usize)?;
         }
         Ok(())
     }
@@ -566,12 +770,15 @@ impl Assembler {
             return None;
         }
         let mut units = std::mem::take(&mut self.ready);
+        // The next window will likely hold as many units: room for them now, not by doubling.
+        self.ready = Vec::with_capacity(units.len());
         self.ready_bytes = 0;
         units.retain(|u| !u.keep.is_empty());
         if units.is_empty() {
             return None;
         }
-        units.sort_by_key(|u| u.first_seq);
+        // Each unit has its own first row: an unstable sort gives the same order.
+        units.sort_unstable_by_key(|u| u.first_seq);
         let present = self
             .emitted_present
             .get_or_insert_with(|| self.present.clone())
@@ -587,6 +794,7 @@ impl Assembler {
             units,
             present,
             watermark,
+            units_are_groups: self.kind == UnitKind::Group,
             success_threshold: self.success_threshold,
             gamma: self.gamma,
         })
@@ -598,6 +806,8 @@ pub(crate) struct Pending {
     units: Vec<Closed>,
     present: Vec<bool>,
     watermark: u64,
+    /// Whether each unit is one group (so each group is one run of the window's rows).
+    units_are_groups: bool,
     success_threshold: f64,
     gamma: f64,
 }
@@ -617,7 +827,11 @@ impl Pending {
             .iter()
             .flat_map(|u| u.keep.iter().map(|&r| u.rows.seq[r]))
             .collect();
-        let batch = StepBatch::new(frame, self.success_threshold, self.gamma)?;
+        let batch = if self.units_are_groups {
+            StepBatch::of_group_runs(frame, self.success_threshold, self.gamma)?
+        } else {
+            StepBatch::new(frame, self.success_threshold, self.gamma)?
+        };
         Ok(Window {
             batch,
             seq,

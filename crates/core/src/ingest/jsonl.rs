@@ -47,11 +47,13 @@ impl<R: Read> Read for Counting<R> {
     }
 }
 
-/// Reads `path` as chunks of about `chunk_bytes` that end at a line break, handing each to `emit`
-/// (which returns false to stop early). A UTF-8 byte-order mark at the start is dropped.
+/// Reads `path` (`size` bytes on disk) as chunks of about `chunk_bytes` that end at a line break,
+/// handing each to `emit` (which returns false to stop early). A UTF-8 byte-order mark at the
+/// start is dropped.
 pub(crate) fn read_chunks(
     path: &Path,
     compression: Compression,
+    size: u64,
     file: u32,
     chunk_bytes: usize,
     mut emit: impl FnMut(Chunk) -> bool,
@@ -72,26 +74,28 @@ pub(crate) fn read_chunks(
         )),
         Compression::Zstd => Box::new(zstd::stream::read::Decoder::new(raw).map_err(io)?),
     };
-    let mut buffer: Vec<u8> = Vec::with_capacity(chunk_bytes + (1 << 16));
+    // Room for what is left to read, when that is known and less than a chunk: a small file
+    // takes a small buffer.
+    let room = |want: usize, read: u64| match compression {
+        Compression::None => want.min(size.saturating_sub(read) as usize + 1),
+        Compression::Gzip | Compression::Zstd => want,
+    };
+    let mut buffer: Vec<u8> = Vec::with_capacity(room(chunk_bytes + (1 << 16), 0));
     let (mut first_line, mut reported, mut at_start, mut eof) = (1u64, 0u64, true, false);
     // Read up to `target` bytes; a line longer than that raises the target until it ends.
     let mut target = chunk_bytes;
     while !eof {
-        while buffer.len() < target {
-            let start = buffer.len();
-            buffer.resize(start + (target - start).max(1 << 16), 0);
-            let n = loop {
-                match reader.read(&mut buffer[start..]) {
-                    Ok(n) => break n,
-                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-                    Err(e) => return Err(io(e)),
-                }
-            };
-            buffer.truncate(start + n);
-            if n == 0 {
-                eof = true;
-                break;
-            }
+        // Reads into the spare capacity without zeroing it first: zeroing a whole chunk for each
+        // of many small files cost more than reading them.
+        if buffer.len() < target {
+            let want = (target - buffer.len()) as u64;
+            let read = count.load(std::sync::atomic::Ordering::Relaxed);
+            buffer.reserve(room(want as usize, read));
+            let n = (&mut reader)
+                .take(want)
+                .read_to_end(&mut buffer)
+                .map_err(io)?;
+            eof = (n as u64) < want;
         }
         if at_start && (buffer.len() >= 3 || eof) {
             if buffer.starts_with(b"\xEF\xBB\xBF") {

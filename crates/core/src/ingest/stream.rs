@@ -66,6 +66,17 @@ enum Task {
     Problem(u32, Error),
 }
 
+impl Task {
+    /// About how many bytes of input it holds.
+    fn bytes(&self) -> usize {
+        match self {
+            Task::Chunk(chunk) => chunk.bytes.len(),
+            Task::Slice(plan, (_, rows)) => (*rows as f64 * plan.disk_bytes_per_row) as usize,
+            Task::Problem(..) => 0,
+        }
+    }
+}
+
 /// What the consumer of a stream receives, in order.
 pub enum Event<R> {
     /// A window and what `process` made of it.
@@ -180,6 +191,7 @@ fn pass<R: Send, E: From<Error> + Send>(
         options.gamma,
         paths,
     );
+    assembler.expect_bytes(inputs.iter().map(|i| i.size).sum());
     assembler.report.files = inputs
         .iter()
         .map(|i| FileSummary {
@@ -305,20 +317,18 @@ fn read_blocks_with<W: Send, R: Send, E: From<Error> + Send>(
             ..Default::default()
         };
         // A pipeline of three rounds: while the pool parses round i+1's tasks and processes the
-        // windows assembled in round i, this thread delivers round i's results and assembles
-        // round i's blocks.
+        // windows assembled in round i, this thread delivers round i's results, assembles round
+        // i's blocks and takes round i+2's tasks from the reader.
         let mut parsed: Vec<Result<Block>> = Vec::new();
         let mut windows: Vec<W> = Vec::new();
         let mut results: Vec<R> = Vec::new();
-        let mut reading = true;
+        // Rounds of whole chunks are as before (a chunk ends at a line break, under
+        // `chunk_bytes`); rounds of small files' tasks hold about as much input.
+        let next = || next_tasks(&receive, 2 * threads, threads * chunk_bytes);
         let result = (|| -> std::result::Result<(), E> {
+            let mut tasks = next()?;
             loop {
-                let tasks = if reading {
-                    next_tasks(&receive, 2 * threads)?
-                } else {
-                    Vec::new()
-                };
-                reading &= !tasks.is_empty();
+                let reading = !tasks.is_empty();
                 if !reading && parsed.is_empty() && windows.is_empty() && results.is_empty() {
                     return Ok(());
                 }
@@ -329,6 +339,7 @@ fn read_blocks_with<W: Send, R: Send, E: From<Error> + Send>(
                 );
                 let (mut new_parsed, mut new_results) = (Vec::new(), Vec::new());
                 let (mut delivered, mut assembled) = (Ok(()), Ok(None));
+                let mut next_round = Ok(Vec::new());
                 rayon::in_place_scope(|s| {
                     s.spawn(|_| {
                         new_parsed = tasks
@@ -345,6 +356,9 @@ fn read_blocks_with<W: Send, R: Send, E: From<Error> + Send>(
                     if delivered.is_ok() {
                         assembled = assemble(to_assemble);
                     }
+                    if reading && matches!(assembled, Ok(Some(_))) {
+                        next_round = next();
+                    }
                 });
                 delivered?;
                 progress(state);
@@ -354,6 +368,7 @@ fn read_blocks_with<W: Send, R: Send, E: From<Error> + Send>(
                 }
                 parsed = new_parsed;
                 results = new_results;
+                tasks = next_round?;
             }
         })();
         drop(receive);
@@ -365,13 +380,19 @@ fn read_blocks_with<W: Send, R: Send, E: From<Error> + Send>(
     })
 }
 
-/// Takes up to `n` tasks: blocks for the first, then takes what is ready (at least one more round
-/// of work for every thread when the reader keeps up). An empty list means the input has ended.
-fn next_tasks(receive: &Receiver<Result<Task>>, n: usize) -> Result<Vec<Task>> {
+/// Takes the next round of tasks: at least `n` of them and `bytes` of input between them (many
+/// small files make small tasks, and each round costs the same however little it holds), or
+/// what is left. An empty list means the input has ended.
+fn next_tasks(receive: &Receiver<Result<Task>>, n: usize, bytes: usize) -> Result<Vec<Task>> {
     let mut tasks = Vec::with_capacity(n);
-    while tasks.len() < n {
+    let mut taken = 0;
+    while tasks.len() < n || taken < bytes {
         match receive.recv() {
-            Ok(task) => tasks.push(task?),
+            Ok(task) => {
+                let task = task?;
+                taken += task.bytes();
+                tasks.push(task);
+            }
             Err(_) => break,
         }
     }
@@ -390,11 +411,17 @@ fn produce(
         let sent = match input.format {
             Format::Jsonl(compression) => {
                 let mut open = true;
-                let read =
-                    jsonl::read_chunks(&input.path, compression, file, chunk_bytes, |chunk| {
+                let read = jsonl::read_chunks(
+                    &input.path,
+                    compression,
+                    input.size,
+                    file,
+                    chunk_bytes,
+                    |chunk| {
                         open = send.send(Ok(Task::Chunk(chunk))).is_ok();
                         open
-                    });
+                    },
+                );
                 match read {
                     Ok(()) => open,
                     Err(e) => {

@@ -21,7 +21,7 @@ use super::group_stats::{
 use super::{Advantages, Values};
 use crate::batch::StepBatch;
 use crate::error::Result;
-use crate::graph::GroupGraph;
+use crate::graph::{GraphColumns, GroupGraph};
 use crate::profile::{Conventions, Profile};
 use crate::schema::columns::COST;
 use polars::prelude::PlHashMap;
@@ -82,13 +82,14 @@ pub fn advantages(batch: &StepBatch, params: &Params) -> Result<Advantages> {
     let conv = &params.conv;
     let valid = batch.valid();
     let costs = batch.opt_f64s(COST);
+    let columns = GraphColumns::of(batch);
     let mut reward = vec![0.0; n];
     let mut distance = vec![0.0; n];
     let mut next_distance = vec![0.0; n];
     let mut graph_adv = vec![0.0; n];
     let mut group_size = vec![0i64; n];
     for g in 0..batch.groups.len() {
-        let graph = GroupGraph::build(batch, g);
+        let graph = GroupGraph::build_from(&columns, batch, g);
         for &(row, source, target) in &graph.endpoints {
             let r = row as usize;
             let cost = costs.and_then(|c| c.get(r)).unwrap_or(1.0);
@@ -107,7 +108,7 @@ pub fn advantages(batch: &StepBatch, params: &Params) -> Result<Advantages> {
             for &(row, source, target) in &graph.endpoints {
                 let key = (
                     source.index() as u32,
-                    GroupGraph::action(batch, row),
+                    columns.action(row),
                     target.index() as u32,
                 );
                 let e = *edge_of.entry(key).or_insert_with(|| {
