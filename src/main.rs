@@ -18,9 +18,9 @@ macro_rules! out {
     }};
 }
 
+mod bars;
 mod cmd;
 mod exit;
-mod bars;
 
 use clap::Parser;
 

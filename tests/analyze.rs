@@ -405,9 +405,10 @@ fn similarity_table_matches_verl_agent_groups() {
     let got = json(&out);
     let table = got["step_groups"]["similarity"].as_array().unwrap();
     assert_eq!(table.len(), 3);
-    for (row, (tag, theta)) in table
-        .iter()
-        .zip([("sim095", 0.95), ("sim090", 0.9), ("sim080", 0.8)])
+    for (row, (tag, theta)) in
+        table
+            .iter()
+            .zip([("sim095", 0.95), ("sim090", 0.9), ("sim080", 0.8)])
     {
         let (clusters, singletons, steps) = expected[tag];
         assert_eq!(f(&row["threshold"]), theta);
@@ -426,6 +427,10 @@ fn similarity_table_matches_verl_agent_groups() {
         "json",
     ]));
     assert_eq!(plain["step_groups"]["similarity"], serde_json::json!([]));
-    let bad = run.credit(["analyze", fixture("real").to_str().unwrap(), "--similarity=1"]);
+    let bad = run.credit([
+        "analyze",
+        fixture("real").to_str().unwrap(),
+        "--similarity=1",
+    ]);
     assert_eq!(bad.status.code(), Some(2));
 }

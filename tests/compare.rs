@@ -1,6 +1,6 @@
 //! `credit compare`: the structure of the comparison and numbers checked independently.
 
-use crate::util::{f, fixture, json, read_jsonl, stdout, Run};
+use crate::util::{f, fixture, json, read_jsonl, stderr, stdout, Run};
 
 #[test]
 fn compare_reports_every_section() {
@@ -85,4 +85,65 @@ fn text_output_names_the_sections() {
     ] {
         assert!(text.contains(section), "missing {section}:\n{text}");
     }
+}
+
+#[test]
+fn the_run_says_its_methods_preset_and_settings() {
+    let run = Run::new();
+    let sokoban = fixture("real/sokoban.jsonl").display().to_string();
+    // verl-agent's columns under the default preset: one line says which ran, a note what
+    // `--preset verl` changes.
+    let out = run.credit([
+        "compare",
+        &sokoban,
+        "--set",
+        "gigpo.omega=0.5",
+        "--gamma",
+        "0.9",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(
+        stdout(&out).starts_with(
+            "methods: grpo, gigpo, proxmo (preset paper; gamma = 0.9, gigpo.omega = 0.5)\n"
+        ),
+        "{}",
+        stdout(&out)
+    );
+    assert!(stderr(&out)
+        .contains("`paper` is the default preset; these logs have verl-agent's columns"));
+    // A chosen preset needs no note.
+    let out = run.credit(["compare", &sokoban, "--preset", "paper"]);
+    assert!(stdout(&out).starts_with("methods: grpo, gigpo, proxmo (preset paper)\n"));
+    assert!(!stderr(&out).contains("default preset"), "{}", stderr(&out));
+}
+
+#[test]
+fn help_shows_each_commands_default_methods() {
+    let run = Run::new();
+    for (command, default) in [
+        ("advantages", "else all]"),
+        ("compare", "else grpo,gigpo,proxmo]"),
+        ("report", "else grpo,gigpo,proxmo,graphgpo,mgr]"),
+    ] {
+        let help = stdout(&run.credit([command, "--help"]));
+        let methods = help.split("--methods <LIST>").nth(1).unwrap_or_default();
+        let methods = &methods[..methods.find("--preset").unwrap_or(methods.len())];
+        let flat = methods.split_whitespace().collect::<Vec<_>>().join(" ");
+        assert!(flat.contains(default), "{command}: {flat}");
+        assert!(help.contains("else paper"), "{command}");
+    }
+    // `graph` colours by one method: `--methods` is not offered, and refused if given.
+    let graph_help = stdout(&run.credit(["graph", "--help"]));
+    assert!(!graph_help.contains("--methods") && graph_help.contains("--color-by"));
+    let out = run.credit([
+        "graph",
+        &fixture("real/sokoban.jsonl").display().to_string(),
+        "--methods",
+        "grpo",
+        "--out",
+        "g",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("use `--color-by METHOD`, not `--methods grpo`"));
+    assert!(!run.path("g").exists());
 }

@@ -42,7 +42,10 @@ fn snapshot(root: &Path) -> BTreeMap<PathBuf, Vec<u8>> {
 fn credits_files(files: &BTreeMap<PathBuf, Vec<u8>>) -> Vec<PathBuf> {
     let mut listed = Vec::new();
     for (path, bytes) in files {
-        if path.file_name().is_some_and(|n| n == ".credit-manifest.json") {
+        if path
+            .file_name()
+            .is_some_and(|n| n == ".credit-manifest.json")
+        {
             listed.push(path.clone());
             let manifest: serde_json::Value = serde_json::from_slice(bytes).unwrap();
             let dir = path.parent().unwrap_or(Path::new(""));
@@ -92,16 +95,52 @@ fn outputs_over_into_or_around_inputs_are_refused() {
     let run = Run::new();
     workspace(&run);
     // The report that used to delete the logs, and the log renamed aside.
-    assert_refused(&run, &["report", "logs", "--out", "logs"], "is the input logs");
-    assert_refused(&run, &["report", "logs/a.jsonl", "--out", "logs"], "contains the input logs/a.jsonl");
-    assert_refused(&run, &["report", "logs/a.jsonl", "--out", "logs/a.jsonl"], "is the input");
-    assert_refused(&run, &["report", "logs", "--out", "logs/report"], "lies inside the input folder logs");
-    assert_refused(&run, &["report", "logs", "--out", "."], "contains the input logs");
-    assert_refused(&run, &["report", "logs", "--out", "linkdir"], "is the input logs");
+    assert_refused(
+        &run,
+        &["report", "logs", "--out", "logs"],
+        "is the input logs",
+    );
+    assert_refused(
+        &run,
+        &["report", "logs/a.jsonl", "--out", "logs"],
+        "contains the input logs/a.jsonl",
+    );
+    assert_refused(
+        &run,
+        &["report", "logs/a.jsonl", "--out", "logs/a.jsonl"],
+        "is the input",
+    );
+    assert_refused(
+        &run,
+        &["report", "logs", "--out", "logs/report"],
+        "lies inside the input folder logs",
+    );
+    assert_refused(
+        &run,
+        &["report", "logs", "--out", "."],
+        "contains the input logs",
+    );
+    assert_refused(
+        &run,
+        &["report", "logs", "--out", "linkdir"],
+        "is the input logs",
+    );
     // A folder of other files, and a file, are not report folders.
-    assert_refused(&run, &["report", "logs", "--out", "other"], "is a folder of other files (2 entries: notes.txt, report.html)");
-    assert_refused(&run, &["report", "logs/a.jsonl", "--out", "hard.jsonl"], "is an input by another name (a hard link)");
-    assert_refused(&run, &["report", "logs/a.jsonl", "--out", "other/notes.txt"], "is a file, not a folder");
+    assert_refused(
+        &run,
+        &["report", "logs", "--out", "other"],
+        "is a folder of other files (2 entries: notes.txt, report.html)",
+    );
+    assert_refused(
+        &run,
+        &["report", "logs/a.jsonl", "--out", "hard.jsonl"],
+        "is an input by another name (a hard link)",
+    );
+    assert_refused(
+        &run,
+        &["report", "logs/a.jsonl", "--out", "other/notes.txt"],
+        "is a file, not a folder",
+    );
     // The other writing commands, under the same rule.
     for args in [
         &["advantages", "logs", "-o", "logs/adv.parquet"][..],
@@ -113,17 +152,43 @@ fn outputs_over_into_or_around_inputs_are_refused() {
         &["compare", "logs", "--plots", "other"],
         &["train", "progress", "logs", "--out", "logs"],
         &["train", "sprm", "logs", "--out", "other"],
-        &["train", "policy", "logs", "--model", "other", "--method", "grpo", "--out", "logs/ckpt"],
-        &["train", "policy", "logs", "--model", "other", "--method", "grpo", "--handoff", "hard.jsonl"],
+        &[
+            "train",
+            "policy",
+            "logs",
+            "--model",
+            "other",
+            "--method",
+            "grpo",
+            "--out",
+            "logs/ckpt",
+        ],
+        &[
+            "train",
+            "policy",
+            "logs",
+            "--model",
+            "other",
+            "--method",
+            "grpo",
+            "--handoff",
+            "hard.jsonl",
+        ],
     ] {
         let before = snapshot(run.dir.path());
         let out = run.credit(args);
         assert_eq!(exit(&out), Some(2), "{args:?}: {}", stderr(&out));
         let message = stderr(&out);
         assert!(
-            ["is the input", "lies inside", "contains the input", "hard link", "folder of other files"]
-                .iter()
-                .any(|m| message.contains(m)),
+            [
+                "is the input",
+                "lies inside",
+                "contains the input",
+                "hard link",
+                "folder of other files"
+            ]
+            .iter()
+            .any(|m| message.contains(m)),
             "{args:?}: {message}"
         );
         assert_eq!(snapshot(run.dir.path()), before, "{args:?} changed files");
@@ -147,7 +212,12 @@ fn a_report_folder_is_credits_and_keeps_a_users_file() {
         .iter()
         .map(|f| f.as_str().unwrap())
         .collect();
-    for file in ["report.html", "report.md", "summary.json", "figures/success.png"] {
+    for file in [
+        "report.html",
+        "report.md",
+        "summary.json",
+        "figures/success.png",
+    ] {
         assert!(listed.contains(&file), "{file} not in {listed:?}");
     }
     // A user's file put in the folder, and a figure of the earlier run that the next one does
@@ -166,15 +236,24 @@ fn a_report_folder_is_credits_and_keeps_a_users_file() {
     .unwrap();
     let out = run.credit(["report", "logs", "--out", "rep/", "--explore-max", "0"]);
     assert!(out.status.success(), "{}", stderr(&out));
-    assert_eq!(std::fs::read_to_string(run.path("rep/my-notes.md")).unwrap(), "keep me");
+    assert_eq!(
+        std::fs::read_to_string(run.path("rep/my-notes.md")).unwrap(),
+        "keep me"
+    );
     assert!(!run.path("rep/figures/old-figure.svg").exists());
     assert!(run.path("rep/report.html").is_file());
     // Another command's folder is not a report's.
-    assert_refused(&run, &["graph", "logs", "--out", "rep"], "holds the output of `credit report`");
+    assert_refused(
+        &run,
+        &["graph", "logs", "--out", "rep"],
+        "holds the output of `credit report`",
+    );
     // No temporaries anywhere.
     let left: Vec<_> = snapshot(run.dir.path())
         .into_keys()
-        .filter(|p| p.to_string_lossy().contains(".credit-") && !p.ends_with(".credit-manifest.json"))
+        .filter(|p| {
+            p.to_string_lossy().contains(".credit-") && !p.ends_with(".credit-manifest.json")
+        })
         .collect();
     assert!(left.is_empty(), "temporaries left: {left:?}");
 }
@@ -196,7 +275,11 @@ fn output_names_of_251_to_255_characters_are_written() {
     let name = format!("{}.csv", "c".repeat(251));
     let out = run.credit(["advantages", input, "--methods", "grpo", "-o", &name]);
     assert_eq!(exit(&out), Some(2), "{}", stderr(&out));
-    assert!(stderr(&out).contains("longer than 255 bytes"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("longer than 255 bytes"),
+        "{}",
+        stderr(&out)
+    );
     assert!(!run.path(&name).exists());
 }
 
@@ -218,7 +301,14 @@ fn advantages_survive_the_second_pass_in_every_format() {
     let run = Run::new();
     let input = fixture("formats/sokoban.interleaved.jsonl");
     for name in ["out.jsonl", "out.parquet", "out.csv"] {
-        let args = ["advantages", input.to_str().unwrap(), "--methods", "grpo", "-o", name];
+        let args = [
+            "advantages",
+            input.to_str().unwrap(),
+            "--methods",
+            "grpo",
+            "-o",
+            name,
+        ];
         let out = read_twice(&run, &args);
         assert!(out.status.success(), "{name}: {}", stderr(&out));
         assert!(
@@ -249,7 +339,8 @@ fn table(path: &std::path::Path) -> polars::prelude::DataFrame {
 }
 
 /// Fills `full/` but for 8 KiB (sh).
-const FILL: &str = "head -c $(( ($(df -k full | awk 'NR==2 {print $4}') - 8) * 1024 )) /dev/zero > full/filler";
+const FILL: &str =
+    "head -c $(( ($(df -k full | awk 'NR==2 {print $4}') - 8) * 1024 )) /dev/zero > full/filler";
 
 /// Runs `script` (sh) with a 1 MiB file system mounted at `full/`, in a private mount namespace
 /// (`unshare`: no root needed where user namespaces are allowed, and nothing outlives the run).
@@ -295,13 +386,25 @@ fn a_full_disk_is_a_write_error_naming_the_output_and_keeps_the_old_one() {
         );
         assert_eq!(out.status.code(), Some(2), "{name}: {stdout}{stderr}");
         assert!(
-            stderr.contains(&format!("error: writing full/{name}: no space left on device")),
+            stderr.contains(&format!(
+                "error: writing full/{name}: no space left on device"
+            )),
             "{name}: {stderr}"
         );
-        assert_eq!(stderr.matches("no space left").count(), 1, "{name}: {stderr}");
+        assert_eq!(
+            stderr.matches("no space left").count(),
+            1,
+            "{name}: {stderr}"
+        );
         assert!(!stderr.contains("reading the logs"), "{name}: {stderr}");
-        assert!(stdout.contains("SAME"), "{name}: the old output is whole: {stdout}");
-        assert!(!stdout.contains(".credit-"), "{name}: temporaries left: {stdout}");
+        assert!(
+            stdout.contains("SAME"),
+            "{name}: the old output is whole: {stdout}"
+        );
+        assert!(
+            !stdout.contains(".credit-"),
+            "{name}: temporaries left: {stdout}"
+        );
     }
     let out = on_a_small_disk(
         &run,
@@ -313,7 +416,10 @@ fn a_full_disk_is_a_write_error_naming_the_output_and_keeps_the_old_one() {
         stderr.contains("error: writing full/rep/") && stderr.contains("no space left on device"),
         "{stderr}"
     );
-    assert!(!stderr.contains("Error(") && !stderr.contains("Custom"), "{stderr}");
+    assert!(
+        !stderr.contains("Error(") && !stderr.contains("Custom"),
+        "{stderr}"
+    );
 }
 
 /// xorshift64*.
@@ -363,9 +469,28 @@ fn fuzz_outputs_never_touch_inputs() {
         (&["graph", "--top", "1"], "--out", ""),
         (&["analyze", "--format", "json"], "--plots", ""),
         (&["compare", "--format", "json"], "--plots", ""),
-        (&["train", "progress", "--epochs", "1", "--folds", "1"], "--out", ""),
         (
-            &["train", "policy", "--model", &model_dir, "--method", "grpo", "--steps", "1", "--max-samples", "2", "--max-prompt-tokens", "32", "--batch-size", "1"],
+            &["train", "progress", "--epochs", "1", "--folds", "1"],
+            "--out",
+            "",
+        ),
+        (
+            &[
+                "train",
+                "policy",
+                "--model",
+                &model_dir,
+                "--method",
+                "grpo",
+                "--steps",
+                "1",
+                "--max-samples",
+                "2",
+                "--max-prompt-tokens",
+                "32",
+                "--batch-size",
+                "1",
+            ],
             "--out",
             "",
         ),
@@ -441,9 +566,14 @@ fn fuzz_outputs_never_touch_inputs() {
         }
         let temporaries: Vec<_> = after
             .keys()
-            .filter(|p| p.to_string_lossy().contains(".credit-") && !p.ends_with(".credit-manifest.json"))
+            .filter(|p| {
+                p.to_string_lossy().contains(".credit-") && !p.ends_with(".credit-manifest.json")
+            })
             .collect();
-        assert!(temporaries.is_empty(), "seed {seed}, {args:?}: {temporaries:?}");
+        assert!(
+            temporaries.is_empty(),
+            "seed {seed}, {args:?}: {temporaries:?}"
+        );
         cases += 1;
         match code {
             Some(0) => written += 1,
@@ -451,5 +581,8 @@ fn fuzz_outputs_never_touch_inputs() {
         }
     }
     eprintln!("fuzz: {cases} output cases in {seconds} s (seed {seed}): {written} written, {refused} refused");
-    assert!(written > 0 && refused > 0, "both outcomes were exercised: {written} written, {refused} refused");
+    assert!(
+        written > 0 && refused > 0,
+        "both outcomes were exercised: {written} written, {refused} refused"
+    );
 }

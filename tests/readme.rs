@@ -21,9 +21,15 @@ fn block(first_line: &str) -> String {
 
 #[test]
 fn readme_thresholds_pass_on_the_shipped_fixtures() {
+    // The README shows the shipped rules, rule for rule.
+    let rules = repo().join("fixtures/thresholds.toml");
+    let shipped = std::fs::read_to_string(&rules).unwrap();
+    let rules_of = |text: &str| text.lines().skip(1).map(str::to_string).collect::<Vec<_>>();
+    assert_eq!(
+        rules_of(&block("# fixtures/thresholds.toml (shipped")),
+        rules_of(&shipped)
+    );
     let dir = tempfile::tempdir().unwrap();
-    let rules = dir.path().join("thresholds.toml");
-    std::fs::write(&rules, block("# thresholds.toml\n")).unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_credit"))
         .args(["report", "--preset", "verl", "--explore-max", "0", "--out"])
         .arg(dir.path().join("report"))

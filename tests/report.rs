@@ -304,6 +304,56 @@ fn thresholds_set_the_exit_code() {
 }
 
 #[test]
+fn single_turn_rules_on_step_groups_are_not_applicable() {
+    // verl's single-turn dump: every rollout is one step, so the README's rule on singleton step
+    // groups (1.0 > 0.4 there) neither passes nor fails; the other rules still decide.
+    let run = Run::new();
+    let out = run.credit(&[
+        "report".to_string(),
+        fixture("verl/with_uid").display().to_string(),
+        "--preset".into(),
+        "verl".into(),
+        "--out".into(),
+        "rep".into(),
+        "--check".into(),
+        fixture("thresholds.toml").display().to_string(),
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("n/a  headline.singleton_step_share: not applicable (single-turn logs"),
+        "{text}"
+    );
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.path("rep/summary.json")).unwrap())
+            .unwrap();
+    let rules = s["checks"]["rules"].as_array().unwrap();
+    assert_eq!(rules[0]["key"], "headline.singleton_step_share");
+    assert_eq!(rules[0]["value"], 1.0);
+    assert!(rules[0]["passed"].is_null());
+    assert!(rules[0]["not_applicable"].is_string());
+    assert_eq!(rules[1]["passed"], true);
+    assert_eq!(s["checks"]["passed"], true);
+    assert!(s["headline"]["not_applicable"]["headline.singleton_cluster_share"].is_string());
+    let md = std::fs::read_to_string(run.path("rep/report.md")).unwrap();
+    assert!(md.contains("all passed ✅ (1 not applicable)"), "{md}");
+
+    // Multi-turn logs have step groups: the same rule applies and is decided.
+    let run = Run::new();
+    let rules = fixture("thresholds.toml").display().to_string();
+    let out = report(&run, &["--check", &rules]);
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.path("rep/summary.json")).unwrap())
+            .unwrap();
+    assert!(
+        s["checks"]["rules"][0]["passed"].is_boolean(),
+        "{}",
+        stderr(&out)
+    );
+    assert!(s["headline"].get("not_applicable").is_none());
+}
+
+#[test]
 fn analyze_and_compare_draw_their_plots() {
     let run = Run::new();
     let input = fixture("real/sokoban.jsonl");

@@ -1,14 +1,15 @@
 //! `credit advantages [PATHS] --methods … -o FILE`: per-step advantages of any methods.
 
 use super::{reading, run_plan, Format, Globals, MethodArgs};
-use credit_core::project::ProjectFile;
 use crate::exit::ExitCode;
 use anyhow::Result;
 use credit_core::output::{table_format, TableWriter};
+use credit_core::project::ProjectFile;
 use credit_core::run::Rows;
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
+#[command(mut_arg("methods", |a| super::methods_help(a, credit_core::plan::ADVANTAGES)))]
 pub struct Args {
     #[command(flatten)]
     pub globals: Globals,
@@ -75,16 +76,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             columns.len(),
             args.output.display()
         );
-        outln!(
-            "methods: {} (preset {})",
-            run.methods
-                .methods
-                .iter()
-                .map(|m| m.label())
-                .collect::<Vec<_>>()
-                .join(", "),
-            run.methods.profile
-        );
+        args.methods.say(&project, &run.methods, &finished.report)?;
     }
     Ok(ExitCode::Ok)
 }

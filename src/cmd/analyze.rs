@@ -1,10 +1,10 @@
 //! `credit analyze [PATHS]`: what is in the logs, in one screen (or `--format json`).
 
 use super::{reading, run_plan, write_plots, Format, Globals, MethodArgs, Plan};
-use credit_core::project::ProjectFile;
 use crate::exit::ExitCode;
 use anyhow::Result;
 use credit_core::profile::Profile;
+use credit_core::project::ProjectFile;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -47,7 +47,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
         credit_output::OutputDir::check(dir, "analyze --plots", &read)?;
     }
     let thresholds = args.similarity.as_deref().unwrap_or_default();
-    let run = run_plan(&args.globals, &project, Plan::empty(Profile::default()), hisr)?;
+    let run = run_plan(
+        &args.globals,
+        &project,
+        Plan::empty(Profile::default()),
+        hisr,
+    )?;
     let finished = reading(&args.globals, |progress| {
         run.summary(&fillers, thresholds, progress)
     })?;

@@ -2,12 +2,13 @@
 //! same steps.
 
 use super::{proxmo_params, reading, run_plan, write_plots, Format, Globals, MethodArgs};
-use credit_core::project::ProjectFile;
 use crate::exit::ExitCode;
 use anyhow::Result;
 use credit_core::analyses::compare::compare;
+use credit_core::project::ProjectFile;
 
 #[derive(Debug, clap::Args)]
+#[command(mut_arg("methods", |a| super::methods_help(a, credit_core::plan::COMPARE)))]
 pub struct Args {
     #[command(flatten)]
     pub globals: Globals,
@@ -32,7 +33,13 @@ pub fn run(args: Args) -> Result<ExitCode> {
     }
     let run = run_plan(&args.globals, &project, plan, hisr)?;
     let finished = reading(&args.globals, |progress| {
-        run.gather(&fillers, args.plots.is_some(), progress, |_, _, _| Ok(()), |_| Ok(()))
+        run.gather(
+            &fillers,
+            args.plots.is_some(),
+            progress,
+            |_, _, _| Ok(()),
+            |_| Ok(()),
+        )
     })?;
     let (gathered, notes) = (&finished.value, &finished.notes);
     let plan = &run.methods;
@@ -62,11 +69,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         for note in notes {
             eprintln!("note: {note}");
         }
-        outln!(
-            "methods: {} (preset {})",
-            comparison.methods.join(", "),
-            plan.profile
-        );
+        args.methods.say(&project, plan, &finished.report)?;
         out!("{}", credit_report::text::compare(&comparison));
     }
     Ok(ExitCode::Ok)

@@ -3,16 +3,18 @@
 //! advantage, with a legend), plus SVG and PNG when Graphviz `dot` is installed.
 
 use super::{Format, Globals, MethodArgs};
-use credit_core::project::ProjectFile;
 use crate::exit::ExitCode;
 use anyhow::{bail, Context, Result};
 use credit_core::ingest::Event;
+use credit_core::project::ProjectFile;
 use credit_output::{OutputDir, Stale};
 use credit_report::dot::abridge;
 use credit_report::graphs::{self, Choice, Kept, Picker};
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
+// The graph is coloured by one method, `--color-by`; a `--methods` list would be ignored.
+#[command(mut_arg("methods", |a| a.hide(true)))]
 pub struct Args {
     #[command(flatten)]
     pub globals: Globals,
@@ -39,7 +41,9 @@ pub struct Args {
 pub fn run(args: Args) -> Result<ExitCode> {
     let project = ProjectFile::load(args.globals.config.as_deref())?;
     let mut method_args = args.methods;
-    method_args.methods = Some(args.color_by.clone());
+    if let Some(list) = method_args.methods.replace(args.color_by.clone()) {
+        bail!("`credit graph` colours its edges by one method: use `--color-by METHOD`, not `--methods {list}`");
+    }
     let plan = method_args.plan(&project, &args.color_by)?;
     let hisr = method_args.hisr_params(&project)?;
     let run = super::run_plan(&args.globals, &project, plan, hisr)?;
@@ -63,7 +67,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 let advantage = method
                     .advantages(&window.batch)
                     .with_context(|| format!("computing {}", method.label()))?;
-                Ok(picker.look(&window.batch, &window.seq, advantage.advantage(), method.label()))
+                Ok(picker.look(
+                    &window.batch,
+                    &window.seq,
+                    advantage.advantage(),
+                    method.label(),
+                ))
             },
             |event| {
                 match event {

@@ -9,15 +9,15 @@ mod report;
 mod signals;
 mod train;
 
-use credit_core::project::{column_map, ProjectFile};
 use crate::exit::ExitCode;
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use credit_core::ingest::{read_paths, IngestOptions, IngestReport, Ingested};
 use credit_core::methods::{hisr, Method};
-use credit_core::plan::{ParamValue, Setting};
 pub use credit_core::plan::Plan;
+use credit_core::plan::{ParamValue, Setting};
 use credit_core::profile::Profile;
+use credit_core::project::{column_map, ProjectFile};
 use credit_core::run::{Finished, OnProgress, RunPlan};
 use credit_output::{Inputs, OutputDir, Stale};
 use std::path::PathBuf;
@@ -80,11 +80,12 @@ pub struct Globals {
 /// Flags of the commands that run methods.
 #[derive(Clone, Debug, Default, Args)]
 pub struct MethodArgs {
-    /// Methods, comma-separated, or `all` (grpo, drgrpo, rloo, gigpo, hgpo, proxmo, graphgpo, mgr); spa, hisr and empg read logged signals and run when named.
+    /// Methods, comma-separated, or `all` (grpo, drgrpo, rloo, gigpo, hgpo, proxmo, graphgpo, mgr); spa, hisr and empg read logged signals and run when named [default: credit.toml's `methods`, else the command's own, shown here].
     #[arg(long, value_name = "LIST")]
     pub methods: Option<String>,
     /// The profile every method follows: the papers' equations, or what the reference training
-    /// code computes [default: credit.toml's `preset`, else paper].
+    /// code computes [default: credit.toml's `preset`, else paper; the run says when logs with
+    /// verl-agent's columns are read under `paper`].
     #[arg(long, value_enum, value_name = "PRESET")]
     pub preset: Option<Preset>,
     /// Invalid-action penalty c for every method that has one [paper: 0, verl: 0.1].
@@ -236,7 +237,42 @@ pub fn inputs(
     Ok(inputs)
 }
 
+/// `--methods`' help with the command's default list in it, for `#[command(mut_arg(…))]`.
+pub fn methods_help(arg: clap::Arg, default: &'static str) -> clap::Arg {
+    arg.help(format!(
+        "Methods, comma-separated, or `all` (grpo, drgrpo, rloo, gigpo, hgpo, proxmo, graphgpo, mgr); spa, hisr and empg read logged signals and run when named [default: credit.toml's `methods`, else {default}]"
+    ))
+}
+
 impl MethodArgs {
+    /// Prints `methods: grpo, gigpo (preset paper; gigpo.omega = 0.5)`: the methods, the preset
+    /// and every setting given (credit.toml, flags, `--set`). When the preset was not chosen and
+    /// the logs carry verl-agent's own columns, a note says what `--preset verl` would change:
+    /// numbers that differ from the run's with nothing said are the surprise it prevents.
+    pub fn say(&self, project: &ProjectFile, plan: &Plan, report: &IngestReport) -> Result<()> {
+        let mut line = format!(
+            "methods: {} (preset {}",
+            plan.labels().join(", "),
+            plan.profile
+        );
+        let settings = self.settings(project).unwrap_or_default();
+        if !settings.is_empty() {
+            let said: Vec<String> = settings.iter().map(|(k, v)| format!("{k} = {v}")).collect();
+            line.push_str(&format!("; {}", said.join(", ")));
+        }
+        line.push(')');
+        outln!("{line}");
+        let chosen = self.preset.is_some() || project.preset.is_some();
+        let verl_agent = report
+            .columns
+            .iter()
+            .any(|u| matches!(u.column.as_str(), "traj_uid" | "anchor_obs"));
+        if !chosen && verl_agent {
+            eprintln!("note: `paper` is the default preset; these logs have verl-agent's columns, and `--preset verl` gives what its training code computed");
+        }
+        Ok(())
+    }
+
     /// The methods to run: preset < credit.toml < flags ([`Plan::new`]).
     pub fn plan(&self, project: &ProjectFile, default_methods: &str) -> Result<Plan> {
         let list = match (&self.methods, &project.methods) {
@@ -254,10 +290,7 @@ impl MethodArgs {
     /// HISR's parameters as `--methods hisr` would resolve them (preset < credit.toml < flags):
     /// the segment statistics segment the logs as the method does.
     pub fn hisr_params(&self, project: &ProjectFile) -> Result<hisr::Params> {
-        Ok(Plan::hisr(
-            self.profile(project),
-            &self.settings(project)?,
-        )?)
+        Ok(Plan::hisr(self.profile(project), &self.settings(project)?)?)
     }
 
     fn profile(&self, project: &ProjectFile) -> Profile {

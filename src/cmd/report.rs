@@ -3,10 +3,10 @@
 //! groups), `report.md` (PNGs in `figures/`), `summary.json`; exit 1 when a threshold rule fails.
 
 use super::{proxmo_params, Format, Globals, MethodArgs};
-use credit_core::project::ProjectFile;
 use crate::exit::ExitCode;
 use anyhow::{bail, Context, Result};
 use credit_core::analyses::compare::compare;
+use credit_core::project::ProjectFile;
 use credit_output::{OutputDir, Stale};
 use credit_report::explorer::{DrawSvg, Selection, Selector};
 use credit_report::folder::{write_report, Report};
@@ -15,6 +15,7 @@ use credit_report::{check, dot, summary_json, Inputs};
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
+#[command(mut_arg("methods", |a| super::methods_help(a, credit_core::plan::REPORT)))]
 pub struct Args {
     #[command(flatten)]
     pub globals: Globals,
@@ -44,9 +45,7 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<ExitCode> {
     let project = ProjectFile::load(args.globals.config.as_deref())?;
-    let plan = args
-        .methods
-        .plan(&project, credit_core::plan::REPORT)?;
+    let plan = args.methods.plan(&project, credit_core::plan::REPORT)?;
     // Rules and baseline are read before any work, so a typo fails fast.
     let rules = match &args.check {
         Some(path) => {
@@ -87,30 +86,30 @@ pub fn run(args: Args) -> Result<ExitCode> {
             &fillers,
             true,
             progress,
-        |window, batch, results| {
-            let candidates = selector
-                .as_ref()
-                .map(|s| s.look(batch, &window.seq, results));
-            let columns: Vec<&[f64]> = results.iter().map(|r| r.advantage()).collect();
-            Ok((candidates, Trends::of(batch, &columns)))
-        },
-        |kept| {
-            match kept {
-                Some((candidates, part)) => {
-                    if let (Some(s), Some(c)) = (&selector, candidates) {
-                        selection.add(s, c);
+            |window, batch, results| {
+                let candidates = selector
+                    .as_ref()
+                    .map(|s| s.look(batch, &window.seq, results));
+                let columns: Vec<&[f64]> = results.iter().map(|r| r.advantage()).collect();
+                Ok((candidates, Trends::of(batch, &columns)))
+            },
+            |kept| {
+                match kept {
+                    Some((candidates, part)) => {
+                        if let (Some(s), Some(c)) = (&selector, candidates) {
+                            selection.add(s, c);
+                        }
+                        trends.add(part);
                     }
-                    trends.add(part);
-                }
-                None => {
-                    if let Some(s) = &selector {
-                        selection.restart(s);
+                    None => {
+                        if let Some(s) = &selector {
+                            selection.restart(s);
+                        }
+                        trends = Trends::default();
                     }
-                    trends = Trends::default();
                 }
-            }
-            Ok(())
-        },
+                Ok(())
+            },
         )
     })?;
     let gathered = &finished.value;
@@ -182,17 +181,25 @@ pub fn run(args: Args) -> Result<ExitCode> {
             args.out.join("summary.json").display(),
             figures.len()
         );
+        args.methods.say(&project, plan, &finished.report)?;
         if selector.is_some() && !dot_available {
             eprintln!("note: Graphviz `dot` is not installed: the explorer shows no state graphs (install graphviz)");
         }
         if let Some(o) = &outcome {
             for r in &o.rules {
-                outln!(
-                    "  {} {}: {:.4}",
-                    if r.passed { "pass" } else { "FAIL" },
-                    r.name,
-                    r.value
-                );
+                match (r.passed, &r.not_applicable) {
+                    (None, why) => outln!(
+                        "  n/a  {}: not applicable ({})",
+                        r.name,
+                        why.as_deref().unwrap_or("")
+                    ),
+                    (passed, _) => outln!(
+                        "  {} {}: {:.4}",
+                        if passed == Some(true) { "pass" } else { "FAIL" },
+                        r.name,
+                        r.value
+                    ),
+                }
             }
         }
     }

@@ -5,17 +5,17 @@
 //! in every command that reads logs.
 
 use super::{load, Format, Globals, MethodArgs};
-use credit_core::project::ProjectFile;
 use crate::exit::ExitCode;
 use anyhow::{bail, Result};
 use credit_core::methods::hisr;
+use credit_core::project::ProjectFile;
 use credit_learn::signals::{trajectories, Signals};
+use credit_output::{OutputDir, Stale};
 use credit_train::load::model_dir_problem;
 use credit_train::signal::lm::{train_backbone_progress, BackboneTrain};
 use credit_train::signal::ngram::{train_progress, ProgressTrain};
 use credit_train::signal::{ProgressReport, Readout};
 use credit_train::DeviceKind;
-use credit_output::{OutputDir, Stale};
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, clap::Args)]
@@ -247,7 +247,10 @@ impl SignalModels {
     }
 
     pub fn load(&self, hisr: &hisr::Params) -> Result<Signals> {
-        Signals::load(self.progress_model.as_deref(), self.sprm_model.as_deref(), hisr)
+        Signals::load(
+            self.progress_model.as_deref(),
+            self.sprm_model.as_deref(),
+            hisr,
+        )
     }
 }
-

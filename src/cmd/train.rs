@@ -3,12 +3,12 @@
 //! training `credit_train::train`; this file checks the flags and draws the progress. See
 //! docs/training.md.
 
-use credit_output::{OutputDir, Stale};
 use super::{load, Format, Globals, MethodArgs};
-use credit_core::project::ProjectFile;
 use crate::exit::ExitCode;
 use anyhow::{bail, Context, Result};
+use credit_core::project::ProjectFile;
 use credit_learn::samples::samples;
+use credit_output::{OutputDir, Stale};
 use credit_train::load::{model_dir_problem, Tokenizer};
 use credit_train::lora::LoraConfig;
 use credit_train::signal::Readout;
@@ -373,4 +373,3 @@ fn train_config(args: &PolicyArgs, project: &ProjectFile) -> Result<TrainConfig>
         checkpoint_layers: args.checkpoint_layers,
     })
 }
-

@@ -6,8 +6,8 @@ use crate::batch::StepBatch;
 use crate::error::{Error, Result};
 use crate::methods::{Advantages, Values};
 use crate::schema::columns::{GROUP_ID, ITERATION, STEP, TRAJ_ID};
-pub use credit_output::Inputs;
 use credit_output::AtomicFile;
+pub use credit_output::Inputs;
 use polars::prelude::*;
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -145,9 +145,9 @@ impl TableWriter {
         ours(path, format)?;
         Ok(TableWriter {
             path: path.to_path_buf(),
-            file: Shared(std::sync::Arc::new(std::sync::Mutex::new(AtomicFile::create(
-                path,
-            )?))),
+            file: Shared(std::sync::Arc::new(std::sync::Mutex::new(
+                AtomicFile::create(path)?,
+            ))),
             sink: match format {
                 TableFormat::Parquet => Sink::Parquet(None),
                 TableFormat::Jsonl => Sink::Jsonl,
@@ -205,7 +205,9 @@ impl TableWriter {
                 };
                 let ended = (|| {
                     let mut inner = writer.get_writer().lock().map_err(|_| {
-                        PolarsError::ComputeError("the Parquet writer was poisoned by a panic".into())
+                        PolarsError::ComputeError(
+                            "the Parquet writer was poisoned by a panic".into(),
+                        )
                     })?;
                     let schema_key = polars_parquet::write::schema_to_metadata_key(inner.schema());
                     let key_values = vec![
@@ -287,10 +289,13 @@ fn ours(path: &Path, format: TableFormat) -> Result<()> {
         Ok(())
     } else {
         Err(refuse(match format {
-            TableFormat::Parquet => "exists and was not written by credit (no `credit` metadata)".into(),
+            TableFormat::Parquet => {
+                "exists and was not written by credit (no `credit` metadata)".into()
+            }
             _ => format!(
                 "exists and was not written by credit (no credit {} beside it)",
-                meta.file_name().map_or(String::new(), |n| n.to_string_lossy().into_owned())
+                meta.file_name()
+                    .map_or(String::new(), |n| n.to_string_lossy().into_owned())
             ),
         }))
     }

@@ -252,7 +252,9 @@ mod tests {
                 .unwrap_err()
                 .to_string()
         };
-        assert!(err("mgr.seed", ParamValue::Number(1.5)).contains("expected a non-negative integer"));
+        assert!(
+            err("mgr.seed", ParamValue::Number(1.5)).contains("expected a non-negative integer")
+        );
         assert!(err("mgr.beta_temporal", ParamValue::Bool(true)).contains("expected a number"));
     }
 

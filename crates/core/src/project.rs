@@ -49,8 +49,8 @@ impl ProjectFile {
             path: path.clone(),
             cause,
         })?;
-        let mut file: ProjectFile = toml::from_str(&text)
-            .map_err(|e| Error::Config(format!("{}: {e}", path.display())))?;
+        let mut file: ProjectFile =
+            toml::from_str(&text).map_err(|e| Error::Config(format!("{}: {e}", path.display())))?;
         file.dir = path.parent().map(Path::to_path_buf).unwrap_or_default();
         if file.dir.as_os_str().is_empty() {
             file.dir = PathBuf::from(".");

@@ -107,7 +107,10 @@ impl RunPlan {
             progress,
             |window| {
                 let computed = self.compute(fill, window)?;
-                Ok((advantages_rows(&computed.batch, &computed.results)?, computed.notes))
+                Ok((
+                    advantages_rows(&computed.batch, &computed.results)?,
+                    computed.notes,
+                ))
             },
             |step| match step {
                 Step::Arrived(_) => Ok(()),
@@ -255,19 +258,14 @@ impl RunPlan {
         make: impl Fn(&Window) -> Result<(DataFrame, Vec<String>), E> + Sync,
     ) -> Result<Finished<Option<DataFrame>>, E> {
         let mut parts: Vec<DataFrame> = Vec::new();
-        let (notes, report) = self.in_input_order(
-            unit,
-            progress,
-            make,
-            |step| {
-                match step {
-                    Step::Arrived(_) => {}
-                    Step::Rows(frame, selection) => parts.push(take_rows(frame, selection)?),
-                    Step::Restart => parts.clear(),
-                }
-                Ok(())
-            },
-        )?;
+        let (notes, report) = self.in_input_order(unit, progress, make, |step| {
+            match step {
+                Step::Arrived(_) => {}
+                Step::Rows(frame, selection) => parts.push(take_rows(frame, selection)?),
+                Step::Restart => parts.clear(),
+            }
+            Ok(())
+        })?;
         let value = concat(parts)?;
         Ok(Finished {
             value,
@@ -349,8 +347,8 @@ pub fn concat(parts: Vec<DataFrame>) -> Result<Option<DataFrame>, Error> {
 /// Rows `selection` of `frame`, in that order (the frame itself when that is all of it).
 pub fn take_rows(frame: &DataFrame, selection: &[usize]) -> Result<DataFrame, Error> {
     use polars::prelude::{IdxCa, IdxSize};
-    let whole = selection.len() == frame.height()
-        && selection.iter().enumerate().all(|(i, &r)| i == r);
+    let whole =
+        selection.len() == frame.height() && selection.iter().enumerate().all(|(i, &r)| i == r);
     if whole {
         return Ok(frame.clone());
     }

@@ -273,7 +273,12 @@ fn gigpo_similarity(name: &str) {
         let what = format!("{file} verl gigpo similarity {theta}");
         let settings = [("invalid_penalty", "0"), ("similarity", theta)];
         let a = run(&batch, "gigpo", Profile::Verl, &settings);
-        assert_matches(a.advantage(), &rows, &format!("{tag}_gigpo_mean_std_norm"), &what);
+        assert_matches(
+            a.advantage(),
+            &rows,
+            &format!("{tag}_gigpo_mean_std_norm"),
+            &what,
+        );
         let sizes = match a.column("gigpo_group_size") {
             Some(Values::I64(v)) => v,
             _ => panic!("no gigpo_group_size"),
@@ -304,7 +309,12 @@ fn gigpo_similarity(name: &str) {
             ("mode", "mean_norm"),
         ];
         let a = run(&batch, "gigpo", Profile::Verl, &settings);
-        assert_matches(a.advantage(), &rows, &format!("{tag}_gigpo_mean_norm"), &what);
+        assert_matches(
+            a.advantage(),
+            &rows,
+            &format!("{tag}_gigpo_mean_norm"),
+            &what,
+        );
     }
 }
 

@@ -211,13 +211,20 @@ mod tests {
             Err(std::io::Error::other("failed halfway"))
         })
         .unwrap_err();
-        assert_eq!(e.to_string(), format!("writing {}: failed halfway", path.display()));
+        assert_eq!(
+            e.to_string(),
+            format!("writing {}: failed halfway", path.display())
+        );
         assert_eq!(std::fs::read_to_string(&path).unwrap(), "new");
         assert_eq!(names(dir.path()), ["out.json"]);
         // A folder that does not exist: an error naming the target.
         let missing = dir.path().join("no/such/out.csv");
         let e = write_file(&missing, |_| Ok(())).unwrap_err();
-        assert!(e.to_string().starts_with(&format!("writing {}: ", missing.display())), "{e}");
+        assert!(
+            e.to_string()
+                .starts_with(&format!("writing {}: ", missing.display())),
+            "{e}"
+        );
     }
 
     #[test]

@@ -50,7 +50,9 @@ pub fn describe(cause: &std::io::Error) -> String {
     let mut chars = text.chars();
     match (chars.next(), chars.clone().next()) {
         // Lower-case a capitalised first word ("No space"), not an acronym ("JSON").
-        (Some(first), second) if first.is_uppercase() && !second.is_some_and(char::is_uppercase) => {
+        (Some(first), second)
+            if first.is_uppercase() && !second.is_some_and(char::is_uppercase) =>
+        {
             first.to_lowercase().chain(chars).collect()
         }
         _ => text,
@@ -61,7 +63,10 @@ pub fn describe(cause: &std::io::Error) -> String {
 fn os_error(cause: &std::io::Error) -> Option<i32> {
     let mut layer: Option<&(dyn std::error::Error + 'static)> = Some(cause);
     while let Some(error) = layer {
-        if let Some(code) = error.downcast_ref::<std::io::Error>().and_then(|e| e.raw_os_error()) {
+        if let Some(code) = error
+            .downcast_ref::<std::io::Error>()
+            .and_then(|e| e.raw_os_error())
+        {
             return Some(code);
         }
         layer = error.source();

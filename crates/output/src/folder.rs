@@ -207,7 +207,10 @@ fn read_manifest(dir: &Path) -> Result<Option<Manifest>> {
         Err(cause) => return Err(Error::write(&path, cause)),
     };
     let manifest: Manifest = serde_json::from_slice(&text).map_err(|e| {
-        Error::refused(&path, format!("is not a manifest credit wrote ({e}): choose another folder"))
+        Error::refused(
+            &path,
+            format!("is not a manifest credit wrote ({e}): choose another folder"),
+        )
     })?;
     // Names that lead out of the folder would let a crafted manifest remove other files.
     if let Some(bad) = manifest.files.iter().find(|f| !is_plain_relative(f)) {
@@ -341,7 +344,10 @@ mod tests {
             names(&out),
             [MANIFEST, "figures/a.png", "notes.txt", "report.html"]
         );
-        assert_eq!(std::fs::read_to_string(out.join("notes.txt")).unwrap(), "mine");
+        assert_eq!(
+            std::fs::read_to_string(out.join("notes.txt")).unwrap(),
+            "mine"
+        );
         assert_eq!(
             manifest(&out).files.into_iter().collect::<Vec<_>>(),
             ["figures/a.png", "report.html"]
@@ -356,7 +362,11 @@ mod tests {
         std::fs::create_dir(&theirs).unwrap();
         std::fs::write(theirs.join("a.txt"), "a").unwrap();
         let e = OutputDir::open(&theirs, "report", &inputs).err().unwrap();
-        assert!(e.to_string().contains("is a folder of other files (1 entry: a.txt)"), "{e}");
+        assert!(
+            e.to_string()
+                .contains("is a folder of other files (1 entry: a.txt)"),
+            "{e}"
+        );
         assert_eq!(names(&theirs), ["a.txt"]);
         let file = tmp.path().join("x.jsonl");
         std::fs::write(&file, "{}").unwrap();
@@ -369,7 +379,10 @@ mod tests {
             .finish(Stale::Keep)
             .unwrap();
         let e = OutputDir::open(&graphs, "report", &inputs).err().unwrap();
-        assert!(e.to_string().contains("holds the output of `credit graph`"), "{e}");
+        assert!(
+            e.to_string().contains("holds the output of `credit graph`"),
+            "{e}"
+        );
         // An empty folder is fine, and so is a new one several levels down.
         let empty = tmp.path().join("empty");
         std::fs::create_dir(&empty).unwrap();
@@ -388,9 +401,17 @@ mod tests {
             r#"{"command": "report", "files": ["../precious"]}"#,
         )
         .unwrap();
-        let e = OutputDir::open(&out, "report", &Inputs::default()).err().unwrap();
-        assert!(e.to_string().contains("not a path inside the folder"), "{e}");
-        assert_eq!(std::fs::read_to_string(tmp.path().join("precious")).unwrap(), "keep");
+        let e = OutputDir::open(&out, "report", &Inputs::default())
+            .err()
+            .unwrap();
+        assert!(
+            e.to_string().contains("not a path inside the folder"),
+            "{e}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(tmp.path().join("precious")).unwrap(),
+            "keep"
+        );
     }
 
     #[test]

@@ -129,7 +129,11 @@ mod tests {
         std::fs::write(&log, "{}").unwrap();
         let inputs = Inputs::new([&logs]);
         let refused = |p: &Path| inputs.check(p).unwrap_err().to_string();
-        assert!(refused(&logs).contains("is the input"), "{}", refused(&logs));
+        assert!(
+            refused(&logs).contains("is the input"),
+            "{}",
+            refused(&logs)
+        );
         assert!(refused(&log).contains("lies inside the input folder"));
         assert!(refused(&logs.join("new/deeper")).contains("lies inside"));
         assert!(refused(dir.path()).contains("contains the input"));
@@ -149,10 +153,18 @@ mod tests {
         let mut inputs = Inputs::new([&log]);
         let link = dir.path().join("link.jsonl");
         std::os::unix::fs::symlink(&log, &link).unwrap();
-        assert!(inputs.check(&link).unwrap_err().to_string().contains("is the input"));
+        assert!(inputs
+            .check(&link)
+            .unwrap_err()
+            .to_string()
+            .contains("is the input"));
         let hard = dir.path().join("hard.jsonl");
         std::fs::hard_link(&log, &hard).unwrap();
-        assert!(inputs.check(&hard).unwrap_err().to_string().contains("hard link"));
+        assert!(inputs
+            .check(&hard)
+            .unwrap_err()
+            .to_string()
+            .contains("hard link"));
         // A folder's files count by inode too.
         let logs = dir.path().join("logs");
         std::fs::create_dir(&logs).unwrap();

@@ -72,7 +72,10 @@ fn clear_stale(dir: &Path) {
     let Ok(mut cleared) = CLEARED.lock() else {
         return;
     };
-    if !cleared.get_or_insert_with(HashSet::new).insert(dir.to_path_buf()) {
+    if !cleared
+        .get_or_insert_with(HashSet::new)
+        .insert(dir.to_path_buf())
+    {
         return;
     }
     let Ok(entries) = std::fs::read_dir(dir) else {
@@ -99,11 +102,23 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let long = "x".repeat(251) + ".png";
         let file = create(dir.path(), Path::new(&long)).unwrap();
-        let name = file.path().file_name().unwrap().to_str().unwrap().to_string();
-        assert!(name.starts_with(&format!(".credit-{}-", std::process::id())), "{name}");
+        let name = file
+            .path()
+            .file_name()
+            .unwrap()
+            .to_str()
+            .unwrap()
+            .to_string();
+        assert!(
+            name.starts_with(&format!(".credit-{}-", std::process::id())),
+            "{name}"
+        );
         assert!(name.ends_with(".tmp.png") && name.len() < 40, "{name}");
         assert_eq!(owner(&name), Some(std::process::id()));
-        assert!(TEMPORARIES.lock().unwrap().contains(&file.path().to_path_buf()));
+        assert!(TEMPORARIES
+            .lock()
+            .unwrap()
+            .contains(&file.path().to_path_buf()));
         let path = file.path().to_path_buf();
         forget(&path);
         assert!(!TEMPORARIES.lock().unwrap().contains(&path));

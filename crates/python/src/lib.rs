@@ -221,11 +221,9 @@ impl Options {
                 .collect();
             let profile = self.profile()?;
             let methods = match default_methods {
-                Some(default) => Plan::new(
-                    profile,
-                    self.methods.as_deref().unwrap_or(default),
-                    &params,
-                )?,
+                Some(default) => {
+                    Plan::new(profile, self.methods.as_deref().unwrap_or(default), &params)?
+                }
                 None => Plan::empty(profile),
             };
             Ok(RunPlan {
@@ -424,9 +422,13 @@ fn compare_logs(
     }
     let json = py
         .detach(|| -> Result<String> {
-            let finished = reading(run.gather(&Logged, false, &|_| {}, |_, _, _| Ok(()), |_| {
-                Ok::<_, anyhow::Error>(())
-            }))?;
+            let finished = reading(run.gather(
+                &Logged,
+                false,
+                &|_| {},
+                |_, _, _| Ok(()),
+                |_| Ok::<_, anyhow::Error>(()),
+            ))?;
             let gathered = &finished.value;
             let mut value = serde_json::to_value(compare(&gathered.rows, &gathered.advantages))?;
             value["metadata"] = run.methods.metadata(&finished.notes);

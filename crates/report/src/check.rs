@@ -49,10 +49,24 @@ pub struct RuleResult {
     pub value: f64,
     /// The same key in `--baseline`'s summary, if given and present.
     pub baseline: Option<f64>,
-    pub passed: bool,
+    /// Whether the value lies within the bound; `None` (null in JSON) when the figure does not
+    /// apply to these logs: the rule neither passes nor fails.
+    pub passed: Option<bool>,
+    /// Why the figure does not apply (`headline.not_applicable` in summary.json).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub not_applicable: Option<String>,
 }
 
 impl RuleResult {
+    /// `pass`, `fail` or `not applicable`, as every output words it.
+    pub fn verdict(&self) -> &'static str {
+        match self.passed {
+            Some(true) => "pass",
+            Some(false) => "fail",
+            None => "not applicable",
+        }
+    }
+
     /// The bound as people read it: `≤ 0.4`, `≥ 1`, `0 ≤ x ≤ 1`.
     pub fn bound(&self) -> String {
         match (self.min, self.max) {
@@ -68,6 +82,16 @@ impl RuleResult {
 pub struct Outcome {
     pub passed: bool,
     pub rules: Vec<RuleResult>,
+}
+
+impl Outcome {
+    /// `(3 not applicable)` after a verdict, when some rules did not apply.
+    pub fn not_applicable_note(&self) -> String {
+        match self.rules.iter().filter(|r| r.passed.is_none()).count() {
+            0 => String::new(),
+            n => format!(" ({n} not applicable)"),
+        }
+    }
 }
 
 /// The value at a dotted path (`a.b.0.c`) of a JSON document.
@@ -133,7 +157,9 @@ pub fn parse(text: &str, source: &str) -> Result<Vec<Rule>, Error> {
     Ok(rules)
 }
 
-/// Applies `rules` to `summary`; a key that is missing or not a number is an error naming it.
+/// Applies `rules` to `summary`; a key that is missing or not a number is an error naming it. A
+/// key listed in the summary's `headline.not_applicable` (a figure these logs do not have, such
+/// as step groups in single-turn logs) gives neither a pass nor a failure.
 pub fn evaluate(
     rules: &[Rule],
     summary: &serde_json::Value,
@@ -154,7 +180,12 @@ pub fn evaluate(
                     top.join(", ")
                 ))
             })?;
-        let passed = rule.min.is_none_or(|m| value >= m) && rule.max.is_none_or(|m| value <= m);
+        let not_applicable = lookup(summary, "headline.not_applicable")
+            .and_then(|n| n.get(&rule.key))
+            .and_then(|why| why.as_str())
+            .map(str::to_string);
+        let within = rule.min.is_none_or(|m| value >= m) && rule.max.is_none_or(|m| value <= m);
+        let passed = not_applicable.is_none().then_some(within);
         results.push(RuleResult {
             name: rule.name.clone().unwrap_or_else(|| rule.key.clone()),
             key: rule.key.clone(),
@@ -165,10 +196,11 @@ pub fn evaluate(
                 .and_then(|b| lookup(b, &rule.key))
                 .and_then(|v| v.as_f64()),
             passed,
+            not_applicable,
         });
     }
     Ok(Outcome {
-        passed: results.iter().all(|r| r.passed),
+        passed: results.iter().all(|r| r.passed != Some(false)),
         rules: results,
     })
 }
@@ -185,9 +217,18 @@ mod tests {
         let out = evaluate(&rules, &summary, None).unwrap();
         assert_eq!(
             out.rules.iter().map(|r| r.passed).collect::<Vec<_>>(),
-            vec![true, false, true]
+            vec![Some(true), Some(false), Some(true)]
         );
         assert!(!out.passed);
+        // A figure the logs do not have: the failing value decides nothing.
+        let mut single_turn = summary.clone();
+        single_turn["headline"]["not_applicable"] =
+            serde_json::json!({"list.1": "no such figure in these logs"});
+        let out = evaluate(&rules, &single_turn, None).unwrap();
+        assert_eq!(out.rules[1].passed, None);
+        assert_eq!(out.rules[1].verdict(), "not applicable");
+        assert!(out.passed);
+        assert_eq!(out.not_applicable_note(), " (1 not applicable)");
         let missing = parse("[[rule]]\nkey = \"headline.nope\"\nmax = 1\n", "t.toml").unwrap();
         assert!(evaluate(&missing, &summary, None)
             .unwrap_err()

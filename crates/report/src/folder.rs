@@ -81,5 +81,7 @@ fn write_svgs(dir: &Path, figures: &[Figure]) -> Result<(), Error> {
 }
 
 fn write_text(path: &Path, text: &str) -> Result<(), Error> {
-    Ok(credit_output::write_file(path, |f| f.write_all(text.as_bytes()))?)
+    Ok(credit_output::write_file(path, |f| {
+        f.write_all(text.as_bytes())
+    })?)
 }

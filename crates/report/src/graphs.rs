@@ -100,7 +100,6 @@ impl Picker {
         let ids = batch.groups.iter().map(|g| g.id.clone()).collect();
         (drawn, ids)
     }
-
 }
 
 impl Kept {

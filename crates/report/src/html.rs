@@ -23,7 +23,7 @@ const STYLE: &str = "body{font-family:'DejaVu Sans',Verdana,sans-serif;margin:2r
 h1{font-size:1.7rem}h2{border-bottom:1px solid #ddd;padding-bottom:.2rem;margin-top:2.2rem}\
 table{border-collapse:collapse;margin:.6rem 0 1rem}td,th{border:1px solid #ccc;padding:.25rem .6rem;text-align:right}\
 th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}\
-.pass{color:#1a7f37;font-weight:bold}.fail{color:#c62828;font-weight:bold}\
+.pass{color:#1a7f37;font-weight:bold}.fail{color:#c62828;font-weight:bold}.not-applicable{color:#666}\
 figure{margin:1.2rem 0 2rem}figure svg{max-width:100%;height:auto;border:1px solid #eee}\
 figcaption{color:#444;font-size:.95rem;margin-top:.4rem}pre{background:#f7f7f7;padding:.8rem;overflow-x:auto;font-size:.8rem}\
 .note{color:#555}";
@@ -79,9 +79,12 @@ pub fn write(
 
     if let Some(c) = checks {
         let verdict = if c.passed {
-            "<span class=\"pass\">all checks passed</span>"
+            format!(
+                "<span class=\"pass\">all checks passed</span>{}",
+                c.not_applicable_note()
+            )
         } else {
-            "<span class=\"fail\">checks failed</span>"
+            "<span class=\"fail\">checks failed</span>".to_string()
         };
         let _ = writeln!(o, "<h2 id=\"checks\">Checks</h2><p>{verdict}</p><table><tr><th>rule</th><th>key</th><th>value</th><th>bound</th>");
         if baseline.is_some() {
@@ -105,10 +108,12 @@ pub fn write(
                     r.baseline.map_or("—".into(), |b| format!("{b:.4}"))
                 );
             }
+            let verdict = r.verdict();
             let _ = writeln!(
                 o,
-                "<td class=\"{0}\">{0}</td></tr>",
-                if r.passed { "pass" } else { "fail" }
+                "<td class=\"{}\" title=\"{}\">{verdict}</td></tr>",
+                verdict.replace(' ', "-"),
+                esc(r.not_applicable.as_deref().unwrap_or(""))
             );
         }
         let _ = writeln!(o, "</table>");

@@ -7,9 +7,9 @@
 
 pub mod check;
 pub mod dot;
-pub mod graphs;
 pub mod explorer;
 pub mod folder;
+pub mod graphs;
 pub mod html;
 pub mod markdown;
 pub mod palette;
@@ -552,6 +552,10 @@ pub struct Headline {
     pub first_segment_share_before: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub first_segment_share_after: Option<f64>,
+    /// Figures these logs do not have, by `--check` key, with why: a rule on one is neither
+    /// passed nor failed.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub not_applicable: BTreeMap<String, String>,
 }
 
 impl Headline {
@@ -588,7 +592,27 @@ impl Headline {
             progress_pearson: progress.and_then(|p| p.calibration.pearson),
             first_segment_share_before: share.map(|s| s.raw[0]),
             first_segment_share_after: share.map(|s| s.modulated[0]),
+            not_applicable: Self::not_applicable(summary),
         }
+    }
+
+    /// Single-turn logs (one step per rollout) have no step groups to speak of (every step is its
+    /// own) and no state graphs: the figures built on them do not apply.
+    fn not_applicable(summary: &Summary) -> BTreeMap<String, String> {
+        if summary.single_turn.is_none() {
+            return BTreeMap::new();
+        }
+        let steps = "single-turn logs: every rollout is one step, so there are no step groups";
+        let graphs = "single-turn logs: one step per rollout, so no state graphs";
+        [
+            ("singleton_step_share", steps),
+            ("singleton_cluster_share", steps),
+            ("graph_progress_share_in_failures", graphs),
+            ("graph_non_progress_share_in_successes", graphs),
+        ]
+        .into_iter()
+        .map(|(key, why)| (format!("headline.{key}"), why.to_string()))
+        .collect()
     }
 
     /// The shares both reports tabulate, as (label, `headline` key, value).

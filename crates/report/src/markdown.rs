@@ -59,9 +59,9 @@ pub fn write(
             o,
             "## Checks: {}\n",
             if c.passed {
-                "all passed ✅"
+                format!("all passed ✅{}", c.not_applicable_note())
             } else {
-                "FAILED ❌"
+                "FAILED ❌".to_string()
             }
         );
         let _ = writeln!(
@@ -94,7 +94,11 @@ pub fn write(
                 r.name,
                 r.key,
                 r.value,
-                if r.passed { "pass" } else { "**FAIL**" }
+                match (r.passed, &r.not_applicable) {
+                    (Some(true), _) => "pass".to_string(),
+                    (Some(false), _) => "**FAIL**".to_string(),
+                    (None, why) => format!("not applicable: {}", why.as_deref().unwrap_or("")),
+                }
             );
         }
         let _ = writeln!(o);

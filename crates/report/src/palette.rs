@@ -20,7 +20,11 @@ pub struct Stop(pub f64, pub [u8; 3]);
 
 /// The colour of `t` (clamped to [−1, 1]; not a number: the middle).
 pub fn diverging(t: f64) -> [u8; 3] {
-    let t = if t.is_finite() { t.clamp(-1.0, 1.0) } else { 0.0 };
+    let t = if t.is_finite() {
+        t.clamp(-1.0, 1.0)
+    } else {
+        0.0
+    };
     let k = STOPS
         .windows(2)
         .position(|w| t <= w[1].0)

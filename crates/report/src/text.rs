@@ -24,6 +24,33 @@ fn buckets(d: &SizeDistribution, of_steps: bool) -> String {
 
 /// Single-turn logs: which groups teach anything, and the rewards by group size; the multi-turn
 /// sections are left out with one line saying why.
+/// Per-iteration lines beyond this many show the first and last few: a long run stays readable,
+/// and `--format json` has every iteration.
+const ITERATION_LINES: usize = 12;
+
+/// The items a per-iteration list prints, `Err(n)` standing for the `n` left out in the middle.
+fn abridged<T>(items: &[T]) -> Vec<Result<&T, usize>> {
+    if items.len() <= ITERATION_LINES {
+        return items.iter().map(Ok).collect();
+    }
+    let half = ITERATION_LINES / 2 - 1;
+    let omitted = items.len() - 2 * half;
+    let head = items[..half].iter().map(Ok);
+    let tail = items[items.len() - half..].iter().map(Ok);
+    head.chain(std::iter::once(Err(omitted)))
+        .chain(tail)
+        .collect()
+}
+
+/// The line standing for `omitted` iterations.
+fn omitted_line(o: &mut String, omitted: usize) {
+    use std::fmt::Write;
+    let _ = writeln!(
+        o,
+        "    … {omitted} more iterations (all of them: --format json)"
+    );
+}
+
 fn render_single_turn(o: &mut String, t: &credit_core::analyses::summary::SingleTurn) {
     use std::fmt::Write;
     let _ = writeln!(
@@ -37,7 +64,14 @@ fn render_single_turn(o: &mut String, t: &credit_core::analyses::summary::Single
         t.groups,
         pct(t.effective_group_fraction)
     );
-    for rate in &t.zero_std_per_iteration {
+    for rate in abridged(&t.zero_std_per_iteration) {
+        let rate = match rate {
+            Ok(rate) => rate,
+            Err(omitted) => {
+                omitted_line(o, omitted);
+                continue;
+            }
+        };
         let _ = writeln!(
             o,
             "    iteration {:<22} {:>7} zero-std  ({} groups)",
@@ -111,7 +145,19 @@ pub fn analyze(s: &Summary) -> String {
     ] {
         if !rates.is_empty() {
             let _ = writeln!(o, "  {title}:");
-            for rate in rates {
+            let listed = if title == "per iteration" {
+                abridged(rates)
+            } else {
+                rates.iter().map(Ok).collect()
+            };
+            for rate in listed {
+                let rate = match rate {
+                    Ok(rate) => rate,
+                    Err(omitted) => {
+                        omitted_line(&mut o, omitted);
+                        continue;
+                    }
+                };
                 let _ = writeln!(
                     o,
                     "    {:<32} {:>7}  ({} trajectories)",
@@ -177,8 +223,14 @@ pub fn analyze(s: &Summary) -> String {
         let _ = writeln!(o, "                       size 1  size 2  size 3   >3");
         let _ = writeln!(o, "  % of steps          {}", buckets(&g.overall, true));
         let _ = writeln!(o, "  % of clusters       {}", buckets(&g.overall, false));
-        for (it, dist) in &g.per_iteration {
-            let _ = writeln!(o, "  iteration {it:<6} steps {}", buckets(dist, true));
+        let per_iteration: Vec<_> = g.per_iteration.iter().collect();
+        for entry in abridged(&per_iteration) {
+            match entry {
+                Ok((it, dist)) => {
+                    let _ = writeln!(o, "  iteration {it:<6} steps {}", buckets(dist, true));
+                }
+                Err(omitted) => omitted_line(&mut o, omitted),
+            }
         }
         if !g.similarity.is_empty() {
             let _ = writeln!(

@@ -205,7 +205,8 @@ struct Tally {
     iterations: BTreeSet<Option<i64>>,
     /// key → (trajectories, successes).
     success_by_task: BTreeMap<String, (usize, usize)>,
-    success_by_iteration: BTreeMap<String, (usize, usize)>,
+    /// Per-iteration maps are keyed by the number, so they list 1, 2, …, 10 (not 1, 10, 2).
+    success_by_iteration: BTreeMap<Option<i64>, (usize, usize)>,
     trajectories: usize,
     successes: usize,
     lengths: [Counts; 2],
@@ -218,7 +219,7 @@ struct Tally {
     degenerate_steps: usize,
     /// Groups whose rollouts all return the same, overall and per iteration key.
     zero_std: usize,
-    zero_std_by_iteration: BTreeMap<String, (usize, usize)>,
+    zero_std_by_iteration: BTreeMap<Option<i64>, (usize, usize)>,
     clusters: SizeCounts,
     clusters_per_iteration: BTreeMap<i64, SizeCounts>,
     /// Per similarity threshold asked for (none without `obs`).
@@ -282,7 +283,7 @@ pub struct SummaryPart {
     segments: std::result::Result<Option<SegmentPart>, String>,
 }
 
-fn add_rate(map: &mut BTreeMap<String, (usize, usize)>, key: String, n: usize, hit: usize) {
+fn add_rate<K: Ord>(map: &mut BTreeMap<K, (usize, usize)>, key: K, n: usize, hit: usize) {
     let e = map.entry(key).or_default();
     e.0 += n;
     e.1 += hit;
@@ -360,7 +361,7 @@ pub fn summary_part(batch: &StepBatch, hisr: &hisr::Params) -> SummaryPart {
         tally.lengths[1 - traj.success as usize].add(traj.rows.len());
     }
     tally.success_by_task = success_by_task.into_rates(str::to_string);
-    tally.success_by_iteration = success_by_iteration.into_rates(iteration_key);
+    tally.success_by_iteration = success_by_iteration.0;
     let valid = batch.valid();
     tally.invalid = valid.iter().filter(|&&v| !v).count();
     if tally.has_tasks {
@@ -379,7 +380,7 @@ pub fn summary_part(batch: &StepBatch, hisr: &hisr::Params) -> SummaryPart {
         tally.zero_std += flat as usize;
         zero_std_by_iteration.add(g.iteration, flat);
     }
-    tally.zero_std_by_iteration = zero_std_by_iteration.into_rates(iteration_key);
+    tally.zero_std_by_iteration = zero_std_by_iteration.0;
     for g in &batch.groups {
         let s = g
             .trajs
@@ -401,7 +402,8 @@ pub fn summary_part(batch: &StepBatch, hisr: &hisr::Params) -> SummaryPart {
             let it = batch.groups[batch.group_of_row[c[0] as usize] as usize]
                 .iteration
                 .unwrap_or(0);
-            tally.clusters_per_iteration
+            tally
+                .clusters_per_iteration
                 .entry(it)
                 .or_default()
                 .add(c.len());
@@ -483,10 +485,19 @@ impl SummaryBuilder {
                 })
                 .collect()
         };
+        let iteration_rates = |m: BTreeMap<Option<i64>, (usize, usize)>| -> Vec<Rate> {
+            m.into_iter()
+                .map(|(iteration, (n, s))| Rate {
+                    key: iteration_key(iteration),
+                    n,
+                    rate: s as f64 / n as f64,
+                })
+                .collect()
+        };
         let success = Success {
             overall: tally.successes as f64 / tally.trajectories.max(1) as f64,
             per_task: rates(tally.success_by_task),
-            per_iteration: rates(tally.success_by_iteration),
+            per_iteration: iteration_rates(tally.success_by_iteration),
         };
         let [success_lengths, failure_lengths] = tally.lengths;
         let length = Lengths {
@@ -533,7 +544,7 @@ impl SummaryBuilder {
             groups: n_groups,
             effective_group_fraction: (n_groups - tally.zero_std) as f64 / n_groups.max(1) as f64,
             zero_std_per_iteration: if tally.has_iteration {
-                rates(tally.zero_std_by_iteration)
+                iteration_rates(tally.zero_std_by_iteration)
             } else {
                 Vec::new()
             },
@@ -698,5 +709,44 @@ mod tests {
         assert_eq!(got["groups"], 2);
         assert!(got["progress"]["trajectories"].as_u64().unwrap() > 0);
         assert!(got["segments"]["reward_share"].is_object());
+    }
+
+    #[test]
+    fn iterations_are_listed_by_number() {
+        // Groups of iterations 10, 2 and 1 (in that order in the log): per-iteration lists run
+        // 1, 2, 10, as a person reads them, not as text sorts them (1, 10, 2).
+        let rows: Vec<Row> = vec![
+            ("g10", "a", 0, "s", 1.0, true),
+            ("g10", "b", 0, "s", 1.0, true),
+            ("g2", "c", 0, "s", 0.0, true),
+            ("g2", "d", 0, "s", 1.0, true),
+            ("g1", "e", 0, "s", 0.0, true),
+            ("g1", "f", 0, "s", 0.0, true),
+        ];
+        let iteration = Column::new(
+            crate::schema::columns::ITERATION.into(),
+            rows.iter()
+                .map(|r| r.0[1..].parse::<i64>().unwrap())
+                .collect::<Vec<_>>(),
+        );
+        let batch = batch_with_columns(&rows, vec![iteration]);
+        let summary = summarize(&batch, &IngestReport::default(), &hisr::Params::paper());
+        let keys = |rates: &[Rate]| rates.iter().map(|r| r.key.clone()).collect::<Vec<_>>();
+        assert_eq!(keys(&summary.success.per_iteration), ["1", "2", "10"]);
+        let rates: Vec<f64> = summary
+            .success
+            .per_iteration
+            .iter()
+            .map(|r| r.rate)
+            .collect();
+        assert_eq!(rates, [0.0, 0.5, 1.0]);
+        let single_turn = summary.single_turn.expect("one-step trajectories");
+        assert_eq!(keys(&single_turn.zero_std_per_iteration), ["1", "2", "10"]);
+        let zero_std: Vec<f64> = single_turn
+            .zero_std_per_iteration
+            .iter()
+            .map(|r| r.rate)
+            .collect();
+        assert_eq!(zero_std, [1.0, 0.0, 1.0]);
     }
 }

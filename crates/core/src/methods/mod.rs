@@ -387,7 +387,11 @@ fn set_field<P: Serialize + DeserializeOwned>(
             Value::from(t.parse::<bool>().map_err(|_| bad("true or false"))?)
         }
         (Value::Number(_) | Value::Bool(_), _) => {
-            return Err(bad(if current.is_boolean() { "true or false" } else { "a number" }))
+            return Err(bad(if current.is_boolean() {
+                "true or false"
+            } else {
+                "a number"
+            }))
         }
         (_, ParamValue::Text(t)) => Value::from(t.as_str()),
         (_, other) => Value::from(other.to_string()),

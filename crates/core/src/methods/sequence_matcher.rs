@@ -107,7 +107,10 @@ impl Matcher {
 
     /// The multiset intersection of `a` and `b`: an upper bound of [`Matcher::ratio`].
     pub fn quick_ratio(&self, a: &Text) -> f64 {
-        let (mut x, mut y) = (a.histogram.iter().peekable(), self.b.histogram.iter().peekable());
+        let (mut x, mut y) = (
+            a.histogram.iter().peekable(),
+            self.b.histogram.iter().peekable(),
+        );
         let mut matches = 0;
         while let (Some(&&(ca, na)), Some(&&(cb, nb))) = (x.peek(), y.peek()) {
             match ca.cmp(&cb) {
@@ -189,7 +192,10 @@ impl Matcher {
         while besti > alo && bestj > blo && a[besti - 1] == b[bestj - 1] {
             (besti, bestj, bestsize) = (besti - 1, bestj - 1, bestsize + 1);
         }
-        while besti + bestsize < ahi && bestj + bestsize < bhi && a[besti + bestsize] == b[bestj + bestsize] {
+        while besti + bestsize < ahi
+            && bestj + bestsize < bhi
+            && a[besti + bestsize] == b[bestj + bestsize]
+        {
             bestsize += 1;
         }
         (besti, bestj, bestsize)
