@@ -141,10 +141,17 @@ pub fn write(
     }
     let _ = writeln!(o, "</table>");
     let r = &s.rollouts_per_group;
+    let lengths = match &s.single_turn {
+        None => format!(
+            "Trajectory length: {:.1} steps for successes, {:.1} for failures.",
+            s.length.success.mean, s.length.failure.mean
+        ),
+        Some(_) => "Single-turn logs (one step per rollout): step groups, state graphs and step positions do not apply.".into(),
+    };
     let _ = writeln!(
         o,
-        "<p>Rollouts per group: {} to {} (mean {:.1}); {} group(s) with a single rollout. Trajectory length: {:.1} steps for successes, {:.1} for failures. {} padding duplicate row(s) dropped.</p>",
-        r.min, r.max, r.mean, r.single_rollout_groups, s.length.success.mean, s.length.failure.mean, s.padding_duplicates
+        "<p>Rollouts per group: {} to {} (mean {:.1}); {} group(s) with a single rollout. {lengths} {} padding duplicate row(s) dropped.</p>",
+        r.min, r.max, r.mean, r.single_rollout_groups, s.padding_duplicates
     );
     if !s.diagnostics.is_empty() {
         let _ = writeln!(o, "<h3>Worth a look</h3><ul>");

@@ -19,7 +19,7 @@ pub mod trends;
 
 use credit_core::analyses::compare::{Comparison, InvalidCredit, POSITION_CAP};
 use credit_core::analyses::progress::{Curve, ProgressPosition};
-use credit_core::analyses::summary::{SizeDistribution, Summary};
+use credit_core::analyses::summary::{SingleTurn, SizeDistribution, Summary};
 use credit_core::methods::hisr::Segments;
 use credit_core::methods::proxmo;
 use plots::{
@@ -118,6 +118,151 @@ fn figure(
     })
 }
 
+/// How `figures` hands a figure on: (section, id, title, caption, plot).
+type AddFigure<'a> = dyn FnMut(
+        Section,
+        &str,
+        String,
+        String,
+        &dyn Fn(bool) -> Result<Rendered, String>,
+    ) -> Result<(), Error>
+    + 'a;
+
+fn draw<P: Plot>(p: P) -> impl Fn(bool) -> Result<Rendered, String> {
+    move |png| render(&p, png)
+}
+
+/// Multi-turn logs: trajectory lengths, exact-anchor step groups, state-graph distances.
+fn multi_turn_figures(s: &Summary, add: &mut AddFigure) -> Result<(), Error> {
+    let lengths = |want: bool| {
+        s.length.histograms[if want { 0 } else { 1 }]
+            .0
+            .iter()
+            .flat_map(|(&len, &n)| std::iter::repeat_n(len as f64, n))
+            .collect::<Vec<_>>()
+    };
+    add(
+        Section::Figures,
+        "lengths",
+        "Trajectory length by outcome".into(),
+        format!(
+            "How many steps successful and failed trajectories take (mean {:.1} vs {:.1}). Failures that run to the step limit pile up at the right.",
+            s.length.success.mean, s.length.failure.mean
+        ),
+        &draw(SmallHistograms {
+            series: vec![("successful trajectories".into(), lengths(true).into()), ("failed trajectories".into(), lengths(false).into())],
+            x_desc: "steps per trajectory".into(),
+            y_desc: "share of trajectories".into(),
+            bins: 30,
+        }),
+    )?;
+
+    let iterations = s
+        .step_groups
+        .per_iteration
+        .iter()
+        .map(|(it, d)| (*it, d.steps as f64, d.pct_steps.to_vec()));
+    let mut rows: Vec<(String, Vec<f64>)> = by_iteration(iterations.clone()).unwrap_or_else(|| {
+        iterations
+            .map(|(it, _, pct)| (format!("iteration {it}"), pct))
+            .collect()
+    });
+    rows.push(("all steps".into(), s.step_groups.overall.pct_steps.to_vec()));
+    add(
+        Section::Figures,
+        "step_groups",
+        "Exact-anchor step-group sizes (% of steps)".into(),
+        format!(
+            "GiGPO groups steps whose observation is identical within a group. Steps in groups of size 1 ({:.1}% here) get no step-level signal from GiGPO; ProxMO's soft grouping still gives them a baseline.",
+            s.step_groups.overall.pct_steps[0]
+        ),
+        &draw(BarPanels {
+            panels: vec![("share of steps by the size of their anchor-state group".into(), "% of steps".into(), rows, ["size 1", "size 2", "size 3", "size > 3"].map(String::from).to_vec())],
+            x_max: Some(100.0),
+            grouped: false,
+        }),
+    )?;
+
+    let hist: Vec<(String, Vec<f64>)> = s
+        .graph
+        .distance_histogram
+        .iter()
+        .map(|(d, n)| (format!("d = {d}"), vec![*n as f64]))
+        .collect();
+    add(
+        Section::Figures,
+        "graph_distance",
+        "GraphGPO distance to goal".into(),
+        format!(
+            "How many states of the groups' state graphs lie at each distance from success ({} of {} states can reach it). Failed trajectories still made progress on {:.1}% of their steps.",
+            s.graph.nodes_reaching_success,
+            s.graph.nodes,
+            100.0 * s.graph.share_progress_in_failures
+        ),
+        &draw(BarPanels { panels: vec![("states by distance to success".into(), "states".into(), hist, vec![])], x_max: None, grouped: false }),
+    )?;
+
+    Ok(())
+}
+
+/// Single-turn logs (one step per rollout): lengths, step groups and state graphs do not apply;
+/// what does is which groups teach anything (a group whose rewards all equal gives GRPO nothing)
+/// and the rewards by group size.
+fn single_turn_figures(t: &SingleTurn, add: &mut AddFigure) -> Result<(), Error> {
+    let iterations = t
+        .zero_std_per_iteration
+        .iter()
+        .map(|r| (r.key.parse().unwrap_or(i64::MAX), r.n as f64, vec![r.rate]));
+    let mut rows = by_iteration(iterations).unwrap_or_else(|| {
+        t.zero_std_per_iteration
+            .iter()
+            .map(|r| (format!("iteration {} (n={})", r.key, r.n), vec![r.rate]))
+            .collect()
+    });
+    rows.push((
+        format!("all groups (n={})", t.groups),
+        vec![1.0 - t.effective_group_fraction],
+    ));
+    add(
+        Section::Figures,
+        "zero_std_groups",
+        "Groups whose rewards all equal, per iteration".into(),
+        format!(
+            "Share of groups whose rollouts all got the same reward: GRPO's advantage is 0 for every rollout there, so they teach nothing ({} of {} groups; {:.1}% of groups are effective).",
+            t.zero_std_groups,
+            t.groups,
+            100.0 * t.effective_group_fraction
+        ),
+        &draw(BarPanels {
+            panels: vec![("share of groups with zero reward spread".into(), "share of groups".into(), rows, vec![])],
+            x_max: Some(1.0),
+            grouped: false,
+        }),
+    )?;
+    let rows: Vec<(String, Vec<f64>)> = t
+        .reward_by_group_size
+        .iter()
+        .map(|g| {
+            (
+                format!("{} rollouts ({} groups)", g.group_size, g.groups),
+                vec![g.mean],
+            )
+        })
+        .collect();
+    add(
+        Section::Figures,
+        "reward_by_group_size",
+        "Mean reward by group size".into(),
+        "Mean reward of the rollouts of groups of each size (rollouts per prompt). Groups of one rollout have no spread at all: group-based methods give them advantage 0.".into(),
+        &draw(BarPanels {
+            panels: vec![("mean reward by rollouts per group".into(), "mean reward".into(), rows, vec![])],
+            x_max: None,
+            grouped: false,
+        }),
+    )?;
+    Ok(())
+}
+
 /// Which figures to draw.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Scope {
@@ -143,9 +288,6 @@ pub fn figures(
         out.push(figure(png_dir, section, id, title, caption, plot)?);
         Ok(())
     };
-    fn draw<P: Plot>(p: P) -> impl Fn(bool) -> Result<Rendered, String> {
-        move |png| render(&p, png)
-    }
     let s = inputs.summary;
 
     if scope != Scope::Compare {
@@ -200,74 +342,10 @@ pub fn figures(
             &draw(BarPanels { panels, x_max: Some(1.0), grouped: false }),
         )?;
 
-        let lengths = |want: bool| {
-            s.length.histograms[if want { 0 } else { 1 }]
-                .0
-                .iter()
-                .flat_map(|(&len, &n)| std::iter::repeat_n(len as f64, n))
-                .collect::<Vec<_>>()
-        };
-        add(
-            Section::Figures,
-            "lengths",
-            "Trajectory length by outcome".into(),
-            format!(
-                "How many steps successful and failed trajectories take (mean {:.1} vs {:.1}). Failures that run to the step limit pile up at the right.",
-                s.length.success.mean, s.length.failure.mean
-            ),
-            &draw(SmallHistograms {
-                series: vec![("successful trajectories".into(), lengths(true).into()), ("failed trajectories".into(), lengths(false).into())],
-                x_desc: "steps per trajectory".into(),
-                y_desc: "share of trajectories".into(),
-                bins: 30,
-            }),
-        )?;
-
-        let iterations = s
-            .step_groups
-            .per_iteration
-            .iter()
-            .map(|(it, d)| (*it, d.steps as f64, d.pct_steps.to_vec()));
-        let mut rows: Vec<(String, Vec<f64>)> =
-            by_iteration(iterations.clone()).unwrap_or_else(|| {
-                iterations
-                    .map(|(it, _, pct)| (format!("iteration {it}"), pct))
-                    .collect()
-            });
-        rows.push(("all steps".into(), s.step_groups.overall.pct_steps.to_vec()));
-        add(
-            Section::Figures,
-            "step_groups",
-            "Exact-anchor step-group sizes (% of steps)".into(),
-            format!(
-                "GiGPO groups steps whose observation is identical within a group. Steps in groups of size 1 ({:.1}% here) get no step-level signal from GiGPO; ProxMO's soft grouping still gives them a baseline.",
-                s.step_groups.overall.pct_steps[0]
-            ),
-            &draw(BarPanels {
-                panels: vec![("share of steps by the size of their anchor-state group".into(), "% of steps".into(), rows, ["size 1", "size 2", "size 3", "size > 3"].map(String::from).to_vec())],
-                x_max: Some(100.0),
-                grouped: false,
-            }),
-        )?;
-
-        let hist: Vec<(String, Vec<f64>)> = s
-            .graph
-            .distance_histogram
-            .iter()
-            .map(|(d, n)| (format!("d = {d}"), vec![*n as f64]))
-            .collect();
-        add(
-            Section::Figures,
-            "graph_distance",
-            "GraphGPO distance to goal".into(),
-            format!(
-                "How many states of the groups' state graphs lie at each distance from success ({} of {} states can reach it). Failed trajectories still made progress on {:.1}% of their steps.",
-                s.graph.nodes_reaching_success,
-                s.graph.nodes,
-                100.0 * s.graph.share_progress_in_failures
-            ),
-            &draw(BarPanels { panels: vec![("states by distance to success".into(), "states".into(), hist, vec![])], x_max: None, grouped: false }),
-        )?;
+        match &s.single_turn {
+            None => multi_turn_figures(s, &mut add)?,
+            Some(t) => single_turn_figures(t, &mut add)?,
+        }
 
         if let Some(p) = &s.progress {
             let by_outcome = |value: fn(&Curve) -> f64| {
@@ -460,13 +538,15 @@ pub fn figures(
                     )
                 })
                 .collect();
-            add(
+            if s.single_turn.is_none() {
+                add(
                 Section::Figures,
                 "by_position",
                 "Mean advantage by step position".into(),
                 "Mean credit at each step index, for successful and failed trajectories separately. A flat line means the method credits every step of a trajectory alike (GRPO); slopes show step-level credit.".into(),
                 &draw(LinePanels { panels, x_desc: "step position".into(), y_desc: "mean advantage".into(), columns: 2, y_range: None }),
             )?;
+            }
             let cells = [
                 "success, valid",
                 "success, invalid",
@@ -552,6 +632,9 @@ pub struct Headline {
     pub first_segment_share_before: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub first_segment_share_after: Option<f64>,
+    /// Single-turn logs: the share of groups whose rewards all equal (GRPO learns nothing there).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub zero_std_group_share: Option<f64>,
     /// Figures these logs do not have, by `--check` key, with why: a rule on one is neither
     /// passed nor failed.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
@@ -592,6 +675,10 @@ impl Headline {
             progress_pearson: progress.and_then(|p| p.calibration.pearson),
             first_segment_share_before: share.map(|s| s.raw[0]),
             first_segment_share_after: share.map(|s| s.modulated[0]),
+            zero_std_group_share: summary
+                .single_turn
+                .as_ref()
+                .map(|t| 1.0 - t.effective_group_fraction),
             not_applicable: Self::not_applicable(summary),
         }
     }
@@ -615,8 +702,15 @@ impl Headline {
         .collect()
     }
 
-    /// The shares both reports tabulate, as (label, `headline` key, value).
-    pub fn shares(&self) -> [(&'static str, &'static str, f64); 8] {
+    /// The shares both reports tabulate, as (label, `headline` key, value): those the logs have.
+    pub fn shares(&self) -> Vec<(&'static str, &'static str, f64)> {
+        let zero_std = self.zero_std_group_share.map(|share| {
+            (
+                "groups whose rewards all equal (single-turn)",
+                "zero_std_group_share",
+                share,
+            )
+        });
         [
             ("success rate", "success_rate", self.success_rate),
             (
@@ -655,6 +749,10 @@ impl Headline {
                 self.graph_non_progress_share_in_successes,
             ),
         ]
+        .into_iter()
+        .chain(zero_std)
+        .filter(|(_, key, _)| !self.not_applicable.contains_key(&format!("headline.{key}")))
+        .collect()
     }
 }
 

@@ -78,20 +78,40 @@ pub fn figure(
         return Ok(None);
     }
     let one = |name: &str, points: Vec<(f64, f64)>| vec![(name.to_string(), 0, points)];
-    // The summary keys its rows by the iteration as text ("10" before "9"): sort by number.
-    let mut success: Vec<(f64, f64)> = summary
+    let success: Vec<(f64, f64)> = summary
         .success
         .per_iteration
         .iter()
         .filter_map(|r| Some((r.key.parse::<i64>().ok()? as f64, r.rate)))
         .collect();
-    success.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let singletons = summary
-        .step_groups
-        .per_iteration
-        .iter()
-        .map(|(it, d)| (*it as f64, d.pct_steps[0] / 100.0))
-        .collect();
+    // The second panel: singleton step groups, or in single-turn logs (where every step is its
+    // own group) the groups whose rewards all equal.
+    let (second_title, second_line, second_caption) = match &summary.single_turn {
+        None => (
+            "steps in singleton step groups (share of steps)",
+            one(
+                "singleton steps",
+                summary
+                    .step_groups
+                    .per_iteration
+                    .iter()
+                    .map(|(it, d)| (*it as f64, d.pct_steps[0] / 100.0))
+                    .collect(),
+            ),
+            "of steps in singleton exact-anchor step groups (GiGPO's step term is 0 there)",
+        ),
+        Some(t) => (
+            "groups whose rewards all equal (share of groups)",
+            one(
+                "zero reward spread",
+                t.zero_std_per_iteration
+                    .iter()
+                    .filter_map(|r| Some((r.key.parse::<i64>().ok()? as f64, r.rate)))
+                    .collect(),
+            ),
+            "of groups whose rollouts all got the same reward (GRPO learns nothing there)",
+        ),
+    };
     let per_iteration = |f: &dyn Fn(&Counts) -> f64| -> Vec<(f64, f64)> {
         trends
             .iterations
@@ -114,10 +134,7 @@ pub fn figure(
                 "success rate (share of trajectories)".into(),
                 one("success", success),
             ),
-            (
-                "steps in singleton step groups (share of steps)".into(),
-                one("singleton steps", singletons),
-            ),
+            (second_title.into(), second_line),
             (
                 "degenerate groups (share of groups)".into(),
                 one("all-success or all-fail", degenerate),
@@ -135,7 +152,7 @@ pub fn figure(
         "trends",
         "Per-iteration trends".into(),
         format!(
-            "By training iteration ({} iterations): the share of trajectories that succeeded; of steps in singleton exact-anchor step groups (GiGPO's step term is 0 there); of degenerate groups, where every trajectory succeeded or none did (GRPO's advantage is 0 on all their steps); and each method's mean |advantage| per step. The curves to hold against the run's own training dashboards.",
+            "By training iteration ({} iterations): the share of trajectories that succeeded; {second_caption}; of degenerate groups, where every trajectory succeeded or none did (GRPO's advantage is 0 on all their steps); and each method's mean |advantage| per step. The curves to hold against the run's own training dashboards.",
             trends.iterations.len()
         ),
         &|png| render(&plot, png),
