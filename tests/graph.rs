@@ -68,3 +68,45 @@ fn unknown_group_is_an_error() {
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("no group `nope`"));
 }
+
+#[test]
+fn top_picks_telling_groups_first_and_says_why() {
+    // Sokoban fixture: of its 8 groups only sokoban-easy-seed5 has a success (1 of 8
+    // trajectories `won`, counted from the file); the two largest never succeed. That group comes
+    // first, then the groups whose GraphGPO credit departs most from GRPO's.
+    let run = Run::new();
+    let out = run.credit([
+        "graph",
+        fixture("real/sokoban.jsonl").to_str().unwrap(),
+        "--top",
+        "3",
+        "--preset",
+        "verl",
+        "--out",
+        "g",
+        "--format",
+        "json",
+    ]);
+    let v = json(&out);
+    let picked = v["picked"].as_array().unwrap();
+    assert_eq!(picked.len(), 3);
+    assert_eq!(picked[0]["group"], "sokoban-easy-seed5");
+    assert!(picked[0]["why"]
+        .as_str()
+        .unwrap()
+        .starts_with("1 of 8 trajectories succeeded; graphgpo departs from GRPO by"));
+    let departure = |p: &serde_json::Value| -> f64 {
+        let why = p["why"].as_str().unwrap();
+        let after = why.split("departs from GRPO by ").nth(1).unwrap();
+        after.split(' ').next().unwrap().parse().unwrap()
+    };
+    assert!(picked[1]["why"].as_str().unwrap().starts_with("no trajectory succeeded"));
+    assert!(departure(&picked[1]) >= departure(&picked[2]));
+    // A board is drawn as a board: one left-justified line per row of the observation.
+    let dot = std::fs::read_to_string(run.path("g/group-sokoban-easy-seed5.dot")).unwrap();
+    assert!(
+        dot.contains("Here is the current board layout:\\l# # # # # #\\l"),
+        "{}",
+        &dot[..dot.len().min(2000)]
+    );
+}

@@ -339,11 +339,22 @@ fn single_turn_rules_on_step_groups_are_not_applicable() {
     assert!(md.contains("all passed ✅ (1 not applicable)"), "{md}");
     // The single-turn layout: which groups teach anything and rewards by group size, none of
     // the multi-turn figures; the headline has the zero-spread share instead of step groups.
-    for figure in ["zero_std_groups", "reward_by_group_size", "success", "trends"] {
-        assert!(run.path(&format!("rep/figures/{figure}.png")).exists(), "{figure}");
+    for figure in [
+        "zero_std_groups",
+        "reward_by_group_size",
+        "success",
+        "trends",
+    ] {
+        assert!(
+            run.path(&format!("rep/figures/{figure}.png")).exists(),
+            "{figure}"
+        );
     }
     for figure in ["lengths", "step_groups", "graph_distance", "by_position"] {
-        assert!(!run.path(&format!("rep/figures/{figure}.png")).exists(), "{figure}");
+        assert!(
+            !run.path(&format!("rep/figures/{figure}.png")).exists(),
+            "{figure}"
+        );
     }
     // 2 of the 9 groups got the same score on every rollout (read off the fixture's `score`s:
     // an all-1 group in 2.jsonl, an all-0 group in 3.jsonl).

@@ -26,7 +26,9 @@ pub struct Args {
     /// Draw every group.
     #[arg(long)]
     pub all: bool,
-    /// Draw the N largest groups (by steps) [default: 1 when no group is chosen].
+    /// Draw the N most telling groups [default: 1 when no group is chosen]: those with both a
+    /// success and a failure first, then those whose credit departs most from GRPO's (mean
+    /// |method − GRPO| a step), then the larger; each one's reason is printed.
     #[arg(long, value_name = "N")]
     pub top: Option<usize>,
     /// The method whose advantage colours the edges.
@@ -45,13 +47,17 @@ pub fn run(args: Args) -> Result<ExitCode> {
         bail!("`credit graph` colours its edges by one method: use `--color-by METHOD`, not `--methods {list}`");
     }
     let plan = method_args.plan(&project, &args.color_by)?;
+    // GRPO under the same preset and settings: the trajectory outcome's credit, which `--top`
+    // measures each group's step credit against.
+    method_args.methods = Some("grpo".into());
+    let outcome_method = method_args.plan(&project, "grpo")?.methods.remove(0);
     let hisr = method_args.hisr_params(&project)?;
     let run = super::run_plan(&args.globals, &project, plan, hisr)?;
     let method = &run.methods.methods[0];
     let choice = match (&args.group, args.all) {
         (Some(id), _) => Choice::Named(id.clone()),
         (None, true) => Choice::All,
-        (None, false) => Choice::Largest(args.top.unwrap_or(1)),
+        (None, false) => Choice::Top(args.top.unwrap_or(1)),
     };
     let read = super::inputs(&args.globals, &project, &[])?;
     let out = OutputDir::open(&args.out, "graph", &read)?;
@@ -67,10 +73,14 @@ pub fn run(args: Args) -> Result<ExitCode> {
                 let advantage = method
                     .advantages(&window.batch)
                     .with_context(|| format!("computing {}", method.label()))?;
+                let outcome = outcome_method
+                    .advantages(&window.batch)
+                    .context("computing grpo")?;
                 Ok(picker.look(
                     &window.batch,
                     &window.seq,
                     advantage.advantage(),
+                    outcome.advantage(),
                     method.label(),
                 ))
             },
@@ -83,7 +93,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
                     }
                     Event::Restart => {
                         written.clear();
-                        kept.restart(&picker);
+                        kept.restart();
                     }
                 }
                 Ok(())
@@ -91,8 +101,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
         )
     })?;
     let first_ids: Vec<String> = kept.first_ids.iter().map(|i| abridge(i, 80)).collect();
+    // `--top`'s groups, most telling first, with why each was picked.
+    let mut picked = Vec::new();
     for d in kept.finish() {
         written.extend(graphs::write(&args.out, &d, dot_available)?);
+        picked.push(serde_json::json!({"group": d.id, "iteration": d.iteration, "why": d.why}));
     }
     out.finish(Stale::Keep)?;
     if let (Some(id), true) = (&args.group, written.is_empty()) {
@@ -108,9 +121,22 @@ pub fn run(args: Args) -> Result<ExitCode> {
     match args.globals.format {
         Format::Json => outln!(
             "{}",
-            serde_json::to_string_pretty(&serde_json::json!({ "written": written, "note": note }))?
+            serde_json::to_string_pretty(
+                &serde_json::json!({ "written": written, "picked": picked, "note": note })
+            )?
         ),
         Format::Text => {
+            for p in &picked {
+                let iteration = p["iteration"]
+                    .as_i64()
+                    .map_or(String::new(), |i| format!(" (iteration {i})"));
+                let group = p["group"].as_str().unwrap_or_default();
+                outln!(
+                    "group {}{iteration}: {}",
+                    abridge(group, 60),
+                    p["why"].as_str().unwrap_or_default()
+                );
+            }
             for path in &written {
                 outln!("wrote {}", path.display());
             }

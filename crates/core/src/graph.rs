@@ -174,43 +174,60 @@ impl GroupGraph {
         }
     }
 
-    /// A short label for a node: its state text, shortened.
-    pub fn label(&self, batch: &StepBatch, node: NodeIndex, max_chars: usize) -> String {
-        match &self.graph[node] {
-            NodeKind::Success => "SUCCESS".into(),
-            NodeKind::Fail { .. } => "FAIL".into(),
+    /// A node's label, line by line: its state text from the first line that reads as words
+    /// (observations often open with banners), blank lines left out, each line cut to
+    /// `max_chars` (then `…`), and at most `max_lines` lines (the last saying how many more).
+    /// Lines are kept as they are: a Sokoban board reads as a board.
+    pub fn label(
+        &self,
+        batch: &StepBatch,
+        node: NodeIndex,
+        max_lines: usize,
+        max_chars: usize,
+    ) -> Vec<String> {
+        let text = match &self.graph[node] {
+            NodeKind::Success => return vec!["SUCCESS".into()],
+            NodeKind::Fail { .. } => return vec!["FAIL".into()],
             NodeKind::State { row, from_next } => {
                 let column = if *from_next { NEXT_OBS } else { OBS };
-                let text = batch
+                batch
                     .texts(column)
                     .and_then(|o| o.get(*row as usize))
-                    .unwrap_or("(no obs)");
-                // Start at the first line that reads as words (observations often open with banners
-                // or board art), then flatten whitespace.
-                let wordy = |l: &&str| {
-                    l.split_whitespace()
-                        .filter(|w| {
-                            w.chars()
-                                .all(|c| c.is_alphabetic() || ".,'!?:;".contains(c))
-                                && w.len() > 1
-                        })
-                        .count()
-                        >= 3
-                };
-                let start = text.lines().position(|l| wordy(&l)).unwrap_or(0);
-                let rest: Vec<&str> = text.lines().skip(start).collect();
-                let flat: String = rest
-                    .join(" ")
-                    .split_whitespace()
-                    .collect::<Vec<_>>()
-                    .join(" ");
-                if flat.chars().count() > max_chars {
-                    format!("{}…", flat.chars().take(max_chars).collect::<String>())
-                } else {
-                    flat
-                }
+                    .unwrap_or("(no obs)")
             }
+        };
+        let wordy = |l: &&str| {
+            l.split_whitespace()
+                .filter(|w| {
+                    w.chars()
+                        .all(|c| c.is_alphabetic() || ".,'!?:;".contains(c))
+                        && w.len() > 1
+                })
+                .count()
+                >= 3
+        };
+        let start = text.lines().position(|l| wordy(&l)).unwrap_or(0);
+        let lines: Vec<&str> = text
+            .lines()
+            .skip(start)
+            .map(str::trim_end)
+            .filter(|l| !l.trim().is_empty())
+            .collect();
+        let cut = |line: &str| {
+            if line.chars().count() > max_chars {
+                format!("{}…", line.chars().take(max_chars).collect::<String>())
+            } else {
+                line.to_string()
+            }
+        };
+        let max_lines = max_lines.max(2);
+        if lines.len() <= max_lines {
+            return lines.into_iter().map(cut).collect();
         }
+        let kept = max_lines - 1;
+        let mut label: Vec<String> = lines[..kept].iter().map(|l| cut(l)).collect();
+        label.push(format!("… {} more lines", lines.len() - kept));
+        label
     }
 
     /// The action text of a step, if logged.
@@ -403,14 +420,14 @@ mod tests {
                 from_next: true
             }
         );
-        assert_eq!(g.label(&b, z, 10), "Z");
+        assert_eq!(g.label(&b, z, 4, 10), ["Z"]);
         // a: A 2, B 1; d_max = 2 → unreachable nodes (Z, C, FAIL(c), D) get 3.
         assert_eq!(g.distance[z.index()], 3.0);
         assert!(!g.reaches_success[z.index()]);
     }
 
     #[test]
-    fn labels_skip_banners_and_shorten() {
+    fn labels_skip_banners_and_keep_lines() {
         let rows: [Row; 2] = [
             ("g", "a", 0, "=====\n##\nyou see a  mug\nhere", 0.0, true),
             ("g", "a", 1, "you are in the middle of a room", 0.0, true),
@@ -419,12 +436,37 @@ mod tests {
         let g = GroupGraph::build(&b, 0);
         let (_, first, second) = g.endpoints[0];
         let (_, _, fail) = g.endpoints[1];
-        // Line 3 is the first with ≥ 3 words of letters ("you", "see", "mug"); from there on,
-        // whitespace is flattened.
-        assert_eq!(g.label(&b, first, 100), "you see a mug here");
+        // Line 3 is the first with ≥ 3 words of letters ("you", "see", "mug"); from there on the
+        // lines are kept as they are.
+        assert_eq!(g.label(&b, first, 4, 100), ["you see a  mug", "here"]);
         // The first 10 characters, then an ellipsis.
-        assert_eq!(g.label(&b, second, 10), "you are in…");
-        assert_eq!(g.label(&b, fail, 10), "FAIL");
+        assert_eq!(g.label(&b, second, 4, 10), ["you are in…"]);
+        assert_eq!(g.label(&b, fail, 4, 10), ["FAIL"]);
         assert_eq!(GroupGraph::action(&b, 0), "");
+    }
+
+    #[test]
+    fn boards_are_labelled_line_by_line_abridged_by_lines() {
+        let board = "Here is the current board layout:\n# # # #\n# P X #\n\n# _ O #\n# # # #\n\nEnter your move.";
+        let rows: [Row; 1] = [("g", "a", 0, board, 1.0, true)];
+        let b = batch(&rows);
+        let g = GroupGraph::build(&b, 0);
+        let (_, state, _) = g.endpoints[0];
+        assert_eq!(
+            g.label(&b, state, 8, 40),
+            [
+                "Here is the current board layout:",
+                "# # # #",
+                "# P X #",
+                "# _ O #",
+                "# # # #",
+                "Enter your move."
+            ]
+        );
+        // Four lines at most: three, then how many were left out.
+        assert_eq!(
+            g.label(&b, state, 4, 12),
+            ["Here is the …", "# # # #", "# P X #", "… 3 more lines"]
+        );
     }
 }

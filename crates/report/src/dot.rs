@@ -125,9 +125,11 @@ fn quoted(text: &str, max: usize) -> String {
 
 /// The most characters of a group id in a graph's title.
 const TITLE_ID_CHARS: usize = 80;
-/// The most characters of a state in its node's label, and in its tooltip.
+/// The most lines of a state in its node's label, and in its tooltip; the most characters of each.
+const NODE_LABEL_LINES: usize = 8;
 const NODE_LABEL_CHARS: usize = 40;
-const NODE_TOOLTIP_CHARS: usize = 400;
+const NODE_TOOLTIP_LINES: usize = 40;
+const NODE_TOOLTIP_CHARS: usize = 200;
 /// The most characters of an action on its edge.
 const EDGE_LABEL_CHARS: usize = 32;
 
@@ -177,7 +179,7 @@ pub fn to_dot(
     );
     let _ = writeln!(
         o,
-        "  node [shape=box, style=\"rounded,filled\", fontname=\"DejaVu Sans\", fontsize=10];"
+        "  node [shape=box, style=\"rounded,filled\", fontname=\"DejaVu Sans Mono\", fontsize=10];"
     );
     let _ = writeln!(o, "  edge [fontname=\"DejaVu Sans\", fontsize=9];");
     for n in graph.graph.node_indices() {
@@ -194,16 +196,21 @@ pub fn to_dot(
         } else {
             format!("d={d} (no path)")
         };
-        let text = graph.label(batch, n, NODE_LABEL_CHARS);
-        let tooltip = graph.label(batch, n, NODE_TOOLTIP_CHARS);
+        // Each line left-justified (`\l`), so a board keeps its columns; `label` keeps a line's
+        // first characters and adds `…`: one more than asked.
+        let lines = |max_lines, max_chars: usize, end: &str| -> String {
+            graph
+                .label(batch, n, max_lines, max_chars)
+                .iter()
+                .map(|line| quoted(line, max_chars + 1) + end)
+                .collect()
+        };
         let name = node_name(n.index());
         let _ = writeln!(
             o,
-            "  {name} [id=\"{name}\", shape={shape}, fillcolor=\"{fill}\", label=\"{}\\n{}\", tooltip=\"{}\"];",
-            distance,
-            // `label` keeps its first characters and adds `…`: one more than asked.
-            quoted(&text, NODE_LABEL_CHARS + 1),
-            quoted(&tooltip, NODE_TOOLTIP_CHARS + 1)
+            "  {name} [id=\"{name}\", shape={shape}, fillcolor=\"{fill}\", label=\"{distance}\\n{}\", tooltip=\"{}\"];",
+            lines(NODE_LABEL_LINES, NODE_LABEL_CHARS, "\\l"),
+            lines(NODE_TOOLTIP_LINES, NODE_TOOLTIP_CHARS, "\\n"),
         );
     }
     for ((s, action, t), (sum, count)) in &edges {

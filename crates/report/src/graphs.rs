@@ -1,98 +1,157 @@
 //! `credit graph`'s drawing: which groups' state graphs to draw as the logs stream by (a named
-//! group, every group, or the N largest), their DOT text, and the files: `<group>.dot`, plus SVG
-//! and PNG drawn by Graphviz (`dot::render`), each written whole or not at all.
+//! group, every group, or the N most telling), their DOT text, and the files: `<group>.dot`, plus
+//! SVG and PNG drawn by Graphviz (`dot::render`), each written whole or not at all.
 
 use crate::dot::{abridge, render, to_dot};
 use crate::Error;
 use credit_core::graph::GroupGraph;
 use credit_core::StepBatch;
+use std::cmp::Ordering;
 use std::hash::Hasher;
 use std::io::Write as _;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 /// Which groups to draw.
 pub enum Choice {
     Named(String),
     All,
-    Largest(usize),
+    /// The N most telling groups ([`Telling`]).
+    Top(usize),
+}
+
+/// How much a group's graph shows, in the order `--top` picks: groups with both a success and a
+/// failure first (their graph has paths to the goal to hold failures against), then groups that
+/// always succeeded, then those that never did (every state labelled `no path`); then those whose step credit departs most from the
+/// trajectory outcome's (mean |method − GRPO| over its steps: where step-level credit says
+/// something GRPO cannot), then the larger, then the earlier.
+#[derive(Clone, Copy, Debug)]
+struct Telling {
+    /// 2: successes and failures, 1: only successes, 0: no success.
+    outcomes: u8,
+    /// Trajectories that succeeded, of how many.
+    successes: usize,
+    trajectories: usize,
+    departure: f64,
+    steps: usize,
+    first_seq: u64,
+}
+
+impl Telling {
+    fn order(&self, other: &Telling) -> Ordering {
+        other
+            .outcomes
+            .cmp(&self.outcomes)
+            .then_with(|| other.departure.total_cmp(&self.departure))
+            .then_with(|| other.steps.cmp(&self.steps))
+            .then_with(|| self.first_seq.cmp(&other.first_seq))
+    }
+
+    /// Why the group was picked, in words.
+    fn why(&self, method: &str) -> String {
+        let outcomes = match self.successes {
+            0 => "no trajectory succeeded (every state reads `no path`)".to_string(),
+            s if s == self.trajectories => "every trajectory succeeded".to_string(),
+            s => format!("{s} of {} trajectories succeeded", self.trajectories),
+        };
+        format!(
+            "{outcomes}; {method} departs from GRPO by {:.3} a step on average; {} steps",
+            self.departure, self.steps
+        )
+    }
 }
 
 /// A group's graph, drawn.
 pub struct Drawn {
-    /// Its first row's place in the input (ties in size go to the earlier group).
-    first_seq: u64,
+    telling: Telling,
     pub id: String,
     pub iteration: Option<i64>,
-    steps: usize,
+    /// Why `--top` picked it (empty for the other choices).
+    pub why: String,
     /// The DOT text.
     pub text: String,
 }
 
-/// What to draw of each window (shared by the windows drawn in parallel). `--top N` keeps the N
-/// largest groups seen ([`Kept`]); a window only draws groups that could still enter them (at
-/// least as large as the smallest kept).
+/// What to draw of each window (shared by the windows drawn in parallel).
 pub struct Picker {
     choice: Choice,
-    smallest_kept: AtomicUsize,
 }
 
 /// The groups kept as windows arrive in input order.
 #[derive(Default)]
 pub struct Kept {
-    largest: Vec<Drawn>,
+    top: Vec<Drawn>,
     /// The first few group ids seen, to name when a named group is missing.
     pub first_ids: Vec<String>,
 }
 
 impl Picker {
     pub fn new(choice: Choice) -> Picker {
-        Picker {
-            choice,
-            smallest_kept: AtomicUsize::new(0),
-        }
+        Picker { choice }
     }
 
     /// The graphs of a window's groups that may be drawn (in parallel across windows), coloured
-    /// by `values` (the method `label`'s advantage per row); and the window's group ids.
+    /// by `values` (the method `label`'s advantage per row; `outcome` is GRPO's, which `--top`
+    /// measures it against); and the window's group ids.
     pub fn look(
         &self,
         batch: &StepBatch,
         seq: &[u64],
         values: &[f64],
+        outcome: &[f64],
         label: &str,
     ) -> (Vec<Drawn>, Vec<String>) {
-        let floor = self.smallest_kept.load(Ordering::Relaxed);
-        let first_seq = |g: usize| {
+        let telling = |g: usize| {
             let group = &batch.groups[g];
-            seq[batch.trajs[group.trajs[0] as usize].rows[0] as usize]
+            let successes = group
+                .trajs
+                .iter()
+                .filter(|&&t| batch.trajs[t as usize].success)
+                .count();
+            let rows: Vec<u32> = batch.group_rows(g).collect();
+            let departure = rows
+                .iter()
+                .map(|&r| (values[r as usize] - outcome[r as usize]).abs())
+                .sum::<f64>()
+                / rows.len().max(1) as f64;
+            Telling {
+                outcomes: match successes {
+                    0 => 0,
+                    s if s == group.trajs.len() => 1,
+                    _ => 2,
+                },
+                successes,
+                trajectories: group.trajs.len(),
+                departure,
+                steps: group.n_rows,
+                first_seq: seq[rows[0] as usize],
+            }
         };
-        let mut wanted: Vec<usize> = (0..batch.groups.len())
-            .filter(|&g| {
-                let group = &batch.groups[g];
-                match &self.choice {
-                    Choice::Named(id) => &group.id == id,
-                    Choice::All => true,
-                    Choice::Largest(_) => group.n_rows >= floor,
-                }
+        let mut wanted: Vec<(usize, Telling)> = (0..batch.groups.len())
+            .filter(|&g| match &self.choice {
+                Choice::Named(id) => &batch.groups[g].id == id,
+                Choice::All | Choice::Top(_) => true,
             })
+            .map(|g| (g, telling(g)))
             .collect();
-        if let Choice::Largest(n) = self.choice {
-            // The N largest overall are among each window's N largest (same order: size, then
-            // input order), so only those are drawn.
-            wanted.sort_by_key(|&g| (std::cmp::Reverse(batch.groups[g].n_rows), first_seq(g)));
+        if let Choice::Top(n) = self.choice {
+            // The N most telling overall are among each window's N most telling: only those are
+            // drawn.
+            wanted.sort_by(|a, b| a.1.order(&b.1));
             wanted.truncate(n);
         }
         let drawn = wanted
             .into_iter()
-            .map(|g| {
+            .map(|(g, telling)| {
                 let group = &batch.groups[g];
                 let graph = GroupGraph::build(batch, g);
                 Drawn {
-                    first_seq: first_seq(g),
+                    telling,
                     id: group.id.clone(),
                     iteration: group.iteration,
-                    steps: group.n_rows,
+                    why: match self.choice {
+                        Choice::Top(_) => telling.why(label),
+                        _ => String::new(),
+                    },
                     text: to_dot(batch, g, &graph, values, label),
                 }
             })
@@ -104,35 +163,28 @@ impl Picker {
 
 impl Kept {
     /// Takes a window's drawings in input order: those to write now (every one, unless only the
-    /// N largest are wanted: those are kept until [`Kept::finish`]).
+    /// N most telling are wanted: those are kept until [`Kept::finish`]).
     pub fn take(&mut self, picker: &Picker, drawn: Vec<Drawn>, ids: Vec<String>) -> Vec<Drawn> {
         let room = 5usize.saturating_sub(self.first_ids.len());
         self.first_ids.extend(ids.into_iter().take(room));
-        let Choice::Largest(n) = picker.choice else {
+        let Choice::Top(n) = picker.choice else {
             return drawn;
         };
-        self.largest.extend(drawn);
-        // Largest first; ties in input order (a stable sort of groups by size).
-        self.largest
-            .sort_by_key(|d| (std::cmp::Reverse(d.steps), d.first_seq));
-        self.largest.truncate(n);
-        if self.largest.len() == n {
-            let floor = self.largest.last().map_or(0, |d| d.steps);
-            picker.smallest_kept.store(floor, Ordering::Relaxed);
-        }
+        self.top.extend(drawn);
+        self.top.sort_by(|a, b| a.telling.order(&b.telling));
+        self.top.truncate(n);
         Vec::new()
     }
 
     /// Forgets everything: the logs are read again from the start.
-    pub fn restart(&mut self, picker: &Picker) {
-        self.largest.clear();
+    pub fn restart(&mut self) {
+        self.top.clear();
         self.first_ids.clear();
-        picker.smallest_kept.store(0, Ordering::Relaxed);
     }
 
-    /// The N largest, once every window was taken (nothing for the other choices).
+    /// The N most telling, once every window was taken (nothing for the other choices).
     pub fn finish(self) -> Vec<Drawn> {
-        self.largest
+        self.top
     }
 }
 
