@@ -117,6 +117,11 @@ function snapshot(page) {
       svg: !!q("#explorer .cx-view svg"),
       note: (q("#explorer .cx-gnote") || {}).textContent,
       cellLabel: sel[0] ? sel[0].getAttribute("aria-label") : null,
+      mates: [...document.querySelectorAll("#explorer .cx-c.cx-mate")].map((c) => [+c.getAttribute("data-t"), +c.getAttribute("data-s")]),
+      obsFirst: (() => {
+        const o = q("#explorer .cx-obs"), a = q("#explorer .cx-adv");
+        return !!(o && a && o.compareDocumentPosition(a) & Node.DOCUMENT_POSITION_FOLLOWING);
+      })(),
     };
   });
 }
@@ -138,6 +143,15 @@ function checkShown(view, data, g, t, s, m, label) {
   eq(view.action, st.action, `${label}: panel shows the step's action`);
   eq(view.obs, st.obs === null || st.obs === undefined ? "—" : String(st.obs), `${label}: panel shows the step's observation`);
   eq(view.reward, fmtNum(st.reward), `${label}: panel shows the step's reward`);
+  check(view.obsFirst, `${label}: the observation comes before the methods' tables`);
+  // GiGPO's exact anchor group: every other step of the group with the same observation text.
+  const mates = [];
+  if (st.obs !== null && st.obs !== undefined) {
+    group.trajectories.forEach((tr, ti) => tr.steps.forEach((x, si) => {
+      if (x.obs === st.obs && !(ti === t && si === s)) mates.push([ti, si]);
+    }));
+  }
+  eq(JSON.stringify(view.mates), JSON.stringify(mates), `${label}: the ${mates.length} other steps of its anchor group are outlined`);
   eq(view.invalidBadge, st.valid === false, `${label}: validity marked as in the data`);
   const wantAdv = Object.fromEntries(data.methods.map((k) => [k, fmtAdv(st.adv ? st.adv[k] : undefined)]));
   eq(JSON.stringify(view.adv), JSON.stringify(wantAdv), `${label}: panel shows every method's advantage (${Object.values(wantAdv).join(", ")})`);

@@ -63,9 +63,10 @@
   function pct(x) {
     return isNum(x) ? Math.round(100 * x) + "%" : "—";
   }
+  // Ids often share a prefix (`sokoban-easy-seed3`, `…seed5`): keep both ends, cut the middle.
   function shortId(id) {
     id = id === null || id === undefined ? "" : String(id);
-    return id.length > 13 ? id.slice(0, 8) + "…" : id;
+    return id.length > 12 ? id.slice(0, 4) + "…" + id.slice(-7) : id;
   }
 
   // The advantage scale's stops, from the report (credit_report::palette): [t, [r, g, b]] over
@@ -331,6 +332,32 @@
     );
   }
 
+  // The other steps of the selected step's GiGPO anchor group: the group's steps whose
+  // observation is the same text (exact anchors), as (trajectory, step index) pairs.
+  function anchorMates() {
+    var st = step(), mates = [];
+    if (!st || st.obs === null || st.obs === undefined) return mates;
+    group().trajectories.forEach(function (tr, t) {
+      tr.steps.forEach(function (x, s) {
+        if (x.obs === st.obs && !(t === state.t && s === state.s)) mates.push([t, s]);
+      });
+    });
+    return mates;
+  }
+  // A step's discounted return as GiGPO groups it (its `step_return` part), if logged.
+  function stepReturn(x) {
+    var p = x.parts && x.parts.gigpo;
+    return p ? p.step_return : undefined;
+  }
+  function markAnchorMates(mates) {
+    var marked = grid.querySelectorAll(".cx-mate");
+    for (var i = 0; i < marked.length; i++) marked[i].classList.remove("cx-mate");
+    mates.forEach(function (m) {
+      var c = cells[m[0]] && cells[m[0]][m[1]];
+      if (c) c.classList.add("cx-mate");
+    });
+  }
+
   function renderDetail() {
     var g = group(), tr = traj(), st = step();
     if (!tr || !st) {
@@ -366,6 +393,17 @@
         "</th><td>" + (terms || "—") + "</td></tr>"
       );
     }).join("");
+    var mates = anchorMates();
+    markAnchorMates(mates);
+    var mateList = mates.slice(0, 12).map(function (m) {
+      var x = group().trajectories[m[0]].steps[m[1]];
+      return "t" + (m[0] + 1) + "·s" + esc(x.step) + " " + fmtShort(stepReturn(x));
+    }).join(", ") + (mates.length > 12 ? ", …" : "");
+    var anchorLine = mates.length
+      ? '<div class="cx-anchor"><span class="cx-k">same state</span> ' + mates.length +
+        " other step" + (mates.length > 1 ? "s" : "") + " (GiGPO anchor group, outlined; return " +
+        fmtShort(stepReturn(st)) + " here): " + mateList + "</div>"
+      : '<div class="cx-anchor cx-dim"><span class="cx-k">same state</span> no other step of the group (a singleton: GiGPO\'s step term is 0)</div>';
     detail.innerHTML =
       '<div class="cx-dhead"><b>trajectory ' + (state.t + 1) + "</b> " +
       (tr.success ? '<b class="cx-ok">✓ success</b>' : '<b class="cx-no">✗ failure</b>') +
@@ -375,14 +413,15 @@
       (st.valid === false ? ' <span class="cx-badge cx-bad">× invalid action</span>' : ' <span class="cx-badge">valid</span>') +
       ' <span class="cx-k">reward</span> <b class="cx-num cx-reward">' + esc(fmtNum(st.reward)) + "</b>" +
       "</div>" +
+      '<div class="cx-k cx-obshead">observation</div>' +
+      '<pre class="cx-obs" tabindex="0" aria-label="observation">' + esc(st.obs === null || st.obs === undefined ? "—" : st.obs) + "</pre>" +
+      anchorLine +
       '<div class="cx-tables">' +
       '<table class="cx-table cx-adv"><caption>advantage per method</caption><tbody>' + advRows + "</tbody></table>" +
       (partRows
         ? '<table class="cx-table cx-parts"><caption>parts</caption><tbody>' + partRows + "</tbody></table>"
         : '<p class="cx-dim cx-noparts">no parts for this step</p>') +
-      "</div>" +
-      '<div class="cx-k cx-obshead">observation</div>' +
-      '<pre class="cx-obs" tabindex="0" aria-label="observation">' + esc(st.obs === null || st.obs === undefined ? "—" : st.obs) + "</pre>";
+      "</div>";
   }
 
   // ---------------------------------------------------------------- state graph
