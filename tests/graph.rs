@@ -100,7 +100,10 @@ fn top_picks_telling_groups_first_and_says_why() {
         let after = why.split("departs from GRPO by ").nth(1).unwrap();
         after.split(' ').next().unwrap().parse().unwrap()
     };
-    assert!(picked[1]["why"].as_str().unwrap().starts_with("no trajectory succeeded"));
+    assert!(picked[1]["why"]
+        .as_str()
+        .unwrap()
+        .starts_with("no trajectory succeeded"));
     assert!(departure(&picked[1]) >= departure(&picked[2]));
     // A board is drawn as a board: one left-justified line per row of the observation.
     let dot = std::fs::read_to_string(run.path("g/group-sokoban-easy-seed5.dot")).unwrap();

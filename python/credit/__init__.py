@@ -13,8 +13,13 @@ The same ingest, methods and analyses as the `credit` command line, over Arrow t
 table: a pyarrow.Table, a polars or pandas DataFrame, or anything with `__arrow_c_stream__`.
 Parameters are the CLI's `--set` keys: `params={"gigpo.omega": 0.5, "gamma": 0.9}` (`gamma`,
 `invalid_penalty` and `seed` without a method apply to every method that has them, as the
-`--gamma`, `--invalid-penalty`, `--seed` flags do). Errors raise `credit.CreditError` with the
-CLI's message (file, line or row, column; a table is named `<table>`, its rows 0-based).
+`--gamma`, `--invalid-penalty`, `--seed` flags do). Errors raise `credit.CreditError` (a
+`ValueError`) with the CLI's message (file, line or row, column; a table is named `<table>`, its
+rows 0-based) and, for bad input, the `location` dict and `reason` of the CLI's JSON error.
+
+Results carry the preset, every parameter and the notes in the Arrow schema metadata (as the CLI's
+Parquet output does); `credit.metadata(table)` reads them back. `polars.from_arrow` and
+`Table.to_pandas` drop schema metadata: read it from the pyarrow table first.
 """
 
 from __future__ import annotations
@@ -31,7 +36,11 @@ import pyarrow.parquet as pq
 from credit import _credit
 from credit._credit import CreditError, __version__
 
-__all__ = ["CreditError", "read_logs", "advantages", "analyze", "compare", "__version__"]
+__all__ = ["CreditError", "read_logs", "advantages", "analyze", "compare", "metadata", "__version__"]
+
+# Errors raised before any input is read (a bad argument) have no location either.
+CreditError.location = None
+CreditError.reason = None
 
 Data = Union[str, "os.PathLike[str]", Sequence[Union[str, "os.PathLike[str]"]], Any]
 Schema = Union[None, str, "os.PathLike[str]", Mapping[str, str]]
@@ -65,7 +74,12 @@ def _input(data: Data):
         try:
             yield [path]
         except CreditError as err:
-            raise CreditError(str(err).replace(path, "<table>")) from None
+            renamed = CreditError(str(err).replace(path, "<table>"))
+            renamed.location = err.location
+            if isinstance(renamed.location, dict) and renamed.location.get("path") == path:
+                renamed.location = {**renamed.location, "path": "<table>"}
+            renamed.reason = err.reason
+            raise renamed from None
 
 
 def _schema(schema: Schema) -> dict:
@@ -101,8 +115,19 @@ def _table(result: Any, metadata: Optional[str] = None) -> pa.Table:
     return table
 
 
+def metadata(table: pa.Table) -> dict:
+    """What credit wrote into a result's schema metadata, as a dict: the preset, every method's
+    parameters, the version and the notes (`advantages`), or ingest's notes and report
+    (`read_logs`). Read it from the pyarrow table: `polars.from_arrow` and `to_pandas` drop it."""
+    raw = (table.schema.metadata or {}).get(b"credit")
+    if raw is None:
+        raise CreditError("this table carries no credit metadata (was it converted, e.g. by polars?)")
+    return json.loads(raw)
+
+
 def read_logs(
     paths: Data,
+    *,
     schema: Schema = None,
     lenient: bool = False,
     success_threshold: float = 0.5,

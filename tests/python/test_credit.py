@@ -118,9 +118,41 @@ def test_bad_inputs_raise_with_locations(cli):
     with pytest.raises(credit.CreditError) as err:
         credit.analyze(table)
     assert "<table>" in str(err.value) and "row" in str(err.value), str(err.value)
-    with pytest.raises(credit.CreditError, match="unknown method `gipgo`"):
+    with pytest.raises(credit.CreditError, match="unknown method `gipgo`") as err:
         credit.advantages(REAL, params={"gipgo.omega": 0.5})
+    assert err.value.location is None and err.value.reason is None
     with pytest.raises(credit.CreditError, match="unknown preset"):
         credit.advantages(REAL, preset="verl-agent")
     with pytest.raises(TypeError):
         credit.advantages(42)
+
+
+def test_errors_are_value_errors_with_the_cli_json_location_and_reason(cli):
+    bad = FIXTURES / "bad" / "wrong-type.jsonl"
+    want = json.loads(cli("analyze", bad, "--format", "json", check=False).stderr)["error"]
+    with pytest.raises(ValueError) as err:
+        credit.analyze(bad)
+    assert isinstance(err.value, credit.CreditError)
+    assert err.value.location == want["location"]
+    assert err.value.reason == want["reason"]
+    assert want["location"]["line"] == 2 and want["location"]["field"] == "reward"
+    # A table's location names `<table>`, as its message does.
+    with pytest.raises(credit.CreditError) as err:
+        credit.analyze(pq.read_table(FIXTURES / "bad" / "wrong-type.parquet"))
+    assert err.value.location["path"] == "<table>"
+    assert err.value.reason == want["reason"]
+
+
+def test_metadata_reads_back_the_preset_and_parameters(cli, tmp_path):
+    _, meta = cli_advantages(cli, tmp_path, REAL, "--methods", "grpo,gigpo", "--preset", "verl")
+    table = credit.advantages(REAL, methods="grpo,gigpo", preset="verl")
+    got = credit.metadata(table)
+    assert got == meta
+    assert got["preset"] == "verl" and "gigpo" in got["params"]
+    # Converting drops schema metadata: said plainly, not a KeyError.
+    with pytest.raises(credit.CreditError, match="no credit metadata"):
+        credit.metadata(table.replace_schema_metadata(None))
+    # read_logs' options are keyword-only, like the other functions'.
+    with pytest.raises(TypeError):
+        credit.read_logs(REAL, None, True)
+

@@ -21,7 +21,7 @@ use credit_core::StepBatch;
 use polars::prelude::*;
 use polars_arrow::array::StructArray;
 use polars_arrow::ffi::{export_iterator, ArrowArrayStream, ArrowArrayStreamReader};
-use pyo3::exceptions::{PyException, PyTypeError};
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyCapsule, PyDict};
 use std::path::PathBuf;
@@ -29,8 +29,9 @@ use std::path::PathBuf;
 pyo3::create_exception!(
     credit,
     CreditError,
-    PyException,
-    "A bad input, parameter or file: the message is the CLI's (file, line or row, column)."
+    PyValueError,
+    "A bad input, parameter or file: the message is the CLI's (file, line or row, column); \
+     `location` (file, line, column, …) and `reason` are those of its JSON error, or None."
 );
 
 // ---------------------------------------------------------------------------------------------
@@ -266,8 +267,38 @@ impl Options {
     }
 }
 
+/// The error as `CreditError`, with the `location` and `reason` the CLI's JSON error gives bad
+/// input (None otherwise).
 fn to_py(err: anyhow::Error) -> PyErr {
-    CreditError::new_err(format!("{err:#}"))
+    let located = err
+        .chain()
+        .find_map(|e| e.downcast_ref::<credit_core::Error>())
+        .and_then(|e| match e {
+            credit_core::Error::Input {
+                location, reason, ..
+            } => Some((
+                serde_json::to_string(location).ok()?,
+                serde_json::to_value(reason).ok()?.as_str()?.to_string(),
+            )),
+            _ => None,
+        });
+    let py_err = CreditError::new_err(format!("{err:#}"));
+    Python::attach(|py| {
+        let value = py_err.value(py);
+        let (location, reason) = match located {
+            Some((location, reason)) => {
+                let json = py.import("json")?;
+                (
+                    json.call_method1("loads", (location,))?.unbind(),
+                    reason.into_pyobject(py)?.into_any().unbind(),
+                )
+            }
+            None => (py.None(), py.None()),
+        };
+        value.setattr("location", location)?;
+        value.setattr("reason", reason)
+    })
+    .map_or_else(|e| e, |()| py_err)
 }
 
 /// A run's error as the CLI says it: one of reading the logs.
