@@ -36,7 +36,9 @@ import pyarrow.parquet as pq
 from credit import _credit
 from credit._credit import CreditError, __version__
 
-__all__ = ["CreditError", "read_logs", "advantages", "analyze", "compare", "metadata", "__version__"]
+__all__ = [
+    "CreditError", "read_logs", "advantages", "analyze", "compare", "report", "metadata", "__version__",
+]
 
 # Errors raised before any input is read (a bad argument) have no location either.
 CreditError.location = None
@@ -214,3 +216,44 @@ def compare(
             **_schema(schema),
         )
     return json.loads(text)
+
+
+def report(
+    data: Data,
+    out: Union[str, "os.PathLike[str]"],
+    methods: Union[None, str, Sequence[str]] = "grpo,gigpo,proxmo,graphgpo,mgr",
+    preset: str = "paper",
+    params: Optional[Mapping[str, Any]] = None,
+    *,
+    check: Union[None, str, "os.PathLike[str]"] = None,
+    baseline: Union[None, str, "os.PathLike[str]", Mapping[str, Any]] = None,
+    explore: Sequence[str] = (),
+    explore_max: int = 12,
+    schema: Schema = None,
+    lenient: bool = False,
+    success_threshold: float = 0.5,
+) -> dict:
+    """`credit report DATA --out OUT`: writes report.html, report.md, summary.json and figures/
+    into the folder `out` (new, empty, or credit's own earlier report: the CLI's output rule) and
+    returns summary.json as a dict. `check` is a thresholds file (its outcome is `["checks"]`,
+    `passed` False when a rule fails); `baseline` an earlier summary.json (a path or the dict)."""
+    if baseline is not None and not isinstance(baseline, Mapping):
+        with open(os.fspath(baseline), encoding="utf-8") as f:
+            baseline = json.load(f)
+    with _input(data) as source:
+        text = _credit.report(
+            source,
+            os.fspath(out),
+            check=None if check is None else os.fspath(check),
+            baseline=None if baseline is None else json.dumps(baseline),
+            explore=list(explore),
+            explore_max=explore_max,
+            methods=_methods(methods),
+            preset=preset,
+            params=_params(params),
+            lenient=lenient,
+            success_threshold=success_threshold,
+            **_schema(schema),
+        )
+    return json.loads(text)
+

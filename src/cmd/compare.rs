@@ -1,7 +1,7 @@
 //! `credit compare [PATHS] --methods grpo,gigpo,proxmo`: how differently estimators credit the
 //! same steps.
 
-use super::{proxmo_params, reading, run_plan, write_plots, Format, Globals, MethodArgs};
+use super::{reading, run_plan, write_plots, Format, Globals, MethodArgs};
 use crate::exit::ExitCode;
 use anyhow::Result;
 use credit_core::analyses::compare::compare;
@@ -49,7 +49,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             summary,
             comparison: Some(&comparison),
             advantages: &gathered.advantages,
-            proxmo: proxmo_params(plan),
+            proxmo: plan.proxmo(),
             metadata: plan.metadata(notes),
         };
         write_plots(

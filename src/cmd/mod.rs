@@ -13,7 +13,7 @@ use crate::exit::ExitCode;
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use credit_core::ingest::{read_paths, IngestOptions, IngestReport, Ingested};
-use credit_core::methods::{hisr, Method};
+use credit_core::methods::hisr;
 pub use credit_core::plan::Plan;
 use credit_core::plan::{ParamValue, Setting};
 use credit_core::profile::Profile;
@@ -376,12 +376,4 @@ pub fn write_plots(
         );
     }
     Ok(())
-}
-
-/// ProxMO's parameters, when it is among the planned methods (for the PSC curve).
-pub fn proxmo_params(plan: &Plan) -> Option<credit_core::methods::proxmo::Params> {
-    plan.methods.iter().find_map(|m| match m {
-        Method::Proxmo(p) => Some(p.clone()),
-        _ => None,
-    })
 }

@@ -156,3 +156,19 @@ def test_metadata_reads_back_the_preset_and_parameters(cli, tmp_path):
     with pytest.raises(TypeError):
         credit.read_logs(REAL, None, True)
 
+
+def test_report_writes_what_the_cli_writes(cli, tmp_path):
+    rules = ROOT / "fixtures" / "thresholds.toml"
+    cli("report", REAL, "--preset", "verl", "--out", tmp_path / "cli", "--check", rules)
+    got = credit.report(REAL, tmp_path / "py", preset="verl", check=rules)
+    want = json.loads((tmp_path / "cli" / "summary.json").read_text())
+    assert got == json.loads((tmp_path / "py" / "summary.json").read_text())
+    for key in ["headline", "analyze", "compare", "checks"]:
+        assert got[key] == want[key], key
+    assert got["checks"]["passed"] is True
+    for name in ["report.html", "report.md", "figures/success.png"]:
+        assert (tmp_path / "py" / name).stat().st_size > 0, name
+    # The output rule holds here too: never into the logs' folder.
+    with pytest.raises(credit.CreditError, match="credit never writes over, into or around its inputs"):
+        credit.report(REAL, REAL)
+

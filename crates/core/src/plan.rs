@@ -141,6 +141,15 @@ impl Plan {
         }
     }
 
+    /// ProxMO's parameters, when it is among the planned methods (the report draws its PSC
+    /// curve).
+    pub fn proxmo(&self) -> Option<crate::methods::proxmo::Params> {
+        self.methods.iter().find_map(|m| match m {
+            Method::Proxmo(p) => Some(p.clone()),
+            _ => None,
+        })
+    }
+
     pub fn labels(&self) -> Vec<String> {
         self.methods.iter().map(|m| m.label().to_string()).collect()
     }

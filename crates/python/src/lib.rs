@@ -13,7 +13,7 @@ use anyhow::{Context, Result};
 use credit_core::analyses::compare::{compare, CompareRows};
 use credit_core::ingest::{IngestOptions, UnitKind, DEFAULT_SUCCESS_THRESHOLD};
 use credit_core::methods::Advantages;
-use credit_core::plan::{ParamValue, Plan, Setting, ADVANTAGES, COMPARE};
+use credit_core::plan::{ParamValue, Plan, Setting, ADVANTAGES, COMPARE, REPORT};
 use credit_core::profile::Profile;
 use credit_core::run::{concat, take_rows, Finished, Logged, Rows, RunPlan};
 use credit_core::schema::ColumnMap;
@@ -534,6 +534,48 @@ fn compare_rows(
     .map_err(to_py)
 }
 
+/// `credit report`: the report folder `out` (report.html, report.md, summary.json, figures/),
+/// under the CLI's output rule; returns summary.json's text. `check` is a thresholds file,
+/// `baseline` an earlier summary.json's text.
+#[pyfunction]
+#[pyo3(signature = (source, out, check = None, baseline = None, explore = Vec::new(), explore_max = 12, **options))]
+#[allow(clippy::too_many_arguments)]
+fn report(
+    py: Python<'_>,
+    source: &Bound<'_, PyAny>,
+    out: PathBuf,
+    check: Option<PathBuf>,
+    baseline: Option<String>,
+    explore: Vec<String>,
+    explore_max: usize,
+    options: Option<&Bound<'_, PyDict>>,
+) -> PyResult<String> {
+    let run = Options::from_kwargs(options)?.run(source, Some(REPORT))?;
+    py.detach(|| -> Result<String> {
+        let options = credit_report::run::Options {
+            rules: check
+                .as_deref()
+                .map(credit_report::run::read_rules)
+                .transpose()?,
+            baseline: baseline
+                .map(|text| serde_json::from_str(&text).context("baseline: not a summary.json"))
+                .transpose()?,
+            explore,
+            explore_max,
+        };
+        let mut read = credit_output::Inputs::new(&run.paths);
+        read.add_files(credit_core::ingest::input_files(&run.paths).context("reading the logs")?);
+        if let Some(path) = &check {
+            read.add(path);
+        }
+        credit_output::OutputDir::check(&out, "report", &read)?;
+        let finished = reading(credit_report::run::gather(&run, &Logged, &options, &|_| {}))?;
+        credit_report::run::write(&out, &read, &run, finished.value, &finished.notes, &options)?;
+        Ok(std::fs::read_to_string(out.join("summary.json"))?)
+    })
+    .map_err(to_py)
+}
+
 /// (unit, method labels) of the plan `command` (`advantages` or `compare`, whose default methods
 /// apply) makes of the keywords: `unit` is `group` when every method is group-local, else
 /// `iteration` (ProxMO, MGR, SPA, HISR, EMPG read the whole training batch).
@@ -580,6 +622,7 @@ fn _credit(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(advantages, m)?)?;
     m.add_function(wrap_pyfunction!(analyze, m)?)?;
     m.add_function(wrap_pyfunction!(compare_logs, m)?)?;
+    m.add_function(wrap_pyfunction!(report, m)?)?;
     m.add_function(wrap_pyfunction!(compare_rows, m)?)?;
     m.add_function(wrap_pyfunction!(plan_info, m)?)?;
     m.add_function(wrap_pyfunction!(aliases, m)?)?;

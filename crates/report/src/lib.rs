@@ -14,6 +14,7 @@ pub mod html;
 pub mod markdown;
 pub mod palette;
 pub mod plots;
+pub mod run;
 pub mod text;
 pub mod trends;
 
