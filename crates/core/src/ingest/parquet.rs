@@ -1,18 +1,35 @@
 //! Parquet reading through polars' own reader, slice by slice, reading only the columns that feed
 //! a field: one step row per row. Columns are resolved through the same schema table as JSONL and
-//! cast to each field's kind; a value that does not cast is reported with its row (0-based) and
-//! column.
+//! cast to each field's kind, a column at a time; a value that does not cast is reported with its
+//! row (0-based) and column.
+//!
+//! Slices follow the row groups (see [`slices`]): small groups are read together, a large one in
+//! parts. polars decompresses only the pages a slice overlaps, so a group read in parts is
+//! decompressed about once, and memory holds a few slices whatever the writer's group size. What
+//! does grow with a group is its dictionary-encoded columns' dictionaries, decoded (and held by
+//! the rows that point into them) once per slice: a 1M-row group of ids takes ~1.5x the memory of
+//! 82k-row groups.
 
 use super::jsonl::Block;
-use super::rows::{Origin, Rows, Value as Typed};
+use super::rows::{Buffer, Origin, Rows, Value as Typed};
 use super::{conflict_message, domain_error, Cell, SeenColumns};
 use crate::error::{Error, Location, Reason, Result, Unit};
 use crate::schema::{describe_accepted, ColumnMap, Derive, Kind, Resolution, FIELDS};
+use polars::io::parquet::read::ParallelStrategy;
 use polars::prelude::*;
+use polars_arrow::array::{MutableBinaryViewArray, Utf8ViewArray};
 use std::path::Path;
 
-/// Rows per slice aim at this many decoded bytes.
+/// A slice holds about this many decoded bytes (of the columns read).
 const SLICE_BYTES: usize = 16 << 20;
+
+/// Rows `[start, start + rows)` of a file, about `bytes` once decoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Slice {
+    pub start: usize,
+    pub rows: usize,
+    pub bytes: usize,
+}
 
 /// One Parquet file, planned: what to read and in which slices.
 pub(crate) struct Plan {
@@ -23,8 +40,7 @@ pub(crate) struct Plan {
     /// The columns that feed a field (feeding and agreeing ones).
     projection: Vec<String>,
     metadata: Arc<polars_parquet_metadata::FileMetadata>,
-    /// (first row, rows) of each slice.
-    pub slices: Vec<(usize, usize)>,
+    pub slices: Vec<Slice>,
     /// Bytes of the file per row, for progress.
     pub disk_bytes_per_row: f64,
 }
@@ -164,17 +180,7 @@ pub(crate) fn plan(path: &Path, file: u32, size: u64, columns: &ColumnMap) -> Re
         }
     }
     let rows = metadata.num_rows;
-    let decoded: usize = metadata
-        .row_groups
-        .iter()
-        .map(|rg| rg.total_byte_size())
-        .sum();
-    let per_row = (decoded / rows.max(1)).max(1);
-    let step = (SLICE_BYTES / per_row).clamp(1024, 1 << 20);
-    let slices = (0..rows)
-        .step_by(step)
-        .map(|start| (start, step.min(rows - start)))
-        .collect();
+    let slices = slices(&metadata, &projection, SLICE_BYTES);
     Ok(Plan {
         file,
         resolution,
@@ -184,6 +190,59 @@ pub(crate) fn plan(path: &Path, file: u32, size: u64, columns: &ColumnMap) -> Re
         slices,
         disk_bytes_per_row: size as f64 / rows.max(1) as f64,
     })
+}
+
+/// The slices of a file, each of whole row groups or of a part of one, about `budget` bytes when
+/// decoded: consecutive groups are merged while they fit, and a larger group is cut into equal
+/// parts that do. A slice never spans a group boundary it could avoid, so no group is read twice
+/// for the sake of a neighbour.
+fn slices(
+    metadata: &polars_parquet_metadata::FileMetadata,
+    projection: &[String],
+    budget: usize,
+) -> Vec<Slice> {
+    let mut slices = Vec::new();
+    let mut open = Slice {
+        start: 0,
+        rows: 0,
+        bytes: 0,
+    };
+    for group in &metadata.row_groups {
+        let rows = group.num_rows();
+        // What the projected columns take decoded: their pages' uncompressed bytes, and each
+        // row's fixed-size values.
+        let bytes = projection
+            .iter()
+            .filter_map(|name| group.columns_under_root_iter(name))
+            .flatten()
+            .map(|c| c.uncompressed_size().max(0) as usize)
+            .sum::<usize>()
+            + rows * Rows::FIXED_BYTES_PER_ROW;
+        if open.rows > 0 && open.bytes + bytes > budget {
+            slices.push(open);
+            open.start += open.rows;
+            (open.rows, open.bytes) = (0, 0);
+        }
+        if bytes <= budget {
+            open.rows += rows;
+            open.bytes += bytes;
+            continue;
+        }
+        let parts = bytes.div_ceil(budget).min(rows.max(1));
+        for part in 0..parts {
+            let (from, to) = (rows * part / parts, rows * (part + 1) / parts);
+            slices.push(Slice {
+                start: open.start + from,
+                rows: to - from,
+                bytes: bytes / parts,
+            });
+        }
+        open.start += rows;
+    }
+    if open.rows > 0 {
+        slices.push(open);
+    }
+    slices
 }
 
 /// Whether an Arrow type is a dictionary of strings.
@@ -223,118 +282,64 @@ fn readable(dtype: &ArrowDataType) -> bool {
 /// A value that does not cast: (row, reason, message).
 type RowProblem = (usize, Reason, String);
 
-/// A column cast to its field's kind.
-enum Cast {
-    Text(StringChunked),
-    Int(Vec<Option<i64>>),
-    Float(Vec<Option<f64>>),
-    Bool(Vec<Option<bool>>),
-}
-
-impl Cast {
-    fn get(&self, row: usize) -> Option<Typed<'_>> {
-        match self {
-            Cast::Text(c) => c.get(row).map(Typed::Str),
-            Cast::Int(v) => v[row].map(Typed::Int),
-            Cast::Float(v) => v[row].map(Typed::Float),
-            Cast::Bool(v) => v[row].map(Typed::Bool),
-        }
-    }
-}
-
 /// (row, field, column, reason, message): sorted by row, then field, each row's first is kept.
 type Problems = Vec<(usize, usize, String, Reason, String)>;
 
-/// Reads rows `[start, start + len)` of a planned file into a block.
-pub(crate) fn read_slice(path: &Path, plan: &Plan, (start, len): (usize, usize)) -> Result<Block> {
+/// Reads a slice of a planned file into a block.
+pub(crate) fn read_slice(path: &Path, plan: &Plan, slice: Slice) -> Result<Block> {
     let handle = std::fs::File::open(path).map_err(|source| Error::Io {
         path: path.to_path_buf(),
         cause: source,
     })?;
     let mut reader = ParquetReader::new(handle)
         .with_columns(Some(plan.projection.clone()))
-        .with_slice(Some((start, len)));
+        .with_slice(Some((slice.start, slice.rows)))
+        // Only this way does polars skip the row groups before the slice: the others set up
+        // every earlier group's columns (decompressing their dictionaries) for none of its rows.
+        .read_parallel(ParallelStrategy::RowGroups);
     reader.set_metadata(plan.metadata.clone());
     let frame = guard(path, || reader.finish())?;
     let n = frame.height();
 
     let mut problems: Problems = Vec::new();
-    // Per field: the feeding column cast, and the agreeing ones with their names.
-    type Casts = Option<(Cast, Vec<(String, Cast)>)>;
-    let mut casts: Vec<Casts> = Vec::with_capacity(FIELDS.len());
+    // Per field: its values, a column at a time (nulls where no column feeds it).
+    let mut columns: Vec<Buffer> = Vec::with_capacity(FIELDS.len());
     for (i, field) in FIELDS.iter().enumerate() {
         let Some(feed) = &plan.resolution.feeds[i] else {
-            casts.push(None);
+            columns.push(nulls(field.kind, n));
             continue;
         };
-        let mut cast = |name: &str| -> Result<Cast> {
+        let mut cast = |name: &str| -> Result<Buffer> {
             let (values, bad) = cast_column(field.kind, frame.column(name)?)?;
             for (row, reason, message) in bad {
                 problems.push((row, i, name.to_string(), reason, message));
             }
-            for row in 0..n {
-                let cell = match values.get(row) {
-                    Some(Typed::Float(c)) => Cell::Float(c),
-                    Some(Typed::Int(c)) => Cell::Int(c),
-                    _ => continue,
-                };
+            let mut out_of_domain = |row: usize, cell: Cell| {
                 if let Some(message) = domain_error(field, &cell) {
                     problems.push((row, i, name.to_string(), Reason::WrongType, message));
                 }
+            };
+            match &values {
+                Buffer::Int(v) => v.iter().enumerate().for_each(|(row, c)| {
+                    c.map(|c| out_of_domain(row, Cell::Int(c)));
+                }),
+                Buffer::Float(v) => v.iter().enumerate().for_each(|(row, c)| {
+                    c.map(|c| out_of_domain(row, Cell::Float(c)));
+                }),
+                _ => {}
             }
             Ok(values)
         };
-        let first = cast(&feed.column)?;
-        let mut agree = Vec::new();
-        for other in &feed.agree {
-            agree.push((other.clone(), cast(other)?));
-        }
-        casts.push(Some((first, agree)));
-    }
-
-    let mut cast_bad = vec![false; n];
-    for p in &problems {
-        cast_bad[p.0] = true;
-    }
-    let mut rows = Rows::default();
-    for (i, cast) in casts.iter().enumerate() {
-        if let Some((Cast::Text(column), _)) = cast {
-            let bytes = column.downcast_iter().map(|a| a.total_bytes_len()).sum();
-            rows.reserve_text(i, bytes);
-        }
-    }
-    let mut values: Vec<Option<Typed>> = vec![None; FIELDS.len()];
-    for (row, &cast_failed) in cast_bad.iter().enumerate() {
-        let mut bad = cast_failed;
-        for (i, field) in FIELDS.iter().enumerate() {
-            values[i] = None;
-            let Some((first, agree)) = &casts[i] else {
-                continue;
-            };
-            let feed = plan.resolution.feeds[i]
-                .as_ref()
-                .expect("cast fields are fed");
-            let (mut chosen, mut from) = (first.get(row), feed.column.as_str());
-            for (name, other) in agree {
-                let Some(value) = other.get(row) else {
-                    continue;
-                };
-                match chosen {
-                    None => (chosen, from) = (Some(value), name.as_str()),
-                    Some(c) if c == value => {}
-                    Some(c) => {
-                        problems.push((
-                            row,
-                            i,
-                            name.clone(),
-                            Reason::ConflictingColumns,
-                            conflict_message(field, from, &owned(c), name, &owned(value)),
-                        ));
-                        bad = true;
-                    }
-                }
+        let mut values = cast(&feed.column)?;
+        if !feed.agree.is_empty() {
+            let mut agree = Vec::new();
+            for other in &feed.agree {
+                agree.push((other.as_str(), cast(other)?));
             }
-            if chosen.is_none() && field.required {
+            values = agreed(i, &feed.column, &values, &agree, n, &mut problems);
+        }
+        if field.required {
+            for row in (0..n).filter(|&row| values.get(row).is_none()) {
                 problems.push((
                     row,
                     i,
@@ -342,25 +347,28 @@ pub(crate) fn read_slice(path: &Path, plan: &Plan, (start, len): (usize, usize))
                     Reason::MissingValue,
                     format!("`{}` is null; a value is required", field.name),
                 ));
-                bad = true;
             }
-            values[i] = chosen.map(|v| match (feed.derive, v) {
-                (Derive::SamplePart, Typed::Str(id)) => Typed::Str(feed.derive.key(id)),
-                (Derive::Zero, _) => Typed::Int(0),
-                (_, v) => v,
-            });
         }
-        if !bad {
-            rows.push(
-                rows.len() as u64,
-                Origin {
-                    file: plan.file,
-                    line: (start + row) as u64,
-                },
-                &values,
-            );
-        }
+        columns.push(derived(feed.derive, values));
     }
+
+    // A row with a problem is left out.
+    let mut bad = vec![false; n];
+    for p in &problems {
+        bad[p.0] = true;
+    }
+    let kept: Vec<usize> = (0..n).filter(|&row| !bad[row]).collect();
+    if kept.len() < n {
+        columns = columns.into_iter().map(|c| c.keep(&kept)).collect();
+    }
+    let origin = kept
+        .iter()
+        .map(|&row| Origin {
+            file: plan.file,
+            line: (slice.start + row) as u64,
+        })
+        .collect();
+    let mut rows = Rows::from_columns(columns, origin);
 
     // Ids stored as integers are numbers, as in JSONL (`1` vs `"1"`, see the assembler).
     for (i, field) in FIELDS.iter().enumerate() {
@@ -379,7 +387,7 @@ pub(crate) fn read_slice(path: &Path, plan: &Plan, (start, len): (usize, usize))
         .into_iter()
         .map(|(row, _, column, reason, message)| {
             Error::input(
-                at(path, Some((start + row) as u64), Some(&column)),
+                at(path, Some((slice.start + row) as u64), Some(&column)),
                 reason,
                 message,
             )
@@ -391,8 +399,106 @@ pub(crate) fn read_slice(path: &Path, plan: &Plan, (start, len): (usize, usize))
         problems,
         uses: plan.resolution.uses.iter().cloned().collect(),
         columns: plan.columns.clone(),
-        disk_bytes: (plan.disk_bytes_per_row * len as f64) as u64,
+        disk_bytes: (plan.disk_bytes_per_row * slice.rows as f64) as u64,
     })
+}
+
+/// A field's values where agreeing columns back the feeding one: each row's first value (feeding
+/// column first), a value that differs from it a conflict (the row's problem).
+fn agreed(
+    field: usize,
+    feed: &str,
+    first: &Buffer,
+    agree: &[(&str, Buffer)],
+    n: usize,
+    problems: &mut Problems,
+) -> Buffer {
+    let values = (0..n).map(|row| {
+        let (mut chosen, mut from) = (first.get(row), feed);
+        for &(name, ref other) in agree {
+            let Some(value) = other.get(row) else {
+                continue;
+            };
+            match chosen {
+                None => (chosen, from) = (Some(value), name),
+                Some(c) if c == value => {}
+                Some(c) => problems.push((
+                    row,
+                    field,
+                    name.to_string(),
+                    Reason::ConflictingColumns,
+                    conflict_message(&FIELDS[field], from, &owned(c), name, &owned(value)),
+                )),
+            }
+        }
+        chosen
+    });
+    column_of(FIELDS[field].kind, values)
+}
+
+/// A column of `kind` holding `values` (of that kind).
+fn column_of<'a>(kind: Kind, values: impl Iterator<Item = Option<Typed<'a>>>) -> Buffer {
+    match kind {
+        Kind::Key | Kind::Text => Buffer::Views(
+            values
+                .map(|v| match v {
+                    Some(Typed::Str(s)) => Some(s),
+                    _ => None,
+                })
+                .collect::<MutableBinaryViewArray<str>>()
+                .into(),
+        ),
+        Kind::Int => Buffer::Int(
+            values
+                .map(|v| match v {
+                    Some(Typed::Int(x)) => Some(x),
+                    _ => None,
+                })
+                .collect(),
+        ),
+        Kind::Float => Buffer::Float(
+            values
+                .map(|v| match v {
+                    Some(Typed::Float(x)) => Some(x),
+                    _ => None,
+                })
+                .collect(),
+        ),
+        Kind::Bool => Buffer::Bool(
+            values
+                .map(|v| match v {
+                    Some(Typed::Bool(x)) => Some(x),
+                    _ => None,
+                })
+                .collect(),
+        ),
+    }
+}
+
+/// `n` nulls of a field's kind.
+fn nulls(kind: Kind, n: usize) -> Buffer {
+    match kind {
+        Kind::Key | Kind::Text => {
+            Buffer::Views(Utf8ViewArray::new_null(ArrowDataType::Utf8View, n))
+        }
+        Kind::Int => Buffer::Int(vec![None; n]),
+        Kind::Float => Buffer::Float(vec![None; n]),
+        Kind::Bool => Buffer::Bool(vec![None; n]),
+    }
+}
+
+/// A field's values derived from its column's (see [`Derive`]).
+fn derived(derive: Derive, values: Buffer) -> Buffer {
+    match (derive, values) {
+        (Derive::SamplePart, Buffer::Views(ids)) => Buffer::Views(
+            ids.iter()
+                .map(|id| id.map(|id| Derive::SamplePart.key(id)))
+                .collect::<MutableBinaryViewArray<str>>()
+                .into(),
+        ),
+        (Derive::Zero, Buffer::Int(v)) => Buffer::Int(v.iter().map(|v| v.map(|_| 0)).collect()),
+        (_, values) => values,
+    }
 }
 
 fn owned(value: Typed) -> Cell {
@@ -404,8 +510,15 @@ fn owned(value: Typed) -> Cell {
     }
 }
 
+/// A text column's string views as one array (polars' own: the text is not copied).
+fn views(column: &Column) -> Result<Buffer> {
+    let text = column.cast(&DataType::String)?;
+    let text = text.str()?.rechunk();
+    Ok(Buffer::Views(text.downcast_as_array().clone()))
+}
+
 /// Casts a column to a field's kind. Values that fail to cast are problems; nulls stay `None`.
-fn cast_column(kind: Kind, column: &Column) -> Result<(Cast, Vec<RowProblem>)> {
+fn cast_column(kind: Kind, column: &Column) -> Result<(Buffer, Vec<RowProblem>)> {
     let dtype = column.dtype();
     let mut problems = Vec::new();
     let wrong = |problems: &mut Vec<RowProblem>, row: usize, got: String| {
@@ -416,19 +529,17 @@ fn cast_column(kind: Kind, column: &Column) -> Result<(Cast, Vec<RowProblem>)> {
         ));
     };
     let values = match kind {
-        Kind::Key if dtype.is_integer() || dtype == &DataType::String => {
-            Cast::Text(column.cast(&DataType::String)?.str()?.clone())
-        }
+        Kind::Key if dtype.is_integer() || dtype == &DataType::String => views(column)?,
         // Text is read from text, numbers and booleans; a list or a struct has no one text.
         Kind::Text
             if dtype == &DataType::String
                 || dtype.is_primitive_numeric()
                 || dtype == &DataType::Boolean =>
         {
-            Cast::Text(column.cast(&DataType::String)?.str()?.clone())
+            views(column)?
         }
         // Above 2^63 − 1 a cast to i64 would give null, reported as a missing value.
-        Kind::Int if dtype == &DataType::UInt64 => Cast::Int(
+        Kind::Int if dtype == &DataType::UInt64 => Buffer::Int(
             column
                 .u64()?
                 .iter()
@@ -451,11 +562,11 @@ fn cast_column(kind: Kind, column: &Column) -> Result<(Cast, Vec<RowProblem>)> {
                 .collect(),
         ),
         Kind::Int if dtype.is_integer() => {
-            Cast::Int(column.cast(&DataType::Int64)?.i64()?.iter().collect())
+            Buffer::Int(column.cast(&DataType::Int64)?.i64()?.iter().collect())
         }
         Kind::Int if dtype.is_float() => {
             let c = column.cast(&DataType::Float64)?;
-            Cast::Int(
+            Buffer::Int(
                 c.f64()?
                     .iter()
                     .enumerate()
@@ -473,7 +584,7 @@ fn cast_column(kind: Kind, column: &Column) -> Result<(Cast, Vec<RowProblem>)> {
         }
         Kind::Float if dtype.is_primitive_numeric() => {
             let c = column.cast(&DataType::Float64)?;
-            Cast::Float(
+            Buffer::Float(
                 c.f64()?
                     .iter()
                     .enumerate()
@@ -491,11 +602,11 @@ fn cast_column(kind: Kind, column: &Column) -> Result<(Cast, Vec<RowProblem>)> {
                     .collect(),
             )
         }
-        Kind::Bool if dtype == &DataType::Boolean => Cast::Bool(column.bool()?.iter().collect()),
+        Kind::Bool if dtype == &DataType::Boolean => Buffer::Bool(column.bool()?.iter().collect()),
         Kind::Bool if dtype.is_primitive_numeric() => {
             // As JSONL: 0 and 1, given as integers or floats, are booleans.
             let c = column.cast(&DataType::Float64)?;
-            Cast::Bool(
+            Buffer::Bool(
                 c.f64()?
                     .iter()
                     .enumerate()
@@ -516,7 +627,7 @@ fn cast_column(kind: Kind, column: &Column) -> Result<(Cast, Vec<RowProblem>)> {
                 .find(|&r| !matches!(column.get(r), Ok(AnyValue::Null)))
                 .unwrap_or(0);
             wrong(&mut problems, first, format!("a column of type {dtype}"));
-            Cast::Int(vec![None; column.len()])
+            nulls(kind, column.len())
         }
     };
     Ok((values, problems))
@@ -535,8 +646,13 @@ mod tests {
         let file = std::fs::File::create(&path).unwrap();
         ParquetWriter::new(file).finish(&mut frame).unwrap();
         let size = std::fs::metadata(&path).unwrap().len();
-        let block = plan(&path, 0, size, &ColumnMap::default())
-            .and_then(|p| read_slice(&path, &p, (0, frame.height())));
+        let whole = Slice {
+            start: 0,
+            rows: frame.height(),
+            bytes: 0,
+        };
+        let block =
+            plan(&path, 0, size, &ColumnMap::default()).and_then(|p| read_slice(&path, &p, whole));
         (dir, block)
     }
 
@@ -648,6 +764,84 @@ mod tests {
             first.ends_with("log.parquet:row 1 (step): expected an integer, got 1.5"),
             "{first}"
         );
+    }
+
+    /// Row groups of 3, 1, 2, 30 and 14 rows, read with a budget of about 8 rows a slice: the
+    /// small groups share a slice, the large ones are cut, and the rows and their problems come
+    /// out as one slice of the whole file gives them.
+    #[test]
+    fn slices_follow_row_groups_and_read_as_the_whole_file() {
+        let n = 50;
+        // Row 12: a fractional step (in the 30-row group); row 44: a null reward (in the last).
+        let mut step: Vec<f64> = (0..n).map(|r| (r % 4) as f64).collect();
+        step[12] = 0.5;
+        let frame = df!(
+            "uid" => (0..n).map(|r| format!("g{}", r / 8)).collect::<Vec<_>>(),
+            "traj_uid" => (0..n).map(|r| format!("t{}", r / 4)).collect::<Vec<_>>(),
+            "step" => step,
+            "reward" => (0..n).map(|r| Some(r as f64).filter(|_| r != 44)).collect::<Vec<_>>(),
+            "anchor_obs" => (0..n)
+                .map(|r| format!("observation {r:02} {}", "x".repeat(200)))
+                .collect::<Vec<_>>()
+        )
+        .unwrap();
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log.parquet");
+        let file = std::fs::File::create(&path).unwrap();
+        let mut writer = ParquetWriter::new(file).batched(frame.schema()).unwrap();
+        let groups = [3, 1, 2, 30, 14];
+        let mut start = 0;
+        for rows in groups {
+            let mut group = frame.slice(start as i64, rows);
+            writer.write_batch(group.rechunk_mut()).unwrap();
+            start += rows;
+        }
+        writer.finish().unwrap();
+        let size = std::fs::metadata(&path).unwrap().len();
+        let mut plan = plan(&path, 0, size, &ColumnMap::default()).unwrap();
+        let written: Vec<usize> = plan
+            .metadata
+            .row_groups
+            .iter()
+            .map(|g| g.num_rows())
+            .collect();
+        assert_eq!(written, groups);
+
+        let whole = slices(&plan.metadata, &plan.projection, usize::MAX);
+        assert_eq!((whole.len(), whole[0].rows), (1, n));
+        plan.slices = slices(&plan.metadata, &plan.projection, whole[0].bytes * 8 / n);
+        let cuts: Vec<(usize, usize)> = plan.slices.iter().map(|s| (s.start, s.rows)).collect();
+        assert_eq!(
+            cuts,
+            [(0, 6), (6, 7), (13, 8), (21, 7), (28, 8), (36, 7), (43, 7)]
+        );
+
+        let read = |slices: &[Slice]| {
+            let blocks: Vec<Block> = slices
+                .iter()
+                .map(|&s| read_slice(&path, &plan, s).unwrap())
+                .collect();
+            let mut values = Vec::new();
+            for rows in blocks.iter().map(|b| &b.rows) {
+                for r in 0..rows.len() {
+                    let row: Vec<Option<Cell>> = (0..FIELDS.len())
+                        .map(|f| rows.get(f, r).map(owned))
+                        .collect();
+                    values.push((rows.origin[r].line, row));
+                }
+            }
+            let problems: Vec<String> = blocks
+                .iter()
+                .flat_map(|b| b.problems.iter().map(|e| e.to_string()))
+                .collect();
+            (values, problems)
+        };
+        let (values, problems) = read(&plan.slices);
+        assert_eq!((values, problems.clone()), read(&whole));
+        assert_eq!(problems.len(), 2, "{problems:?}");
+        assert!(problems[0].ends_with("log.parquet:row 12 (step): expected an integer, got 0.5"));
+        assert!(problems[1]
+            .ends_with("log.parquet:row 44 (reward): `reward` is null; a value is required"));
     }
 
     #[test]

@@ -5,11 +5,13 @@
 //! unit (group or iteration) it belongs to ([`UnitRows`]), and a window of complete units becomes a
 //! polars frame ([`Rows::frame`]). Text is stored as one byte buffer with offsets, so a row costs no
 //! allocation of its own; once a block is complete its buffers are frozen, and the frames' string
-//! columns are views into them (the text is never copied again).
+//! columns are views into them (the text is never copied again). Parquet text stays in the string
+//! views polars decoded it into, shared the same way.
 
 use super::Cell;
 use crate::schema::{Kind, FIELDS};
 use polars::prelude::*;
+use polars_arrow::array::{Array as _, Utf8ViewArray, View};
 
 /// Where a row came from: file index and 1-based line (JSONL) or 0-based row (Parquet).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -83,6 +85,8 @@ pub(crate) enum Buffer {
         ends: Vec<usize>,
         valid: Vec<bool>,
     },
+    /// Keys and text as a reader decoded them into string views (Parquet): never copied.
+    Views(Utf8ViewArray),
     Int(Vec<Option<i64>>),
     Float(Vec<Option<f64>>),
     Bool(Vec<Option<bool>>),
@@ -119,6 +123,7 @@ impl Buffer {
                 valid.push(matches!(value, Some(Value::Str(_) | Value::Int(_))));
                 ends.push(bytes.len());
             }
+            Buffer::Views(_) => unreachable!("rows are pushed one by one into byte buffers only"),
             Buffer::Int(v) => v.push(match value {
                 Some(Value::Int(x)) => Some(x),
                 _ => None,
@@ -145,7 +150,7 @@ impl Buffer {
         }
     }
 
-    fn get(&self, row: usize) -> Option<Value<'_>> {
+    pub fn get(&self, row: usize) -> Option<Value<'_>> {
         match self {
             Buffer::Text { bytes, ends, valid } => valid[row].then(|| {
                 let start = if row == 0 { 0 } else { ends[row - 1] };
@@ -154,9 +159,59 @@ impl Buffer {
                     std::str::from_utf8_unchecked(&bytes.as_slice()[start..ends[row]])
                 })
             }),
+            Buffer::Views(array) => array.get(row).map(Value::Str),
             Buffer::Int(v) => v[row].map(Value::Int),
             Buffer::Float(v) => v[row].map(Value::Float),
             Buffer::Bool(v) => v[row].map(Value::Bool),
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Buffer::Text { valid, .. } => valid.len(),
+            Buffer::Views(array) => array.len(),
+            Buffer::Int(v) => v.len(),
+            Buffer::Float(v) => v.len(),
+            Buffer::Bool(v) => v.len(),
+        }
+    }
+
+    fn any_value(&self) -> bool {
+        match self {
+            Buffer::Text { valid, .. } => valid.iter().any(|&v| v),
+            Buffer::Views(array) => array.len() > array.null_count(),
+            Buffer::Int(v) => v.iter().any(Option::is_some),
+            Buffer::Float(v) => v.iter().any(Option::is_some),
+            Buffer::Bool(v) => v.iter().any(Option::is_some),
+        }
+    }
+
+    /// Rows `keep` (ascending) of a column read whole; string views keep sharing their text.
+    pub fn keep(self, keep: &[usize]) -> Buffer {
+        fn pick<T: Copy>(values: Vec<T>, keep: &[usize]) -> Vec<T> {
+            keep.iter().map(|&r| values[r]).collect()
+        }
+        match self {
+            Buffer::Views(array) => {
+                let views: Vec<View> = keep.iter().map(|&r| array.views()[r]).collect();
+                let validity = array
+                    .validity()
+                    .map(|v| keep.iter().map(|&r| v.get_bit(r)).collect());
+                // SAFETY: the views are the array's own, over its own buffers.
+                Buffer::Views(unsafe {
+                    Utf8ViewArray::new_unchecked_unknown_md(
+                        array.dtype().clone(),
+                        views.into(),
+                        array.data_buffers().clone(),
+                        validity,
+                        None,
+                    )
+                })
+            }
+            Buffer::Int(v) => Buffer::Int(pick(v, keep)),
+            Buffer::Float(v) => Buffer::Float(pick(v, keep)),
+            Buffer::Bool(v) => Buffer::Bool(pick(v, keep)),
+            Buffer::Text { .. } => unreachable!("readers keep rows of whole columns as views"),
         }
     }
 }
@@ -188,6 +243,9 @@ impl Default for Rows {
 }
 
 impl Rows {
+    /// Heap bytes of a row besides its text (sequence number, origin, fixed-size values).
+    pub const FIXED_BYTES_PER_ROW: usize = 16 + FIELDS.len() * 10;
+
     pub fn len(&self) -> usize {
         self.seq.len()
     }
@@ -203,16 +261,30 @@ impl Rows {
             .iter()
             .map(|c| match c {
                 Buffer::Text { bytes, .. } => bytes.as_slice().len(),
+                Buffer::Views(array) => array.total_bytes_len(),
                 _ => 0,
             })
             .sum();
-        text + self.len() * (16 + FIELDS.len() * 10)
+        text + self.len() * Self::FIXED_BYTES_PER_ROW
     }
 
-    /// Room for `bytes` more bytes of `field`'s text (readers that know the size avoid regrowing).
-    pub fn reserve_text(&mut self, field: usize, bytes: usize) {
-        if let Buffer::Text { bytes: b, .. } = &mut self.columns[field] {
-            b.growing().reserve(bytes);
+    /// Rows read a column at a time: `columns[i]` holds `FIELDS[i]`'s values (of its kind, text as
+    /// [`Buffer::Views`]), `origin` each row's; rows are numbered in order.
+    pub fn from_columns(columns: Vec<Buffer>, origin: Vec<Origin>) -> Rows {
+        debug_assert!(columns.iter().all(|c| c.len() == origin.len()));
+        let present: Vec<bool> = columns.iter().map(Buffer::any_value).collect();
+        let named = FIELDS
+            .iter()
+            .zip(&present)
+            .map(|(f, &p)| p && f.kind == Kind::Key)
+            .collect();
+        Rows {
+            seq: (0..origin.len() as u64).collect(),
+            origin,
+            columns,
+            present,
+            numbered: vec![false; FIELDS.len()],
+            named,
         }
     }
 
@@ -341,18 +413,44 @@ fn text_column(
     field: usize,
     height: usize,
 ) -> PolarsResult<Column> {
-    use polars_arrow::array::{Utf8ViewArray, View};
     use polars_arrow::bitmap::MutableBitmap;
     use polars_arrow::datatypes::ArrowDataType;
 
     let mut buffers: Vec<polars_buffer::Buffer<u8>> = Vec::new();
+    // Where each block's byte buffer went, and where each view array's buffers begin.
     let mut buffer_of: PlHashMap<usize, u32> = PlHashMap::default();
+    let mut first_buffer_of: PlHashMap<usize, u32> = PlHashMap::default();
     let mut views: Vec<View> = Vec::with_capacity(height);
     let mut validity = MutableBitmap::with_capacity(height);
     let mut total_bytes = 0;
     for (rows, selection) in parts {
-        let Buffer::Text { bytes, ends, valid } = &rows.columns[field] else {
-            polars_bail!(ComputeError: "field {} holds no text", FIELDS[field].name);
+        let (bytes, ends, valid) = match &rows.columns[field] {
+            Buffer::Text { bytes, ends, valid } => (bytes, ends, valid),
+            Buffer::Views(array) => {
+                let own = array.data_buffers();
+                let first = *first_buffer_of
+                    .entry(own.as_ptr() as usize)
+                    .or_insert_with(|| {
+                        buffers.extend(own.iter().cloned());
+                        (buffers.len() - own.len()) as u32
+                    });
+                for &r in selection.iter() {
+                    let valid = array.is_valid(r);
+                    validity.push(valid);
+                    if !valid {
+                        views.push(View::default());
+                        continue;
+                    }
+                    let mut view = array.views()[r];
+                    total_bytes += view.length as usize;
+                    if view.length > View::MAX_INLINE_SIZE {
+                        view.buffer_idx += first;
+                    }
+                    views.push(view);
+                }
+                continue;
+            }
+            _ => polars_bail!(ComputeError: "field {} holds no text", FIELDS[field].name),
         };
         let data = bytes.as_slice();
         let buffer = *buffer_of.entry(data.as_ptr() as usize).or_insert_with(|| {
@@ -376,8 +474,9 @@ fn text_column(
     }
     let total_buffer_len = buffers.iter().map(|b| b.len()).sum();
     let validity = (validity.unset_bits() > 0).then(|| validity.into());
-    // SAFETY: every view lies inside its buffer (offsets and lengths from `ends`), and only whole
-    // `&str`s were pushed, so the bytes are UTF-8.
+    // SAFETY: every view lies inside its buffer (offsets and lengths from `ends`, or a view array's
+    // own views moved with its buffers), and only whole `&str`s were pushed or decoded (polars
+    // checks UTF-8), so the bytes are UTF-8.
     let array = unsafe {
         Utf8ViewArray::new_unchecked(
             ArrowDataType::Utf8View,

@@ -61,17 +61,18 @@ impl Default for Limits {
 
 enum Task {
     Chunk(Chunk),
-    Slice(Arc<parquet::Plan>, (usize, usize)),
+    Slice(Arc<parquet::Plan>, parquet::Slice),
     /// A whole-file problem (unreadable Parquet, a required column missing).
     Problem(u32, Error),
 }
 
 impl Task {
-    /// About how many bytes of input it holds.
+    /// About how many bytes its rows take once parsed (a Parquet slice's are many times its bytes
+    /// on disk).
     fn bytes(&self) -> usize {
         match self {
             Task::Chunk(chunk) => chunk.bytes.len(),
-            Task::Slice(plan, (_, rows)) => (*rows as f64 * plan.disk_bytes_per_row) as usize,
+            Task::Slice(_, slice) => slice.bytes,
             Task::Problem(..) => 0,
         }
     }
@@ -435,7 +436,7 @@ fn produce(
                     let plan = Arc::new(plan);
                     plan.slices
                         .iter()
-                        .all(|&range| send.send(Ok(Task::Slice(plan.clone(), range))).is_ok())
+                        .all(|&slice| send.send(Ok(Task::Slice(plan.clone(), slice))).is_ok())
                 }
                 Err(e @ Error::Input { .. }) => send.send(Ok(Task::Problem(file, e))).is_ok(),
                 Err(e) => {
@@ -457,7 +458,7 @@ fn parse_task(task: Task, paths: &[PathBuf], columns: &crate::schema::ColumnMap)
             let path = &paths[chunk.file as usize];
             Ok(jsonl::parse(chunk, path, columns))
         }
-        Task::Slice(plan, range) => parquet::read_slice(&paths[plan.file as usize], &plan, range),
+        Task::Slice(plan, slice) => parquet::read_slice(&paths[plan.file as usize], &plan, slice),
         Task::Problem(file, e) => Ok(Block {
             file,
             rows: Default::default(),
