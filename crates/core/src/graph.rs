@@ -93,7 +93,11 @@ impl GroupGraph {
         // edge per row.
         let mut graph: DiGraph<NodeKind, Step> =
             DiGraph::with_capacity(group.n_rows + group.trajs.len(), group.n_rows);
-        let mut by_key: PlHashMap<&str, NodeIndex> = PlHashMap::default();
+        // Sized for every row's state up front: growing would hash each long text again.
+        let mut by_key: PlHashMap<&str, NodeIndex> = PlHashMap::with_capacity_and_hasher(
+            group.n_rows + group.trajs.len(),
+            Default::default(),
+        );
         let mut success = None;
         let mut endpoints = Vec::with_capacity(group.n_rows);
         // Interns state keys (borrowed from the batch) into nodes; a missing observation cannot

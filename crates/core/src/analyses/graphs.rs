@@ -75,15 +75,29 @@ impl GraphStats {
 struct Scratch<'a> {
     edges: PlHashSet<(u32, &'a str, u32)>,
     seen: PlHashSet<u32>,
+    /// Rows leaving each node: a state node's are its exact anchor cluster.
+    leaving: Vec<usize>,
 }
 
+/// The group's graph statistics; `cluster` is told the size of each of its exact anchor clusters.
 fn group_stats<'a>(
     batch: &'a StepBatch,
     columns: &GraphColumns<'a>,
     g: usize,
     scratch: &mut Scratch<'a>,
+    cluster: &mut impl FnMut(usize),
 ) -> GraphStats {
     let graph = GroupGraph::build_from(columns, batch, g);
+    // GiGPO's exact anchor clusters are the rows leaving each state node: a node stands for one
+    // observation text (a row without one gets a node of its own), as a cluster does. Counting
+    // them here spares hashing every observation a second time.
+    let leaving = &mut scratch.leaving;
+    leaving.clear();
+    leaving.resize(graph.graph.node_count(), 0);
+    for &(_, source, _) in &graph.endpoints {
+        leaving[source.index()] += 1;
+    }
+    leaving.iter().filter(|&&n| n > 0).for_each(|&n| cluster(n));
     let mut s = GraphStats {
         groups: 1,
         groups_with_success: graph.success.is_some() as usize,
@@ -152,12 +166,17 @@ pub struct GraphBuilder {
 
 impl GraphBuilder {
     /// The statistics of every group of `batch`.
-    pub fn of(batch: &StepBatch) -> Self {
+    /// The statistics of `batch`'s groups' graphs; `cluster` is told the size of each exact
+    /// anchor cluster (GiGPO's step groups) with its group's iteration.
+    pub fn of(batch: &StepBatch, mut cluster: impl FnMut(Option<i64>, usize)) -> Self {
         let mut out = GraphBuilder::default();
         let columns = GraphColumns::of(batch);
         let mut scratch = Scratch::default();
         for g in 0..batch.groups.len() {
-            let s = group_stats(batch, &columns, g, &mut scratch);
+            let iteration = batch.groups[g].iteration;
+            let s = group_stats(batch, &columns, g, &mut scratch, &mut |n| {
+                cluster(iteration, n)
+            });
             out.overall.add(&s);
             if let Some(it) = batch.groups[g].iteration {
                 out.per_iteration.entry(it).or_default().add(&s);
@@ -187,7 +206,7 @@ impl GraphBuilder {
 
 /// Statistics over every group, overall and per iteration (empty without an `iteration` column).
 pub fn graph_stats(batch: &StepBatch) -> (GraphStats, Vec<(i64, GraphStats)>) {
-    GraphBuilder::of(batch).finish()
+    GraphBuilder::of(batch, |_, _| {}).finish()
 }
 
 #[cfg(test)]

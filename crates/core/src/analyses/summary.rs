@@ -333,7 +333,6 @@ pub fn summary_part(batch: &StepBatch, hisr: &hisr::Params) -> SummaryPart {
             trajectories: batch.trajs.len(),
             successes: batch.trajs.iter().filter(|t| t.success).count(),
             rows: batch.len(),
-            graph: GraphBuilder::of(batch),
             ..Tally::default()
         },
         group_sizes: batch.groups.iter().map(|g| g.trajs.len()).collect(),
@@ -396,19 +395,18 @@ pub fn summary_part(batch: &StepBatch, hisr: &hisr::Params) -> SummaryPart {
         }
         tally.degenerate_steps += g.n_rows;
     }
-    for c in anchor_clusters(batch, None) {
-        tally.clusters.add(c.len());
-        if tally.has_iteration {
-            let it = batch.groups[batch.group_of_row[c[0] as usize] as usize]
-                .iteration
-                .unwrap_or(0);
-            tally
-                .clusters_per_iteration
-                .entry(it)
+    // The exact anchor clusters come with the state graphs (one per state node).
+    let (clusters, per_iteration) = (&mut tally.clusters, &mut tally.clusters_per_iteration);
+    let has_iteration = tally.has_iteration;
+    tally.graph = GraphBuilder::of(batch, |iteration, size| {
+        clusters.add(size);
+        if has_iteration {
+            per_iteration
+                .entry(iteration.unwrap_or(0))
                 .or_default()
-                .add(c.len());
+                .add(size);
         }
-    }
+    });
     part
 }
 

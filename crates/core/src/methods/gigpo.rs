@@ -94,7 +94,7 @@ pub fn anchor_clusters(batch: &StepBatch, similarity: Option<f64>) -> Vec<Vec<u3
     // clustered in parallel, concatenated in group order.
     let per_group: Vec<Vec<Vec<u32>>> = (0..batch.groups.len())
         .into_par_iter()
-        .map(|g| group_clusters(batch.group_rows(g), obs, similarity))
+        .map(|g| group_clusters(batch.group_rows(g), batch.groups[g].n_rows, obs, similarity))
         .collect();
     per_group.into_iter().flatten().collect()
 }
@@ -102,6 +102,7 @@ pub fn anchor_clusters(batch: &StepBatch, similarity: Option<f64>) -> Vec<Vec<u3
 /// One group's clusters, in the order of their first rows.
 fn group_clusters(
     rows: impl Iterator<Item = u32>,
+    n_rows: usize,
     obs: Option<&StringChunked>,
     similarity: Option<f64>,
 ) -> Vec<Vec<u32>> {
@@ -109,7 +110,9 @@ fn group_clusters(
     // State text → its cluster. With similarity groups a repeated text lands where its first
     // occurrence did (the clusters before that one did not match it then and cannot now), so
     // each distinct text is compared once.
-    let mut index: PlHashMap<&str, usize> = PlHashMap::default();
+    // Sized for the rows up front: growing would hash each long text again.
+    let mut index: PlHashMap<&str, usize> =
+        PlHashMap::with_capacity_and_hasher(n_rows, Default::default());
     let mut representatives: Vec<(usize, Matcher)> = Vec::new();
     for r in rows {
         let Some(text) = obs.and_then(|o| o.get(r as usize)) else {
