@@ -9,7 +9,8 @@ Usage:
 For each size it generates the log once with bench/synth_scale.py (JSONL, and Parquet when pyarrow
 is importable; deterministic), then runs, each as its own process: polars.read_ndjson and
 polars.read_parquet on the same files, and credit analyze, advantages (grpo,rloo,gigpo,proxmo,mgr,
-graphgpo), compare, graph --top 1 and report. It prints wall time, rows/s, MB/s of the input,
+graphgpo), GiGPO alone and with verl-agent's similarity groups (θ = 0.95), compare, graph --top 1
+and report; with `--before BIN`, an earlier build runs every command beside it, in the same run. It prints wall time, rows/s, MB/s of the input,
 peak RSS (from wait4) and the ratio to polars, as a Markdown table.
 """
 import argparse
@@ -47,6 +48,7 @@ def main():
     ap.add_argument("--rows", type=int, nargs="+", default=[1_000_000])
     ap.add_argument("--data", default=os.path.join(tempfile.gettempdir(), "credit-bench"))
     ap.add_argument("--credit", default=os.path.join(HERE, "..", "target", "release", "credit"))
+    ap.add_argument("--before", help="an earlier credit binary, run beside --credit on every command")
     ap.add_argument("--skip", nargs="*", default=[], help="commands to leave out (e.g. report)")
     ap.add_argument("--polars-max-rows", type=int, default=2_000_000,
                     help="run polars only up to this size (it holds the whole file in memory)")
@@ -82,20 +84,34 @@ def main():
             commands = {
                 "analyze": ["analyze", path, "--format", "json"],
                 "advantages": ["advantages", path, "--methods", METHODS, "-o", os.path.join(out, "adv.parquet")],
+                "gigpo": ["advantages", path, "--methods", "gigpo", "-o", os.path.join(out, "gigpo.parquet")],
+                "gigpo-similarity": ["advantages", path, "--methods", "gigpo", "--set", "gigpo.similarity=0.95",
+                                     "-o", os.path.join(out, "gigpo-sim.parquet")],
                 "compare": ["compare", path, "--methods", "grpo,gigpo,proxmo", "--format", "json"],
                 "graph": ["graph", path, "--top", "1", "--out", os.path.join(out, "graphs")],
                 "report": ["report", path, "--out", os.path.join(out, "report")],
             }
-            analyze = None
-            for name, args in commands.items():
-                if name in a.skip:
-                    continue
-                seconds, rss = measure([a.credit] + args)
-                analyze = analyze or seconds
-                extra = f" ({seconds / analyze:.2f}× analyze)" if name != "analyze" else ""
-                ratio = f"{base / seconds:.2f}" if base else ""
-                print(f"| {rows:,} | {label} | credit {name}{extra} | {seconds:.2f} | {rows / seconds:,.0f} | {mb / seconds:,.0f} | {rss:,.0f} | {ratio} |")
-            sys.stdout.flush()
+            binaries = [("before", a.before)] if a.before else []
+            binaries.append(("", a.credit))
+            for tag, binary in binaries:
+                analyze = gigpo = None
+                for name, args in commands.items():
+                    if name in a.skip:
+                        continue
+                    # Each run writes its own output (credit replaces only its own earlier one).
+                    for arg in args:
+                        if arg.startswith(out) and os.path.isfile(arg):
+                            os.remove(arg)
+                    seconds, rss = measure([binary] + args)
+                    analyze = analyze or seconds
+                    gigpo = seconds if name == "gigpo" else gigpo
+                    extra = f" ({seconds / analyze:.2f}× analyze)" if name != "analyze" else ""
+                    if name == "gigpo-similarity" and gigpo:
+                        extra = f" ({seconds / gigpo:.2f}× exact GiGPO)"
+                    ratio = f"{base / seconds:.2f}" if base else ""
+                    who = f"credit {tag} " if tag else "credit "
+                    print(f"| {rows:,} | {label} | {who}{name}{extra} | {seconds:.2f} | {rows / seconds:,.0f} | {mb / seconds:,.0f} | {rss:,.0f} | {ratio} |")
+                    sys.stdout.flush()
         shutil.rmtree(out, ignore_errors=True)
 
 

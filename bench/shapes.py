@@ -16,6 +16,8 @@ Shapes (each N rows, ~150 bytes a row except f; deterministic, standard library 
     f  the layout of a with 1 KB group and trajectory ids
     g  the rows of a inside a group that is open from the first row to the last (it holds every
        window back, and makes ingest read the log twice)
+    h  the rows of a, each with one extra key no other row has (trainers that log per-sample
+       fields): every row has a shape of its own
 
 For each shape it runs `credit analyze FILE --format json` and `credit advantages FILE --methods
 grpo -o out.parquet` (each --repeat times as its own process) and prints a Markdown table: median
@@ -40,6 +42,7 @@ SHAPES = {
     "e": "10k files",
     "f": "1 KB ids",
     "g": "a group open throughout",
+    "h": "a key of its own per row",
 }
 PLACES = ["cabinet", "drawer", "countertop", "shelf", "fridge", "microwave", "sinkbasin", "desk"]
 OBJECTS = ["apple", "mug", "knife", "bread", "egg", "plate", "bowl", "cup"]
@@ -48,7 +51,7 @@ ROWS_PER_ITERATION = 2560
 
 def layout(shape, rows):
     """(groups, trajectories per group, steps per trajectory) covering at least `rows` rows."""
-    if shape in "aefg":
+    if shape in "aefgh":
         trajs, steps = 8, 20
     elif shape == "b":
         trajs, steps = 1, 1
@@ -89,9 +92,10 @@ def lines(shape, rows, seed=0):
                 obs = f"You are at {place} {rng.randint(1, 3)}. You see a {rng.choice(OBJECTS)}."
                 last = s == steps - 1
                 reward = 10.0 if last and won else 0.0
+                own = f', "extra_{written}": 1' if shape == "h" else ""
                 yield (f'{{"uid": "{gid}", "traj_uid": "{tid}", "iteration": {iteration}, "step": {s}, '
                        f'"anchor_obs": "{obs}", "action": "go to {rng.choice(PLACES)}", '
-                       f'"reward": {reward}, "won": {"true" if last and won else "false"}}}\n')
+                       f'"reward": {reward}, "won": {"true" if last and won else "false"}{own}}}\n')
                 written += 1
 
 
@@ -150,6 +154,7 @@ def main():
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--data", default=os.path.join(tempfile.gettempdir(), "credit-shapes"))
     ap.add_argument("--credit", default=os.path.join(HERE, "..", "target", "debug", "credit"))
+    ap.add_argument("--before", help="an earlier credit binary, run beside --credit on every shape")
     ap.add_argument("--commands", nargs="+", default=["analyze", "advantages"],
                     choices=["analyze", "advantages"])
     ap.add_argument("--generate-only", metavar="SHAPE", choices=list(SHAPES))
@@ -175,15 +180,22 @@ def main():
                 "advantages": ["advantages", path, "--methods", "grpo", "-o",
                                os.path.join(scratch, "out.parquet")],
             }
+            binaries = ([("before ", a.before)] if a.before else []) + [("", a.credit)]
             for name in a.commands:
-                runs = [measure([a.credit] + commands[name]) for _ in range(a.repeat)]
-                wall = statistics.median(s for s, _ in runs)
-                rss = statistics.median(r for _, r in runs)
-                base.setdefault(name, wall if shape == "a" else None)
-                ratio = f"{wall / base[name]:.2f}" if base.get(name) else ""
-                print(f"| {shape}: {SHAPES[shape]} | {a.rows:,} | {size_mb(path):,.0f} | {name} | "
-                      f"{wall:.2f} | {wall / a.rows * 1e6:.2f} | {rss:,.0f} | {ratio} |")
-                sys.stdout.flush()
+                for tag, binary in binaries:
+                    runs = []
+                    for _ in range(a.repeat):
+                        # credit replaces only its own earlier output: start each run afresh.
+                        if os.path.exists(os.path.join(scratch, "out.parquet")):
+                            os.remove(os.path.join(scratch, "out.parquet"))
+                        runs.append(measure([binary] + commands[name]))
+                    wall = statistics.median(s for s, _ in runs)
+                    rss = statistics.median(r for _, r in runs)
+                    base.setdefault(tag + name, wall if shape == "a" else None)
+                    ratio = f"{wall / base[tag + name]:.2f}" if base.get(tag + name) else ""
+                    print(f"| {shape}: {SHAPES[shape]} | {a.rows:,} | {size_mb(path):,.0f} | {tag}{name} | "
+                          f"{wall:.2f} | {wall / a.rows * 1e6:.2f} | {rss:,.0f} | {ratio} |")
+                    sys.stdout.flush()
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
 

@@ -2,7 +2,8 @@
 //! shaped rows with ~600 bytes of observation text each), `credit analyze` and `credit
 //! advantages` run on each as child processes, and the peak RSS of each child (from `wait4`)
 //! on the 4× larger log must stay within 1.25× of the smaller one's. The same with a group per
-//! row, where only what is kept of each group seen may add to that.
+//! row, where only what is kept of each group seen may add to that, and with a key of its own per
+//! row.
 
 use crate::util::Run;
 use std::io::Write;
@@ -14,18 +15,28 @@ use std::process::Command;
 struct Shape {
     trajectories_per_group: usize,
     steps: usize,
+    /// Each row carries a key no other row has (trainers that log per-sample fields).
+    own_key: bool,
 }
 
 /// Groups of 8 trajectories of 20 steps.
 const GROUPS_OF_8: Shape = Shape {
     trajectories_per_group: 8,
     steps: 20,
+    own_key: false,
+};
+
+/// Groups of 8, every row with a key of its own: a row shape per row.
+const OWN_KEY_PER_ROW: Shape = Shape {
+    own_key: true,
+    ..GROUPS_OF_8
 };
 
 /// One trajectory of one step per group (verl single-turn logs with n = 1).
 const SINGLE_ROW_GROUPS: Shape = Shape {
     trajectories_per_group: 1,
     steps: 1,
+    own_key: false,
 };
 
 /// Writes `rows` step rows of `shape`, 2560 rows per iteration, each state a room description of
@@ -82,9 +93,14 @@ fn write_log(path: &Path, rows: usize, shape: Shape) {
                     "You are at {} {place}. {room}. Step {step}.",
                     WORDS[place as usize]
                 );
+                let own = if shape.own_key {
+                    format!(r#", "extra_{written}": 1"#)
+                } else {
+                    String::new()
+                };
                 writeln!(
                     out,
-                    r#"{{"uid": "g{group}", "traj_uid": "g{group}-t{traj}", "iteration": {}, "step": {step}, "anchor_obs": "{obs}", "action": "go to {} {}", "is_action_valid": {}, "reward": {}, "won": {}}}"#,
+                    r#"{{"uid": "g{group}", "traj_uid": "g{group}-t{traj}", "iteration": {}, "step": {step}, "anchor_obs": "{obs}", "action": "go to {} {}", "is_action_valid": {}, "reward": {}, "won": {}{own}}}"#,
                     group * shape.trajectories_per_group * shape.steps / 2560,
                     WORDS[(next() % 24) as usize],
                     next() % 4,
@@ -182,6 +198,17 @@ fn peak_memory_grows_only_by_the_groups_seen_with_single_row_groups() {
         SINGLE_ROW_GROUPS,
         250_000,
         192,
+        &[&["analyze", "--format", "json"]],
+    );
+}
+
+/// Every row with a key of its own: the row shapes seen do not accumulate.
+#[test]
+fn peak_memory_does_not_grow_with_a_key_of_its_own_per_row() {
+    assert_flat(
+        OWN_KEY_PER_ROW,
+        250_000,
+        0,
         &[&["analyze", "--format", "json"]],
     );
 }
