@@ -37,8 +37,12 @@ impl Text {
 /// A prepared `b` (the second sequence) to compare many `a`s against.
 pub struct Matcher {
     b: Text,
-    /// Positions of each non-popular element of `b`, ascending.
-    b2j: PlHashMap<char, Vec<u32>>,
+    /// Positions of the non-popular elements of `b`, element by element, each ascending.
+    positions: Vec<u32>,
+    /// Each element's range in `positions` (empty when absent or popular): ASCII by table, as
+    /// looking up every element of every `a` is the hot path; others hashed.
+    ascii: [(u32, u32); 128],
+    other: PlHashMap<char, (u32, u32)>,
 }
 
 fn calculate_ratio(matches: usize, length: usize) -> f64 {
@@ -51,7 +55,8 @@ fn calculate_ratio(matches: usize, length: usize) -> f64 {
 
 /// Lengths of the matches ending at each position of `b` for the previous element of `a`, and
 /// for the current one; `touched` lists the non-zero entries so that clearing costs what was set
-/// (difflib's `j2len` and `newj2len` dicts).
+/// (difflib's `j2len` and `newj2len` dicts). All zero between searches.
+#[derive(Default)]
 struct Runs {
     previous: Vec<u32>,
     current: Vec<u32>,
@@ -60,28 +65,28 @@ struct Runs {
 }
 
 impl Runs {
-    fn new(len: usize) -> Self {
-        Runs {
-            previous: vec![0; len],
-            current: vec![0; len],
-            previous_touched: Vec::new(),
-            current_touched: Vec::new(),
+    fn reserve(&mut self, len: usize) {
+        if self.previous.len() < len {
+            self.previous.resize(len, 0);
+            self.current.resize(len, 0);
         }
     }
+}
 
-    fn clear_previous(&mut self) {
-        for &j in &self.previous_touched {
-            self.previous[j as usize] = 0;
-        }
-        self.previous_touched.clear();
+fn clear(runs: &mut [u32], touched: &mut Vec<u32>) {
+    for &j in touched.iter() {
+        runs[j as usize] = 0;
     }
+    touched.clear();
+}
 
-    /// The current row becomes the previous one; the new current row is empty.
-    fn advance(&mut self) {
-        self.clear_previous();
-        std::mem::swap(&mut self.previous, &mut self.current);
-        std::mem::swap(&mut self.previous_touched, &mut self.current_touched);
-    }
+/// Buffers reused across comparisons, so that a comparison allocates nothing once warm.
+#[derive(Default)]
+pub struct Scratch {
+    /// Each element of `a`'s range in [`Matcher::positions`].
+    spans: Vec<(u32, u32)>,
+    runs: Runs,
+    queue: Vec<(usize, usize, usize, usize)>,
 }
 
 impl Matcher {
@@ -96,7 +101,34 @@ impl Matcher {
             let ntest = n / 100 + 1;
             b2j.retain(|_, positions| positions.len() <= ntest);
         }
-        Matcher { b, b2j }
+        let mut matcher = Matcher {
+            b,
+            positions: Vec::new(),
+            ascii: [(0, 0); 128],
+            other: PlHashMap::default(),
+        };
+        for (c, js) in b2j {
+            let span = (
+                matcher.positions.len() as u32,
+                (matcher.positions.len() + js.len()) as u32,
+            );
+            matcher.positions.extend(js);
+            match matcher.ascii.get_mut(c as usize) {
+                Some(slot) => *slot = span,
+                None => {
+                    matcher.other.insert(c, span);
+                }
+            }
+        }
+        matcher
+    }
+
+    #[inline]
+    fn span(&self, c: char) -> (u32, u32) {
+        match self.ascii.get(c as usize) {
+            Some(&span) => span,
+            None => self.other.get(&c).copied().unwrap_or_default(),
+        }
     }
 
     /// `2·min(|a|, |b|) / (|a| + |b|)`: an upper bound of [`Matcher::ratio`].
@@ -105,9 +137,17 @@ impl Matcher {
         calculate_ratio(la.min(lb), la + lb)
     }
 
-    /// The multiset intersection of `a` and `b`: an upper bound of [`Matcher::ratio`].
+    /// `2·common / (|a| + |b|)`, `common` the size of the multiset intersection of `a` and `b`:
+    /// an upper bound of [`Matcher::ratio`].
     pub fn quick_ratio(&self, a: &Text) -> f64 {
-        let (mut x, mut y) = (a.histogram.iter().peekable(), self.b.histogram.iter().peekable());
+        calculate_ratio(self.common(a), a.chars.len() + self.b.chars.len())
+    }
+
+    fn common(&self, a: &Text) -> usize {
+        let (mut x, mut y) = (
+            a.histogram.iter().peekable(),
+            self.b.histogram.iter().peekable(),
+        );
         let mut matches = 0;
         while let (Some(&&(ca, na)), Some(&&(cb, nb))) = (x.peek(), y.peek()) {
             match ca.cmp(&cb) {
@@ -124,34 +164,53 @@ impl Matcher {
                 }
             }
         }
-        calculate_ratio(matches, a.chars.len() + self.b.chars.len())
+        matches
     }
 
     /// `difflib.SequenceMatcher(None, a, b).ratio()`.
     pub fn ratio(&self, a: &Text) -> f64 {
-        let a = &a.chars;
-        let (la, lb) = (a.len(), self.b.chars.len());
+        let (matched, _) = self.match_blocks(a, &mut Scratch::default(), |_, _| false);
+        calculate_ratio(matched, a.chars.len() + self.b.chars.len())
+    }
+
+    /// Adds up the sizes of difflib's matching blocks (`get_matching_blocks`) until `stop(matched,
+    /// open)` holds, `open` an upper bound of what the blocks not found yet add: the shorter side
+    /// of each range still to search. Gives (matched, open); open is 0 when all were found.
+    fn match_blocks(
+        &self,
+        a: &Text,
+        s: &mut Scratch,
+        mut stop: impl FnMut(usize, usize) -> bool,
+    ) -> (usize, usize) {
+        let (la, lb) = (a.chars.len(), self.b.chars.len());
         // Each element of `a`'s positions in `b`, looked up once for every block search.
-        let positions: Vec<&[u32]> = a
-            .iter()
-            .map(|c| self.b2j.get(c).map_or(&[][..], |v| v.as_slice()))
-            .collect();
-        let mut runs = Runs::new(lb + 1);
-        let mut queue = vec![(0, la, 0, lb)];
-        let mut matches = 0;
-        while let Some((alo, ahi, blo, bhi)) = queue.pop() {
-            let (i, j, k) = self.find_longest_match(a, &positions, (alo, ahi, blo, bhi), &mut runs);
+        s.spans.clear();
+        s.spans.extend(a.chars.iter().map(|&c| self.span(c)));
+        s.runs.reserve(lb + 1);
+        s.queue.clear();
+        s.queue.push((0, la, 0, lb));
+        let (mut matched, mut open) = (0, la.min(lb));
+        // The blocks' total does not depend on the order ranges are searched in.
+        while let Some((alo, ahi, blo, bhi)) = s.queue.pop() {
+            open -= (ahi - alo).min(bhi - blo);
+            let (i, j, k) =
+                self.find_longest_match(&a.chars, &s.spans, (alo, ahi, blo, bhi), &mut s.runs);
             if k > 0 {
-                matches += k;
+                matched += k;
                 if alo < i && blo < j {
-                    queue.push((alo, i, blo, j));
+                    s.queue.push((alo, i, blo, j));
+                    open += (i - alo).min(j - blo);
                 }
                 if i + k < ahi && j + k < bhi {
-                    queue.push((i + k, ahi, j + k, bhi));
+                    s.queue.push((i + k, ahi, j + k, bhi));
+                    open += (ahi - i - k).min(bhi - j - k);
                 }
             }
+            if stop(matched, open) {
+                break;
+            }
         }
-        calculate_ratio(matches, la + lb)
+        (matched, open)
     }
 
     /// The longest matching block of `a[alo..ahi]` and `b[blo..bhi]`, earliest in `a`, then in
@@ -159,16 +218,20 @@ impl Matcher {
     fn find_longest_match(
         &self,
         a: &[char],
-        positions: &[&[u32]],
+        spans: &[(u32, u32)],
         (alo, ahi, blo, bhi): (usize, usize, usize, usize),
         runs: &mut Runs,
     ) -> (usize, usize, usize) {
         let b = &self.b.chars;
         let (mut besti, mut bestj, mut bestsize) = (alo, blo, 0);
-        // runs.previous[j + 1] = length of the match ending at (i − 1, j).
-        runs.clear_previous();
-        for (i, js) in positions.iter().enumerate().take(ahi).skip(alo) {
-            for &j in *js {
+        // previous[j + 1] = length of the match ending at (i − 1, j). Rows swap as local
+        // references: most elements of `a` are popular or absent in `b` and have an empty row,
+        // which then costs nothing.
+        let (mut previous, mut current) = (&mut runs.previous[..], &mut runs.current[..]);
+        let (mut previous_touched, mut current_touched) =
+            (&mut runs.previous_touched, &mut runs.current_touched);
+        for (i, &(from, to)) in spans.iter().enumerate().take(ahi).skip(alo) {
+            for &j in &self.positions[from as usize..to as usize] {
                 let j = j as usize;
                 if j < blo {
                     continue;
@@ -176,30 +239,61 @@ impl Matcher {
                 if j >= bhi {
                     break;
                 }
-                let k = runs.previous[j] as usize + 1;
-                runs.current[j + 1] = k as u32;
-                runs.current_touched.push(j as u32 + 1);
+                let k = previous[j] as usize + 1;
+                current[j + 1] = k as u32;
+                current_touched.push(j as u32 + 1);
                 if k > bestsize {
                     (besti, bestj, bestsize) = (i + 1 - k, j + 1 - k, k);
                 }
             }
-            runs.advance();
+            if !previous_touched.is_empty() {
+                clear(previous, previous_touched);
+            }
+            if !current_touched.is_empty() {
+                std::mem::swap(&mut previous, &mut current);
+                std::mem::swap(&mut previous_touched, &mut current_touched);
+            }
         }
-        runs.clear_previous();
+        clear(previous, previous_touched);
         while besti > alo && bestj > blo && a[besti - 1] == b[bestj - 1] {
             (besti, bestj, bestsize) = (besti - 1, bestj - 1, bestsize + 1);
         }
-        while besti + bestsize < ahi && bestj + bestsize < bhi && a[besti + bestsize] == b[bestj + bestsize] {
+        while besti + bestsize < ahi
+            && bestj + bestsize < bhi
+            && a[besti + bestsize] == b[bestj + bestsize]
+        {
             bestsize += 1;
         }
         (besti, bestj, bestsize)
     }
 }
 
-/// Whether `a` is similar to `b` (`difflib` ratio ≥ `threshold`), trying the cheap upper bounds
-/// first.
-pub fn similar(a: &Text, b: &Matcher, threshold: f64) -> bool {
-    b.real_quick_ratio(a) >= threshold && b.quick_ratio(a) >= threshold && b.ratio(a) >= threshold
+/// Whether `a` is similar to `b` (`difflib` ratio ≥ `threshold`), decided as early as exact
+/// bounds allow: the ratio `2.0·matched/total` only grows with `matched` (floating-point
+/// rounding is monotone), so the decision is `matched ≥ need`, with `need` the fewest matches
+/// that reach the threshold, and the length bound, the multiset intersection and the blocks found
+/// so far plus the ranges left can each settle it without the other matches.
+pub fn similar(a: &Text, b: &Matcher, threshold: f64, scratch: &mut Scratch) -> bool {
+    let total = a.chars.len() + b.b.chars.len();
+    let need = fewest_matches(total, threshold);
+    a.chars.len().min(b.b.chars.len()) >= need
+        && b.common(a) >= need
+        && b.match_blocks(a, scratch, |matched, open| {
+            matched >= need || matched + open < need
+        })
+        .0 >= need
+}
+
+/// The least `m` with `calculate_ratio(m, total) ≥ threshold` (`total + 1` when none is).
+fn fewest_matches(total: usize, threshold: f64) -> usize {
+    let mut m = ((threshold * total as f64 / 2.0).ceil().max(0.0) as usize).min(total + 1);
+    while m > 0 && calculate_ratio(m - 1, total) >= threshold {
+        m -= 1;
+    }
+    while m <= total && calculate_ratio(m, total) < threshold {
+        m += 1;
+    }
+    m
 }
 
 #[cfg(test)]
