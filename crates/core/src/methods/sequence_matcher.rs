@@ -6,43 +6,78 @@
 //!
 //! A port of CPython 3.11's `difflib.py` (`__chain_b`, `find_longest_match`,
 //! `get_matching_blocks`, `ratio`), checked against it on the fixtures' observations
-//! (`tests/reference.rs`). [`Matcher::quick_ratio`] and [`Matcher::real_quick_ratio`] are its
-//! upper bounds: a pair below the threshold there is below it for `ratio` too.
+//! (`tests/reference.rs`). [`similar`] decides `ratio ≥ θ` with difflib's upper bounds
+//! (`real_quick_ratio`, `quick_ratio`) first and stops the block search once it is settled.
 
-use polars::prelude::PlHashMap;
-
-/// A text as difflib sees it: its code points, and how often each occurs (sorted by code point,
-/// for [`Matcher::quick_ratio`]).
+/// A text as difflib sees it: its code points, and where each distinct one occurs.
 pub struct Text {
     chars: Vec<char>,
-    histogram: Vec<(char, u32)>,
+    /// Each distinct element, ascending, with its range in `positions`.
+    histogram: Vec<(char, u32, u32)>,
+    /// Positions of each element in turn, ascending within an element.
+    positions: Vec<u32>,
 }
 
 impl Text {
     pub fn new(text: &str) -> Self {
         let chars: Vec<char> = text.chars().collect();
-        let mut sorted = chars.clone();
-        sorted.sort_unstable();
-        let mut histogram: Vec<(char, u32)> = Vec::new();
-        for c in sorted {
-            match histogram.last_mut() {
-                Some((last, n)) if *last == c => *n += 1,
-                _ => histogram.push((c, 1)),
+        // Positions grouped by element: a counting sort for ASCII text (observations mostly
+        // are, and every distinct one is prepared), a sort of (element, position) otherwise.
+        let mut positions = vec![0u32; chars.len()];
+        let mut histogram = Vec::new();
+        if chars.iter().all(char::is_ascii) {
+            let mut starts = [0u32; 129];
+            for &c in &chars {
+                starts[c as usize + 1] += 1;
+            }
+            for c in 0..128 {
+                if starts[c + 1] > 0 {
+                    histogram.push((c as u8 as char, starts[c], starts[c] + starts[c + 1]));
+                }
+                starts[c + 1] += starts[c];
+            }
+            for (i, &c) in chars.iter().enumerate() {
+                positions[starts[c as usize] as usize] = i as u32;
+                starts[c as usize] += 1;
+            }
+        } else {
+            let mut sorted: Vec<(char, u32)> = chars
+                .iter()
+                .enumerate()
+                .map(|(i, &c)| (c, i as u32))
+                .collect();
+            sorted.sort_unstable();
+            for (k, &(c, i)) in sorted.iter().enumerate() {
+                positions[k] = i;
+                match histogram.last_mut() {
+                    Some((last, _, to)) if *last == c => *to += 1,
+                    _ => histogram.push((c, k as u32, k as u32 + 1)),
+                }
             }
         }
-        Text { chars, histogram }
+        Text {
+            chars,
+            histogram,
+            positions,
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.chars.len()
+    }
+
+    fn at(&self, (from, to): (u32, u32)) -> &[u32] {
+        &self.positions[from as usize..to as usize]
     }
 }
 
 /// A prepared `b` (the second sequence) to compare many `a`s against.
 pub struct Matcher {
     b: Text,
-    /// Positions of the non-popular elements of `b`, element by element, each ascending.
-    positions: Vec<u32>,
-    /// Each element's range in `positions` (empty when absent or popular): ASCII by table, as
-    /// looking up every element of every `a` is the hot path; others hashed.
-    ascii: [(u32, u32); 128],
-    other: PlHashMap<char, (u32, u32)>,
+    /// Whether each position of `b` holds a non-popular element (one in difflib's `b2j`).
+    indexed: Vec<bool>,
+    /// Elements occurring more often than this in `b` are popular.
+    most: u32,
 }
 
 fn calculate_ratio(matches: usize, length: usize) -> f64 {
@@ -53,103 +88,44 @@ fn calculate_ratio(matches: usize, length: usize) -> f64 {
     }
 }
 
-/// Lengths of the matches ending at each position of `b` for the previous element of `a`, and
-/// for the current one; `touched` lists the non-zero entries so that clearing costs what was set
-/// (difflib's `j2len` and `newj2len` dicts). All zero between searches.
-#[derive(Default)]
-struct Runs {
-    previous: Vec<u32>,
-    current: Vec<u32>,
-    previous_touched: Vec<u32>,
-    current_touched: Vec<u32>,
-}
-
-impl Runs {
-    fn reserve(&mut self, len: usize) {
-        if self.previous.len() < len {
-            self.previous.resize(len, 0);
-            self.current.resize(len, 0);
-        }
-    }
-}
-
-fn clear(runs: &mut [u32], touched: &mut Vec<u32>) {
-    for &j in touched.iter() {
-        runs[j as usize] = 0;
-    }
-    touched.clear();
-}
-
 /// Buffers reused across comparisons, so that a comparison allocates nothing once warm.
 #[derive(Default)]
 pub struct Scratch {
-    /// Each element of `a`'s range in [`Matcher::positions`].
-    spans: Vec<(u32, u32)>,
-    runs: Runs,
+    /// For each non-popular element of `b` that `a` has: its positions in `a` and in `b`.
+    shared: Vec<((u32, u32), (u32, u32))>,
     queue: Vec<(usize, usize, usize, usize)>,
 }
 
 impl Matcher {
     pub fn new(b: &str) -> Self {
         let b = Text::new(b);
-        let mut b2j: PlHashMap<char, Vec<u32>> = PlHashMap::default();
-        for (i, &c) in b.chars.iter().enumerate() {
-            b2j.entry(c).or_default().push(i as u32);
-        }
-        let n = b.chars.len();
-        if n >= 200 {
-            let ntest = n / 100 + 1;
-            b2j.retain(|_, positions| positions.len() <= ntest);
-        }
-        let mut matcher = Matcher {
-            b,
-            positions: Vec::new(),
-            ascii: [(0, 0); 128],
-            other: PlHashMap::default(),
+        let n = b.len();
+        let most = if n >= 200 {
+            (n / 100 + 1) as u32
+        } else {
+            u32::MAX
         };
-        for (c, js) in b2j {
-            let span = (
-                matcher.positions.len() as u32,
-                (matcher.positions.len() + js.len()) as u32,
-            );
-            matcher.positions.extend(js);
-            match matcher.ascii.get_mut(c as usize) {
-                Some(slot) => *slot = span,
-                None => {
-                    matcher.other.insert(c, span);
+        let mut indexed = vec![false; n];
+        for &(_, from, to) in &b.histogram {
+            if to - from <= most {
+                for &j in b.at((from, to)) {
+                    indexed[j as usize] = true;
                 }
             }
         }
-        matcher
+        Matcher { b, indexed, most }
     }
 
-    #[inline]
-    fn span(&self, c: char) -> (u32, u32) {
-        match self.ascii.get(c as usize) {
-            Some(&span) => span,
-            None => self.other.get(&c).copied().unwrap_or_default(),
-        }
-    }
-
-    /// `2·min(|a|, |b|) / (|a| + |b|)`: an upper bound of [`Matcher::ratio`].
-    pub fn real_quick_ratio(&self, a: &Text) -> f64 {
-        let (la, lb) = (a.chars.len(), self.b.chars.len());
-        calculate_ratio(la.min(lb), la + lb)
-    }
-
-    /// `2·common / (|a| + |b|)`, `common` the size of the multiset intersection of `a` and `b`:
-    /// an upper bound of [`Matcher::ratio`].
-    pub fn quick_ratio(&self, a: &Text) -> f64 {
-        calculate_ratio(self.common(a), a.chars.len() + self.b.chars.len())
-    }
-
-    fn common(&self, a: &Text) -> usize {
+    /// The size of the multiset intersection of `a` and `b` (difflib's `quick_ratio` counts it,
+    /// an upper bound of the matches), listing in `s` the non-popular elements both have.
+    fn pair_up(&self, a: &Text, s: &mut Scratch) -> usize {
+        s.shared.clear();
         let (mut x, mut y) = (
             a.histogram.iter().peekable(),
             self.b.histogram.iter().peekable(),
         );
         let mut matches = 0;
-        while let (Some(&&(ca, na)), Some(&&(cb, nb))) = (x.peek(), y.peek()) {
+        while let (Some(&&(ca, fa, ta)), Some(&&(cb, fb, tb))) = (x.peek(), y.peek()) {
             match ca.cmp(&cb) {
                 std::cmp::Ordering::Less => {
                     x.next();
@@ -158,7 +134,10 @@ impl Matcher {
                     y.next();
                 }
                 std::cmp::Ordering::Equal => {
-                    matches += na.min(nb) as usize;
+                    matches += (ta - fa).min(tb - fb) as usize;
+                    if tb - fb <= self.most {
+                        s.shared.push(((fa, ta), (fb, tb)));
+                    }
                     x.next();
                     y.next();
                 }
@@ -169,32 +148,30 @@ impl Matcher {
 
     /// `difflib.SequenceMatcher(None, a, b).ratio()`.
     pub fn ratio(&self, a: &Text) -> f64 {
-        let (matched, _) = self.match_blocks(a, &mut Scratch::default(), |_, _| false);
-        calculate_ratio(matched, a.chars.len() + self.b.chars.len())
+        let mut s = Scratch::default();
+        self.pair_up(a, &mut s);
+        let (matched, _) = self.match_blocks(a, &mut s, |_, _| false);
+        calculate_ratio(matched, a.len() + self.b.len())
     }
 
-    /// Adds up the sizes of difflib's matching blocks (`get_matching_blocks`) until `stop(matched,
-    /// open)` holds, `open` an upper bound of what the blocks not found yet add: the shorter side
-    /// of each range still to search. Gives (matched, open); open is 0 when all were found.
+    /// Adds up the sizes of difflib's matching blocks (`get_matching_blocks`), `s` paired up
+    /// ([`Matcher::pair_up`]), until `stop(matched, open)` holds, `open` an upper bound of what
+    /// the blocks not found yet add: the shorter side of each range still to search. Gives
+    /// (matched, open); open is 0 when all were found.
     fn match_blocks(
         &self,
         a: &Text,
         s: &mut Scratch,
         mut stop: impl FnMut(usize, usize) -> bool,
     ) -> (usize, usize) {
-        let (la, lb) = (a.chars.len(), self.b.chars.len());
-        // Each element of `a`'s positions in `b`, looked up once for every block search.
-        s.spans.clear();
-        s.spans.extend(a.chars.iter().map(|&c| self.span(c)));
-        s.runs.reserve(lb + 1);
+        let (la, lb) = (a.len(), self.b.len());
         s.queue.clear();
         s.queue.push((0, la, 0, lb));
         let (mut matched, mut open) = (0, la.min(lb));
         // The blocks' total does not depend on the order ranges are searched in.
         while let Some((alo, ahi, blo, bhi)) = s.queue.pop() {
             open -= (ahi - alo).min(bhi - blo);
-            let (i, j, k) =
-                self.find_longest_match(&a.chars, &s.spans, (alo, ahi, blo, bhi), &mut s.runs);
+            let (i, j, k) = self.find_longest_match(a, &s.shared, (alo, ahi, blo, bhi));
             if k > 0 {
                 matched += k;
                 if alo < i && blo < j {
@@ -215,57 +192,67 @@ impl Matcher {
 
     /// The longest matching block of `a[alo..ahi]` and `b[blo..bhi]`, earliest in `a`, then in
     /// `b`, extended over popular elements on both ends (no element is junk: `isjunk` is None).
+    ///
+    /// difflib grows runs of non-popular matches row by row of `a` (`j2len`) and keeps the first
+    /// cell, in (i, j) order, where a run reaches the greatest length: the earliest end of a
+    /// longest run. Here only the cells pairing equal non-popular elements are visited, element by
+    /// element, and each that ends a run (within the ranges) measures it backwards: most elements
+    /// of `a` are popular or absent in `b`, and cost nothing.
     fn find_longest_match(
         &self,
-        a: &[char],
-        spans: &[(u32, u32)],
+        a: &Text,
+        shared: &[((u32, u32), (u32, u32))],
         (alo, ahi, blo, bhi): (usize, usize, usize, usize),
-        runs: &mut Runs,
     ) -> (usize, usize, usize) {
-        let b = &self.b.chars;
-        let (mut besti, mut bestj, mut bestsize) = (alo, blo, 0);
-        // previous[j + 1] = length of the match ending at (i − 1, j). Rows swap as local
-        // references: most elements of `a` are popular or absent in `b` and have an empty row,
-        // which then costs nothing.
-        let (mut previous, mut current) = (&mut runs.previous[..], &mut runs.current[..]);
-        let (mut previous_touched, mut current_touched) =
-            (&mut runs.previous_touched, &mut runs.current_touched);
-        for (i, &(from, to)) in spans.iter().enumerate().take(ahi).skip(alo) {
-            for &j in &self.positions[from as usize..to as usize] {
-                let j = j as usize;
-                if j < blo {
-                    continue;
-                }
-                if j >= bhi {
-                    break;
-                }
-                let k = previous[j] as usize + 1;
-                current[j + 1] = k as u32;
-                current_touched.push(j as u32 + 1);
-                if k > bestsize {
-                    (besti, bestj, bestsize) = (i + 1 - k, j + 1 - k, k);
-                }
+        let (ac, bc, indexed) = (&a.chars, &self.b.chars, &self.indexed);
+        // Whether (i, j) is a cell of difflib's table: a[i] equals a non-popular b[j].
+        let cell = |i: usize, j: usize| ac[i] == bc[j] && indexed[j];
+        // The best run's length and its last cell.
+        let (mut best, mut endi, mut endj) = (0, alo, blo);
+        for &(pa, pb) in shared {
+            let js = within(self.b.at(pb), blo, bhi);
+            if js.is_empty() {
+                continue;
             }
-            if !previous_touched.is_empty() {
-                clear(previous, previous_touched);
-            }
-            if !current_touched.is_empty() {
-                std::mem::swap(&mut previous, &mut current);
-                std::mem::swap(&mut previous_touched, &mut current_touched);
+            for &i in within(a.at(pa), alo, ahi) {
+                let i = i as usize;
+                for &j in js {
+                    let j = j as usize;
+                    if i + 1 < ahi && j + 1 < bhi && cell(i + 1, j + 1) {
+                        continue;
+                    }
+                    let mut k = 1;
+                    while i >= alo + k && j >= blo + k && cell(i - k, j - k) {
+                        k += 1;
+                    }
+                    if k > best || (k == best && (i, j) < (endi, endj)) {
+                        (best, endi, endj) = (k, i, j);
+                    }
+                }
             }
         }
-        clear(previous, previous_touched);
-        while besti > alo && bestj > blo && a[besti - 1] == b[bestj - 1] {
+        let (mut besti, mut bestj, mut bestsize) = match best {
+            0 => (alo, blo, 0),
+            k => (endi + 1 - k, endj + 1 - k, k),
+        };
+        while besti > alo && bestj > blo && ac[besti - 1] == bc[bestj - 1] {
             (besti, bestj, bestsize) = (besti - 1, bestj - 1, bestsize + 1);
         }
         while besti + bestsize < ahi
             && bestj + bestsize < bhi
-            && a[besti + bestsize] == b[bestj + bestsize]
+            && ac[besti + bestsize] == bc[bestj + bestsize]
         {
             bestsize += 1;
         }
         (besti, bestj, bestsize)
     }
+}
+
+/// The part of ascending `positions` in `lo..hi`.
+fn within(positions: &[u32], lo: usize, hi: usize) -> &[u32] {
+    let from = positions.partition_point(|&p| (p as usize) < lo);
+    let to = positions.partition_point(|&p| (p as usize) < hi);
+    &positions[from..to]
 }
 
 /// Whether `a` is similar to `b` (`difflib` ratio ≥ `threshold`), decided as early as exact
@@ -274,10 +261,9 @@ impl Matcher {
 /// that reach the threshold, and the length bound, the multiset intersection and the blocks found
 /// so far plus the ranges left can each settle it without the other matches.
 pub fn similar(a: &Text, b: &Matcher, threshold: f64, scratch: &mut Scratch) -> bool {
-    let total = a.chars.len() + b.b.chars.len();
-    let need = fewest_matches(total, threshold);
-    a.chars.len().min(b.b.chars.len()) >= need
-        && b.common(a) >= need
+    let need = fewest_matches(a.len() + b.b.len(), threshold);
+    a.len().min(b.b.len()) >= need
+        && b.pair_up(a, scratch) >= need
         && b.match_blocks(a, scratch, |matched, open| {
             matched >= need || matched + open < need
         })
@@ -331,9 +317,144 @@ mod tests {
         let (a, b) = ("xxxxxabc", format!("abc{}", "x".repeat(300)));
         assert_eq!(ratio(a, &b), 0.01929260450160772);
         assert_eq!(ratio(&b, a), 0.03215434083601286);
-        let m = Matcher::new(&b);
-        let a = Text::new(a);
-        assert!(m.quick_ratio(&a) >= m.ratio(&a));
-        assert!(m.real_quick_ratio(&a) >= m.quick_ratio(&a));
+    }
+
+    /// difflib as written: `b2j` with autojunk, `find_longest_match` growing `j2len` dicts row by
+    /// row, `get_matching_blocks`' queue; the reference for the sparse search and the early stops.
+    fn plain_ratio(a: &str, b: &str) -> f64 {
+        use std::collections::HashMap;
+        let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+        let mut b2j: HashMap<char, Vec<usize>> = HashMap::new();
+        for (j, &c) in b.iter().enumerate() {
+            b2j.entry(c).or_default().push(j);
+        }
+        if b.len() >= 200 {
+            let ntest = b.len() / 100 + 1;
+            b2j.retain(|_, js| js.len() <= ntest);
+        }
+        let mut queue = vec![(0, a.len(), 0, b.len())];
+        let mut matches = 0;
+        while let Some((alo, ahi, blo, bhi)) = queue.pop() {
+            let (mut besti, mut bestj, mut bestsize) = (alo, blo, 0);
+            let mut j2len: HashMap<usize, usize> = HashMap::new();
+            for (i, c) in a.iter().enumerate().take(ahi).skip(alo) {
+                let mut newj2len = HashMap::new();
+                for &j in b2j.get(c).map_or(&[][..], |js| js.as_slice()) {
+                    if j < blo {
+                        continue;
+                    }
+                    if j >= bhi {
+                        break;
+                    }
+                    let k = j2len.get(&j).copied().unwrap_or(0) + 1;
+                    newj2len.insert(j + 1, k);
+                    if k > bestsize {
+                        (besti, bestj, bestsize) = (i + 1 - k, j + 1 - k, k);
+                    }
+                }
+                j2len = newj2len;
+            }
+            while besti > alo && bestj > blo && a[besti - 1] == b[bestj - 1] {
+                (besti, bestj, bestsize) = (besti - 1, bestj - 1, bestsize + 1);
+            }
+            while besti + bestsize < ahi
+                && bestj + bestsize < bhi
+                && a[besti + bestsize] == b[bestj + bestsize]
+            {
+                bestsize += 1;
+            }
+            if bestsize > 0 {
+                matches += bestsize;
+                if alo < besti && blo < bestj {
+                    queue.push((alo, besti, blo, bestj));
+                }
+                if besti + bestsize < ahi && bestj + bestsize < bhi {
+                    queue.push((besti + bestsize, ahi, bestj + bestsize, bhi));
+                }
+            }
+        }
+        calculate_ratio(matches, a.len() + b.len())
+    }
+
+    /// Random texts and edited copies of them (some 200 long or more, so autojunk applies, some
+    /// with non-ASCII elements): the ratio equals plain difflib's to the bit, and `similar`
+    /// decides `ratio ≥ θ` exactly, at fixed thresholds and right at and above each ratio, which
+    /// the length bound, the multiset bound, the early stops and the full search each settle.
+    #[test]
+    fn similar_decides_as_the_plain_ratio() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |n: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % n as u64) as usize
+        };
+        let mut scratch = Scratch::default();
+        let (mut above, mut below) = (0, 0);
+        for round in 0..3000 {
+            let alphabet: Vec<char> = match round % 3 {
+                0 => "ab c".chars().collect(),
+                1 => "abcdefgh ijk.,\n".chars().collect(),
+                _ => "xy z√é".chars().collect(),
+            };
+            let len = [next(12), next(150), 150 + next(300)][round % 3];
+            let a: String = (0..len).map(|_| alphabet[next(alphabet.len())]).collect();
+            // An edited copy: each element kept, dropped, replaced or followed by another.
+            let mut b = String::new();
+            let edits = 1 + next(30);
+            for c in a.chars() {
+                match next(100) {
+                    x if x < edits / 3 => {}
+                    x if x < 2 * edits / 3 => b.push(alphabet[next(alphabet.len())]),
+                    x if x < edits => {
+                        b.push(c);
+                        b.push(alphabet[next(alphabet.len())]);
+                    }
+                    _ => b.push(c),
+                }
+            }
+            let (a, b) = if next(4) == 0 { (b, a) } else { (a, b) };
+            let (text, matcher) = (Text::new(&a), Matcher::new(&b));
+            let r = plain_ratio(&a, &b);
+            assert_eq!(matcher.ratio(&text), r, "{a:?} {b:?}");
+            let up = f64::from_bits(r.to_bits() + 1);
+            for t in [0.1, 0.5, 0.8, 0.9, 0.95, r, up] {
+                let expected = r >= t;
+                assert_eq!(
+                    similar(&text, &matcher, t, &mut scratch),
+                    expected,
+                    "{a:?} {b:?} {t}"
+                );
+                if expected {
+                    above += 1;
+                } else {
+                    below += 1;
+                }
+            }
+        }
+        assert!(above > 3000 && below > 3000, "{above} {below}");
+    }
+
+    #[test]
+    fn bounds_settle_before_the_search() {
+        let mut scratch = Scratch::default();
+        // Lengths: 2·3/13 < 0.5 whatever the order.
+        assert!(!similar(
+            &Text::new("abc"),
+            &Matcher::new("abcdefghij"),
+            0.5,
+            &mut scratch
+        ));
+        // Same elements, reversed: the multiset bound passes (1.0), the ratio is 2·1/6.
+        let (a, m) = (Text::new("abc"), Matcher::new("cba"));
+        assert_eq!(m.ratio(&a), 1.0 / 3.0);
+        assert!(similar(&a, &m, 1.0 / 3.0, &mut scratch));
+        assert!(!similar(&a, &m, 0.34, &mut scratch));
+        assert!(similar(
+            &Text::new(""),
+            &Matcher::new(""),
+            0.99,
+            &mut scratch
+        ));
     }
 }
