@@ -74,11 +74,15 @@ impl Text {
 /// A prepared `b` (the second sequence) to compare many `a`s against.
 pub struct Matcher {
     b: Text,
-    /// Whether each position of `b` holds a non-popular element (one in difflib's `b2j`).
-    indexed: Vec<bool>,
+    /// Each element of `b` where it is non-popular (in difflib's `b2j`), [`NONE`] where popular:
+    /// one comparison tells whether a cell pairs a non-popular element.
+    keys: Vec<u32>,
     /// Elements occurring more often than this in `b` are popular.
     most: u32,
 }
+
+/// No element: above every code point.
+const NONE: u32 = u32::MAX;
 
 fn calculate_ratio(matches: usize, length: usize) -> f64 {
     if length > 0 {
@@ -105,15 +109,15 @@ impl Matcher {
         } else {
             u32::MAX
         };
-        let mut indexed = vec![false; n];
-        for &(_, from, to) in &b.histogram {
+        let mut keys = vec![NONE; n];
+        for &(c, from, to) in &b.histogram {
             if to - from <= most {
                 for &j in b.at((from, to)) {
-                    indexed[j as usize] = true;
+                    keys[j as usize] = c as u32;
                 }
             }
         }
-        Matcher { b, indexed, most }
+        Matcher { b, keys, most }
     }
 
     /// The size of the multiset intersection of `a` and `b` (difflib's `quick_ratio` counts it,
@@ -204,9 +208,14 @@ impl Matcher {
         shared: &[((u32, u32), (u32, u32))],
         (alo, ahi, blo, bhi): (usize, usize, usize, usize),
     ) -> (usize, usize, usize) {
-        let (ac, bc, indexed) = (&a.chars, &self.b.chars, &self.indexed);
+        let (ac, bc, keys) = (&a.chars, &self.b.chars, &self.keys);
         // Whether (i, j) is a cell of difflib's table: a[i] equals a non-popular b[j].
-        let cell = |i: usize, j: usize| ac[i] == bc[j] && indexed[j];
+        let cell = |i: usize, j: usize| ac[i] as u32 == keys[j];
+        // a's element at `i` when within the range, else one that pairs with nothing.
+        let key = |i: usize| match i >= alo && i < ahi {
+            true => ac[i] as u32,
+            false => NONE - 1,
+        };
         // The best run's length and its last cell.
         let (mut best, mut endi, mut endj) = (0, alo, blo);
         for &(pa, pb) in shared {
@@ -216,14 +225,19 @@ impl Matcher {
             }
             for &i in within(a.at(pa), alo, ahi) {
                 let i = i as usize;
+                let (before, after) = (key(i.wrapping_sub(1)), key(i + 1));
                 for &j in js {
                     let j = j as usize;
-                    if i + 1 < ahi && j + 1 < bhi && cell(i + 1, j + 1) {
+                    // Not the end of its run: the next cell is in range too.
+                    if j + 1 < bhi && keys[j + 1] == after {
                         continue;
                     }
                     let mut k = 1;
-                    while i >= alo + k && j >= blo + k && cell(i - k, j - k) {
-                        k += 1;
+                    if j > blo && keys[j - 1] == before {
+                        k = 2;
+                        while i >= alo + k && j >= blo + k && cell(i - k, j - k) {
+                            k += 1;
+                        }
                     }
                     if k > best || (k == best && (i, j) < (endi, endj)) {
                         (best, endi, endj) = (k, i, j);
@@ -231,27 +245,67 @@ impl Matcher {
                 }
             }
         }
-        let (mut besti, mut bestj, mut bestsize) = match best {
+        let (besti, bestj, bestsize) = match best {
             0 => (alo, blo, 0),
             k => (endi + 1 - k, endj + 1 - k, k),
         };
-        while besti > alo && bestj > blo && ac[besti - 1] == bc[bestj - 1] {
-            (besti, bestj, bestsize) = (besti - 1, bestj - 1, bestsize + 1);
-        }
-        while besti + bestsize < ahi
-            && bestj + bestsize < bhi
-            && ac[besti + bestsize] == bc[bestj + bestsize]
-        {
-            bestsize += 1;
-        }
+        let back = common_suffix(&ac[alo..besti], &bc[blo..bestj]);
+        let (besti, bestj) = (besti - back, bestj - back);
+        let bestsize = back
+            + bestsize
+            + common_prefix(
+                &ac[besti + back + bestsize..ahi],
+                &bc[bestj + back + bestsize..bhi],
+            );
         (besti, bestj, bestsize)
     }
 }
 
+/// How many elements `x` and `y` share at their start, compared a chunk at a time: blocks run
+/// hundreds of elements.
+fn common_prefix(x: &[char], y: &[char]) -> usize {
+    let whole = x
+        .chunks_exact(16)
+        .zip(y.chunks_exact(16))
+        .take_while(|(p, q)| p == q)
+        .count()
+        * 16;
+    whole
+        + x[whole..]
+            .iter()
+            .zip(&y[whole..])
+            .take_while(|(p, q)| p == q)
+            .count()
+}
+
+/// How many elements `x` and `y` share at their end.
+fn common_suffix(x: &[char], y: &[char]) -> usize {
+    let whole = x
+        .rchunks_exact(16)
+        .zip(y.rchunks_exact(16))
+        .take_while(|(p, q)| p == q)
+        .count()
+        * 16;
+    whole
+        + x[..x.len() - whole]
+            .iter()
+            .rev()
+            .zip(y[..y.len() - whole].iter().rev())
+            .take_while(|(p, q)| p == q)
+            .count()
+}
+
 /// The part of ascending `positions` in `lo..hi`.
 fn within(positions: &[u32], lo: usize, hi: usize) -> &[u32] {
-    let from = positions.partition_point(|&p| (p as usize) < lo);
-    let to = positions.partition_point(|&p| (p as usize) < hi);
+    // Mostly all of them: the first search covers both texts.
+    let from = match positions.first() {
+        Some(&p) if (p as usize) < lo => positions.partition_point(|&p| (p as usize) < lo),
+        _ => 0,
+    };
+    let to = match positions.last() {
+        Some(&p) if (p as usize) >= hi => positions.partition_point(|&p| (p as usize) < hi),
+        _ => positions.len(),
+    };
     &positions[from..to]
 }
 
