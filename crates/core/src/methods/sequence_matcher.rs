@@ -92,11 +92,13 @@ fn calculate_ratio(matches: usize, length: usize) -> f64 {
     }
 }
 
+/// A non-popular element of `b` that `a` has: its ranges of positions in `a` and in `b`.
+type Shared = ((u32, u32), (u32, u32));
+
 /// Buffers reused across comparisons, so that a comparison allocates nothing once warm.
 #[derive(Default)]
 pub struct Scratch {
-    /// For each non-popular element of `b` that `a` has: its positions in `a` and in `b`.
-    shared: Vec<((u32, u32), (u32, u32))>,
+    shared: Vec<Shared>,
     queue: Vec<(usize, usize, usize, usize)>,
 }
 
@@ -205,7 +207,7 @@ impl Matcher {
     fn find_longest_match(
         &self,
         a: &Text,
-        shared: &[((u32, u32), (u32, u32))],
+        shared: &[Shared],
         (alo, ahi, blo, bhi): (usize, usize, usize, usize),
     ) -> (usize, usize, usize) {
         let (ac, bc, keys) = (&a.chars, &self.b.chars, &self.keys);
