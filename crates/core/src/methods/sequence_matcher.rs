@@ -20,12 +20,16 @@ pub struct Text {
 
 impl Text {
     pub fn new(text: &str) -> Self {
-        let chars: Vec<char> = text.chars().collect();
         // Positions grouped by element: a counting sort for ASCII text (observations mostly
         // are, and every distinct one is prepared), a sort of (element, position) otherwise.
+        let ascii = text.is_ascii();
+        let chars: Vec<char> = match ascii {
+            true => text.bytes().map(char::from).collect(),
+            false => text.chars().collect(),
+        };
         let mut positions = vec![0u32; chars.len()];
         let mut histogram = Vec::new();
-        if chars.iter().all(char::is_ascii) {
+        if ascii {
             let mut starts = [0u32; 129];
             for &c in &chars {
                 starts[c as usize + 1] += 1;
@@ -297,16 +301,23 @@ fn common_suffix(x: &[char], y: &[char]) -> usize {
             .count()
 }
 
-/// The part of ascending `positions` in `lo..hi`.
+/// The part of ascending `positions` in `lo..hi`, searched for only where it is neither none
+/// nor all of them: the first search covers both texts, and later ones mostly miss an element.
 fn within(positions: &[u32], lo: usize, hi: usize) -> &[u32] {
-    // Mostly all of them: the first search covers both texts.
-    let from = match positions.first() {
-        Some(&p) if (p as usize) < lo => positions.partition_point(|&p| (p as usize) < lo),
-        _ => 0,
+    let (Some(&first), Some(&last)) = (positions.first(), positions.last()) else {
+        return positions;
     };
-    let to = match positions.last() {
-        Some(&p) if (p as usize) >= hi => positions.partition_point(|&p| (p as usize) < hi),
-        _ => positions.len(),
+    let (first, last) = (first as usize, last as usize);
+    if last < lo || first >= hi {
+        return &[];
+    }
+    let from = match first < lo {
+        true => positions.partition_point(|&p| (p as usize) < lo),
+        false => 0,
+    };
+    let to = match last >= hi {
+        true => positions.partition_point(|&p| (p as usize) < hi),
+        false => positions.len(),
     };
     &positions[from..to]
 }
