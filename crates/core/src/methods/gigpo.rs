@@ -26,7 +26,7 @@
 use super::group_stats::{
     cluster_advantages, episode_advantages, episode_scores, episode_stats, step_returns, Norm,
 };
-use super::sequence_matcher::{similar, Matcher, Text};
+use super::sequence_matcher::{similar, Matcher, Scratch, Text};
 use super::{Advantages, Values};
 use crate::batch::StepBatch;
 use crate::error::{Error, Result};
@@ -114,6 +114,7 @@ fn group_clusters(
     let mut index: PlHashMap<&str, usize> =
         PlHashMap::with_capacity_and_hasher(n_rows, Default::default());
     let mut representatives: Vec<(usize, Matcher)> = Vec::new();
+    let mut scratch = Scratch::default();
     for r in rows {
         let Some(text) = obs.and_then(|o| o.get(r as usize)) else {
             clusters.push(vec![r]);
@@ -126,7 +127,7 @@ fn group_clusters(
                     let text = Text::new(text);
                     representatives
                         .iter()
-                        .find(|(_, rep)| similar(&text, rep, threshold))
+                        .find(|(_, rep)| similar(&text, rep, threshold, &mut scratch))
                         .map(|(k, _)| *k)
                 });
                 let k = found.unwrap_or_else(|| {
