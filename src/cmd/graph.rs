@@ -40,7 +40,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let project = ProjectFile::load(args.globals.config.as_deref())?;
     let mut method_args = args.methods;
     method_args.methods = Some(args.color_by.clone());
-    let plan = method_args.plan(&project, &args.color_by)?;
+    let plan = method_args.plan(&args.globals, &project, &args.color_by)?;
     let hisr = method_args.hisr_params(&project)?;
     let run = super::run_plan(&args.globals, &project, plan, hisr)?;
     let method = &run.methods.methods[0];

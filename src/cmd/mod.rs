@@ -237,13 +237,25 @@ pub fn inputs(
 }
 
 impl MethodArgs {
-    /// The methods to run: preset < credit.toml < flags ([`Plan::new`]).
-    pub fn plan(&self, project: &ProjectFile, default_methods: &str) -> Result<Plan> {
+    /// The methods to run on the logs of `globals`: preset < credit.toml < flags
+    /// ([`Plan::new`]); `all` runs `logged` too where the logs carry an advantage column.
+    pub fn plan(
+        &self,
+        globals: &Globals,
+        project: &ProjectFile,
+        default_methods: &str,
+    ) -> Result<Plan> {
         let list = match (&self.methods, &project.methods) {
             (Some(list), _) => list.clone(),
             (None, Some(list)) => list.join(","),
             (None, None) => default_methods.to_string(),
         };
+        let list = credit_core::plan::for_logs(
+            &list,
+            &project.inputs(&globals.paths),
+            &ingest_options(globals, project)?,
+        )
+        .context("reading the logs")?;
         Ok(Plan::new(
             self.profile(project),
             &list,

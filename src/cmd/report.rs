@@ -6,7 +6,6 @@ use super::{proxmo_params, Format, Globals, MethodArgs};
 use credit_core::project::ProjectFile;
 use crate::exit::ExitCode;
 use anyhow::{bail, Context, Result};
-use credit_core::analyses::compare::compare;
 use credit_output::{OutputDir, Stale};
 use credit_report::explorer::{DrawSvg, Selection, Selector};
 use credit_report::folder::{write_report, Report};
@@ -46,7 +45,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let project = ProjectFile::load(args.globals.config.as_deref())?;
     let plan = args
         .methods
-        .plan(&project, credit_core::plan::REPORT)?;
+        .plan(&args.globals, &project, credit_core::plan::REPORT)?;
     // Rules and baseline are read before any work, so a typo fails fast.
     let rules = match &args.check {
         Some(path) => {
@@ -124,7 +123,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         }
     }
     let summary = gathered.summary.as_ref().expect("asked for the summary");
-    let comparison = compare(&gathered.rows, &gathered.advantages);
+    let comparison = gathered.compare();
     let inputs = Inputs {
         summary,
         comparison: Some(&comparison),
