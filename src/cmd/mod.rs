@@ -80,7 +80,12 @@ pub struct Globals {
 /// Flags of the commands that run methods.
 #[derive(Clone, Debug, Default, Args)]
 pub struct MethodArgs {
-    /// Methods, comma-separated, or `all` (grpo, drgrpo, rloo, gigpo, hgpo, proxmo, graphgpo, mgr); spa, hisr and empg read logged signals and run when named.
+    /// Methods, comma-separated, or `all` (grpo, drgrpo, rloo, gigpo, hgpo, proxmo, graphgpo, mgr, and `logged` where the logs carry an advantage column); spa, hisr and empg read logged signals and run when named.
+    ///
+    /// `logged` is the advantage the trainer itself computed (an `advantage`, `advantages` or
+    /// `adv` column, one value per step row): `compare --methods logged,gigpo --preset verl`
+    /// names the first rows where GiGPO departs from it. `all` looks for the column in the first
+    /// rows of the first file.
     #[arg(long, value_name = "LIST")]
     pub methods: Option<String>,
     /// The profile every method follows: the papers' equations, or what the reference training
