@@ -90,7 +90,7 @@ fn text_output_names_the_sections() {
 /// `real/textworld.jsonl` with an `advantages` column holding what verl-agent's
 /// `compute_gigpo_outcome_advantage` computed for the same rows (`reference/textworld.ref-pen01.jsonl`,
 /// the `verl` preset's penalty 0.1), with `edit` applied to the rows first.
-fn with_reference_gigpo(run: &Run, name: &str, edit: impl FnOnce(&mut [serde_json::Value])) -> String {
+pub(crate) fn with_reference_gigpo(run: &Run, name: &str, edit: impl FnOnce(&mut [serde_json::Value])) -> String {
     let mut rows = read_jsonl(&fixture("real/textworld.jsonl"));
     let reference = read_jsonl(&fixture("reference/textworld.ref-pen01.jsonl"));
     for (row, r) in rows.iter_mut().zip(&reference) {

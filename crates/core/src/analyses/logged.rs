@@ -125,3 +125,49 @@ pub fn check(advantages: &[(String, Vec<f64>)], departures: &Departures) -> Vec<
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(seq: u64) -> Departure {
+        Departure {
+            location: format!("a.jsonl:{}", seq + 1),
+            traj_id: "t".into(),
+            step: Some(0),
+            logged: 0.0,
+            value: 1.0,
+            seq,
+        }
+    }
+
+    #[test]
+    fn every_method_against_logged_wherever_it_is_planned() {
+        // Δ = 5e-5 (within the tolerance), 0.5, 0: one row beyond, max 0.5.
+        let advantages = vec![
+            ("gigpo".to_string(), vec![1.0, 2.0, 3.0]),
+            ("logged".to_string(), vec![1.0 + 5e-5, 2.5, 3.0]),
+            ("grpo".to_string(), vec![1.0, 2.5, 3.0]),
+        ];
+        let checks = check(&advantages, &Departures::default());
+        let methods: Vec<&str> = checks.iter().map(|c| c.method.as_str()).collect();
+        assert_eq!(methods, ["gigpo", "grpo"]);
+        assert!((checks[0].max_abs_diff - 0.5).abs() < 1e-12);
+        assert_eq!((checks[0].rows_beyond, checks[0].rows), (1, 3));
+        assert!((checks[1].max_abs_diff - 5e-5).abs() < 1e-12);
+        assert_eq!(checks[1].rows_beyond, 0);
+        assert!(check(&advantages[..1], &Departures::default()).is_empty());
+    }
+
+    #[test]
+    fn windows_merge_into_the_first_rows_in_input_order() {
+        // Groups interleave: the second window holds earlier rows than the first.
+        let mut kept = Departures(vec![vec![at(4), at(9)]]);
+        kept.merge(Departures(vec![(0..FIRST as u64).map(|s| at(2 * s + 1)).collect()]));
+        let seqs: Vec<u64> = kept.0[0].iter().map(|d| d.seq).collect();
+        assert_eq!(seqs, [1, 3, 4, 5, 7]);
+        let mut empty = Departures::default();
+        empty.merge(Departures(vec![vec![at(2)]]));
+        assert_eq!(empty.0[0].len(), 1);
+    }
+}
