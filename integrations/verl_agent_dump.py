@@ -18,15 +18,39 @@ and before `batch = adjust_batch(self.config, batch)` (which pads by duplicating
 
 Each call writes `credit_logs/{global_steps}.jsonl.gz` (or `.parquet` with `fmt="parquet"`, needs
 pyarrow): one JSON object per turn with credit's own column names, so `credit analyze credit_logs/`
-reads the whole run with no configuration. Standard library only; numpy values and tensors are
-converted with `.item()` / `.tolist()`.
+reads the whole run with no configuration.
+
+To record what the trainer computed too (credit's method `logged`, held against the estimators by
+`credit compare credit_logs/ --methods logged,gigpo --preset verl`), call `dump_advantages` once
+the batch has its advantages, right after
+
+    batch = compute_advantage(batch, adv_estimator=..., ...)
+
+with the same arguments:
+
+    from verl_agent_dump import dump_advantages
+    dump_advantages(batch, self.global_steps, "credit_logs/")
+
+It adds each row's `advantage` to the file `dump_steps` wrote. verl-agent's estimators give every
+row one scalar, spread over its response tokens (`scores.unsqueeze(-1).tile([1, response_length])
+* response_mask` in `core_gigpo.py`), so the value at the row's first response token is that
+scalar. `dump_steps` marks each row of the batch with its turn (`credit_step`), which
+`adjust_batch`'s copies and `_balance_batch`'s reordering carry along: rows are matched by
+(`traj_uid`, turn), and a copy has its original's advantage. A row without response tokens, or
+one that `adjust_batch(mode="delete")` dropped, gets no `advantage` (it was not trained on).
+
+Standard library only; numpy values and tensors are converted with `.item()` / `.tolist()`.
 """
 
 import gzip
 import json
 import os
 
-__all__ = ["dump_steps", "step_rows"]
+__all__ = ["dump_advantages", "dump_steps", "step_rows"]
+
+# The column `dump_steps` adds to the batch: each row's turn, so that `dump_advantages` finds the
+# row again after the trainer has padded and reordered the batch.
+_STEP = "credit_step"
 
 
 def _plain(value):
@@ -36,6 +60,15 @@ def _plain(value):
     if hasattr(value, "tolist"):
         return value.tolist()
     return value
+
+
+def _like(column, values):
+    """`values` in the container of `column`: a numpy array in verl's DataProto, else a list."""
+    if hasattr(column, "dtype"):
+        import numpy as np
+
+        return np.array(values, dtype=object)
+    return list(values)
 
 
 def step_rows(batch, tokenizer, global_steps):
@@ -73,12 +106,71 @@ def step_rows(batch, tokenizer, global_steps):
     return rows
 
 
+def _path(out_dir, global_steps, fmt):
+    return os.path.join(out_dir, f"{int(_plain(global_steps))}.{fmt}")
+
+
 def dump_steps(batch, tokenizer, global_steps, out_dir, fmt="jsonl.gz"):
     """Writes this iteration's step rows to `out_dir/{global_steps}.{fmt}` (atomically: a
-    temporary file renamed into place); returns the path."""
+    temporary file renamed into place) and marks each row of `batch` with its turn (for
+    `dump_advantages`); returns the path."""
     rows = step_rows(batch, tokenizer, global_steps)
+    extra = batch.non_tensor_batch
+    extra[_STEP] = _like(extra["traj_uid"], [row["step"] for row in rows])
     os.makedirs(out_dir, exist_ok=True)
-    path = os.path.join(out_dir, f"{int(_plain(global_steps))}.{fmt}")
+    path = _path(out_dir, global_steps, fmt)
+    _write(rows, path, fmt)
+    return path
+
+
+def _first_token_advantages(batch):
+    """(traj_uid, turn) → the advantage at the row's first response token, for every row with
+    one; a padding copy of a row gives the same key and value, so the first is kept."""
+    tensors, extra = batch.batch, batch.non_tensor_batch
+    if _STEP not in extra:
+        raise ValueError(
+            f"the batch has no `{_STEP}`: call dump_steps on it first (it marks each row's turn)"
+        )
+    advantages, mask = tensors["advantages"], tensors["response_mask"]
+    logged = {}
+    for i, (traj, step) in enumerate(zip(extra["traj_uid"], extra[_STEP])):
+        key = (str(_plain(traj)), int(_plain(step)))
+        if key in logged:
+            continue
+        # Responses are right-padded, so the scan usually stops at the first token.
+        first = next((k for k, m in enumerate(mask[i]) if _plain(m)), None)
+        if first is not None:
+            logged[key] = float(_plain(advantages[i][first]))
+    return logged
+
+
+def dump_advantages(batch, global_steps, out_dir, fmt="jsonl.gz"):
+    """Adds the trainer's advantage of each row (see the module docstring) to the file that
+    `dump_steps` wrote for this iteration, rewritten atomically; returns the path."""
+    logged = _first_token_advantages(batch)
+    path = _path(out_dir, global_steps, fmt)
+    rows = _read(path, fmt)
+    for row in rows:
+        value = logged.get((row["traj_uid"], row["step"]))
+        if value is not None:
+            row["advantage"] = value
+    _write(rows, path, fmt)
+    return path
+
+
+def _read(path, fmt):
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+
+        return pq.read_table(path).to_pylist()
+    opener = gzip.open if fmt == "jsonl.gz" else open
+    with opener(path, "rt", encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def _write(rows, path, fmt):
+    """`rows` to `path` through a temporary file renamed into place."""
+    out_dir = os.path.dirname(path)
     tmp = os.path.join(out_dir, f".{os.path.basename(path)}.{os.getpid()}.tmp")
     if fmt == "jsonl.gz":
         with gzip.open(tmp, "wt", encoding="utf-8") as f:
@@ -96,4 +188,3 @@ def dump_steps(batch, tokenizer, global_steps, out_dir, fmt="jsonl.gz"):
     else:
         raise ValueError(f"fmt must be 'jsonl.gz', 'jsonl' or 'parquet', not {fmt!r}")
     os.replace(tmp, path)
-    return path

@@ -187,6 +187,37 @@ fn every_method_writes_its_columns() {
     ] {
         assert!(got[0].get(key).is_some(), "missing {key}");
     }
+    // No advantage column in these logs: `all` leaves `logged` out.
+    assert!(got[0].get("adv_logged").is_none());
+}
+
+#[test]
+fn all_runs_logged_where_the_logs_carry_an_advantage_column() {
+    let run = Run::new();
+    // A column of the producer's own name, mapped with --schema like any other.
+    let mut rows = read_jsonl(&fixture("real/textworld.jsonl"));
+    for (i, row) in rows.iter_mut().enumerate() {
+        row["trainer_adv"] = (i as f64 * 0.25 - 3.0).into();
+    }
+    let text: String = rows.iter().map(|r| format!("{r}\n")).collect();
+    std::fs::write(run.path("logged.jsonl"), text).unwrap();
+    std::fs::write(run.path("map.toml"), "trainer_adv = \"advantage\"\n").unwrap();
+    let o = run.credit([
+        "advantages",
+        "logged.jsonl",
+        "--schema",
+        "map.toml",
+        "--methods",
+        "all",
+        "-o",
+        "a.jsonl",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let got = read_jsonl(&run.path("a.jsonl"));
+    for (i, row) in got.iter().enumerate() {
+        assert_eq!(f(&row["adv_logged"]), i as f64 * 0.25 - 3.0, "row {i}");
+        assert!(row.get("adv_gigpo").is_some());
+    }
 }
 
 #[test]

@@ -147,3 +147,117 @@ fn help_shows_each_commands_default_methods() {
     assert!(stderr(&out).contains("use `--color-by METHOD`, not `--methods grpo`"));
     assert!(!run.path("g").exists());
 }
+
+/// `real/textworld.jsonl` with an `advantages` column holding what verl-agent's
+/// `compute_gigpo_outcome_advantage` computed for the same rows (`reference/textworld.ref-pen01.jsonl`,
+/// the `verl` preset's penalty 0.1), with `edit` applied to the rows first.
+pub(crate) fn with_reference_gigpo(
+    run: &Run,
+    name: &str,
+    edit: impl FnOnce(&mut [serde_json::Value]),
+) -> String {
+    let mut rows = read_jsonl(&fixture("real/textworld.jsonl"));
+    let reference = read_jsonl(&fixture("reference/textworld.ref-pen01.jsonl"));
+    for (row, r) in rows.iter_mut().zip(&reference) {
+        assert_eq!(row["traj_uid"], r["traj_uid"]);
+        assert_eq!(row["step"], r["step"]);
+        row["advantages"] = r["gigpo_mean_std_norm"].clone();
+    }
+    edit(&mut rows);
+    let text: String = rows.iter().map(|r| format!("{r}\n")).collect();
+    let path = run.path(name);
+    std::fs::write(&path, text).unwrap();
+    path.to_str().unwrap().to_string()
+}
+
+#[test]
+fn logged_reference_advantages_match_verl_gigpo() {
+    let run = Run::new();
+    let path = with_reference_gigpo(&run, "logged.jsonl", |_| {});
+    let args = [
+        "compare",
+        &path,
+        "--methods",
+        "logged,gigpo",
+        "--preset",
+        "verl",
+    ];
+    let c = json(&run.credit(args.iter().chain(&["--format", "json"])));
+    let check = &c["logged"][0];
+    assert_eq!(check["method"], "gigpo");
+    // The reference computed in float32: its rounding, nothing more.
+    assert!(f(&check["max_abs_diff"]) < 1e-6, "{check}");
+    assert_eq!(check["rows_beyond"], 0);
+    assert_eq!(check["rows"], 404);
+    assert!(check["first"].as_array().unwrap().is_empty());
+    let out = run.credit(args);
+    assert!(out.status.success());
+    assert!(stdout(&out).contains("0 of 404"), "{}", stdout(&out));
+}
+
+#[test]
+fn logged_departures_are_named_by_file_and_line() {
+    let run = Run::new();
+    // One row changed (line 11), and two rows of one group swapped: step 0 of the first
+    // trajectory (line 1) and of the next trajectory of its group.
+    let mut swapped = 0;
+    let path = with_reference_gigpo(&run, "perturbed.jsonl", |rows| {
+        rows[10]["advantages"] = (f(&rows[10]["advantages"]) + 0.5).into();
+        let other = (1..rows.len())
+            .find(|&i| {
+                rows[i]["uid"] == rows[0]["uid"]
+                    && rows[i]["traj_uid"] != rows[0]["traj_uid"]
+                    && rows[i]["step"] == 0
+            })
+            .unwrap();
+        let first = rows[0]["advantages"].clone();
+        rows[0]["advantages"] = rows[other]["advantages"].clone();
+        rows[other]["advantages"] = first;
+        swapped = other;
+    });
+    let swapped_line = swapped + 1;
+    let args = [
+        "compare",
+        &path,
+        "--methods",
+        "logged,gigpo",
+        "--preset",
+        "verl",
+    ];
+    let c = json(&run.credit(args.iter().chain(&["--format", "json"])));
+    let check = &c["logged"][0];
+    assert_eq!(check["rows_beyond"], 3);
+    assert!((f(&check["max_abs_diff"]) - 0.5).abs() < 1e-5, "{check}");
+    let lines: Vec<String> = check["first"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["location"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        lines,
+        [
+            format!("{path}:1"),
+            format!("{path}:11"),
+            format!("{path}:{swapped_line}")
+        ]
+    );
+    let text = stdout(&run.credit(args));
+    assert!(text.contains("3 of 404"), "{text}");
+    assert!(text.contains(&format!("{path}:11  trajectory")), "{text}");
+}
+
+#[test]
+fn logged_without_the_column_names_the_accepted_ones() {
+    let run = Run::new();
+    let out = run.credit([
+        "compare",
+        fixture("real/textworld.jsonl").to_str().unwrap(),
+        "--methods",
+        "logged,gigpo",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = crate::util::stderr(&out);
+    assert!(err.contains("`advantage` (or advantages, adv)"), "{err}");
+    assert!(stdout(&out).is_empty());
+}

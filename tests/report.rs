@@ -419,3 +419,41 @@ fn analyze_and_compare_draw_their_plots() {
         assert!(run.path(&format!("c/{id}.png")).exists(), "{id}");
     }
 }
+
+#[test]
+fn a_rule_on_the_logged_difference_holds_the_trainer_to_the_reference() {
+    let run = Run::new();
+    // verl-agent's GiGPO output logged as `advantages`, one row of it off by 0.5.
+    let path = crate::compare::with_reference_gigpo(&run, "logged.jsonl", |rows| {
+        rows[10]["advantages"] = (f(&rows[10]["advantages"]) + 0.5).into();
+    });
+    std::fs::write(
+        run.path("gate.toml"),
+        "[[rule]]\nkey = \"headline.logged_max_abs_diff.gigpo\"\nmax = 1e-4\n",
+    )
+    .unwrap();
+    let out = run.credit([
+        "report",
+        &path,
+        "--methods",
+        "logged,gigpo",
+        "--preset",
+        "verl",
+        "--explore-max",
+        "0",
+        "--out",
+        "rep",
+        "--check",
+        "gate.toml",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let s: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.path("rep/summary.json")).unwrap())
+            .unwrap();
+    let diff = f(&s["headline"]["logged_max_abs_diff"]["gigpo"]);
+    assert!((diff - 0.5).abs() < 1e-5, "{diff}");
+    let first = &s["compare"]["logged"][0]["first"][0]["location"];
+    assert_eq!(first.as_str().unwrap(), format!("{path}:11"));
+    let html = std::fs::read_to_string(run.path("rep/report.html")).unwrap();
+    assert!(html.contains("adv_logged") || html.contains("logged"));
+}

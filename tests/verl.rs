@@ -205,6 +205,71 @@ batch = Batch({"prompts": [[1, 2]] * len(rows), "responses": [[k, 7] for _, k in
 print(dump_steps(batch, Tokenizer(), 5, sys.argv[2]))
 "#;
 
+/// After [`BATCH`]: the trainer pads the batch with copies of rows (`adjust_batch`), reorders it
+/// (`_balance_batch`) and computes token-level advantages, one scalar per row times its
+/// `response_mask` (`core_gigpo.py`); row 3's response starts one token later.
+const ADVANTAGES: &str = r#"
+from verl_agent_dump import dump_advantages
+
+def take(b, order):
+    pick = lambda columns: {k: [v[i] for i in order] for k, v in columns.items()}
+    return Batch(pick(b.batch), pick(b.non_tensor_batch))
+
+n = len(rows)
+order = list(reversed(range(n))) + [2, 5]
+trained = take(batch, order)
+advantage = [0.25 * i - 1.0 for i in range(n)]
+masks = [[0, 1, 1] if i == 3 else [1, 1, 0] for i in range(n)]
+trained.batch["response_mask"] = [masks[i] for i in order]
+trained.batch["advantages"] = [[advantage[i] * m for m in masks[i]] for i in order]
+print(dump_advantages(trained, 5, sys.argv[2]))
+"#;
+
+#[test]
+fn the_verl_agent_dump_records_the_trainers_advantages() {
+    let run = Run::new();
+    let integrations = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("integrations");
+    let out = std::process::Command::new("python3")
+        .args([
+            "-c",
+            &format!("{BATCH}{ADVANTAGES}"),
+            integrations.to_str().unwrap(),
+            run.path("logs").to_str().unwrap(),
+        ])
+        .output()
+        .expect("python3");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let o = run.credit([
+        "advantages",
+        "logs",
+        "--methods",
+        "logged",
+        "-o",
+        "adv.jsonl",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // Row i of the batch (the file's order) has 0.25·i − 1, whatever the trainer's order.
+    let logged: Vec<f64> = read_jsonl(&run.path("adv.jsonl"))
+        .iter()
+        .map(|r| r["adv_logged"].as_f64().unwrap())
+        .collect();
+    let expected: Vec<f64> = (0..8).map(|i| 0.25 * i as f64 - 1.0).collect();
+    assert_eq!(logged, expected);
+    let o = run.credit([
+        "compare",
+        "logs",
+        "--methods",
+        "logged,gigpo",
+        "--preset",
+        "verl",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}
+
 #[test]
 fn the_verl_agent_dump_writes_what_credit_reads() {
     let run = Run::new();

@@ -29,7 +29,9 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<ExitCode> {
     let project = ProjectFile::load(args.globals.config.as_deref())?;
-    let plan = args.methods.plan(&project, credit_core::plan::ADVANTAGES)?;
+    let plan = args
+        .methods
+        .plan(&args.globals, &project, credit_core::plan::ADVANTAGES)?;
     table_format(&args.output)?;
     let hisr = args.methods.hisr_params(&project)?;
     let fillers = args.models.load(&hisr)?;

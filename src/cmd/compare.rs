@@ -4,7 +4,6 @@
 use super::{reading, run_plan, write_plots, Format, Globals, MethodArgs};
 use crate::exit::ExitCode;
 use anyhow::Result;
-use credit_core::analyses::compare::compare;
 use credit_core::project::ProjectFile;
 
 #[derive(Debug, clap::Args)]
@@ -23,7 +22,9 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<ExitCode> {
     let project = ProjectFile::load(args.globals.config.as_deref())?;
-    let plan = args.methods.plan(&project, credit_core::plan::COMPARE)?;
+    let plan = args
+        .methods
+        .plan(&args.globals, &project, credit_core::plan::COMPARE)?;
     let hisr = args.methods.hisr_params(&project)?;
     let fillers = args.models.load(&hisr)?;
     let json = args.globals.format == Format::Json;
@@ -43,7 +44,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     })?;
     let (gathered, notes) = (&finished.value, &finished.notes);
     let plan = &run.methods;
-    let comparison = compare(&gathered.rows, &gathered.advantages);
+    let comparison = gathered.compare();
     if let (Some(dir), Some(summary)) = (&args.plots, &gathered.summary) {
         let inputs = credit_report::Inputs {
             summary,

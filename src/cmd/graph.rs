@@ -46,11 +46,14 @@ pub fn run(args: Args) -> Result<ExitCode> {
     if let Some(list) = method_args.methods.replace(args.color_by.clone()) {
         bail!("`credit graph` colours its edges by one method: use `--color-by METHOD`, not `--methods {list}`");
     }
-    let plan = method_args.plan(&project, &args.color_by)?;
+    let plan = method_args.plan(&args.globals, &project, &args.color_by)?;
     // GRPO under the same preset and settings: the trajectory outcome's credit, which `--top`
     // measures each group's step credit against.
     method_args.methods = Some("grpo".into());
-    let outcome_method = method_args.plan(&project, "grpo")?.methods.remove(0);
+    let outcome_method = method_args
+        .plan(&args.globals, &project, "grpo")?
+        .methods
+        .remove(0);
     let hisr = method_args.hisr_params(&project)?;
     let run = super::run_plan(&args.globals, &project, plan, hisr)?;
     let method = &run.methods.methods[0];

@@ -80,7 +80,12 @@ pub struct Globals {
 /// Flags of the commands that run methods.
 #[derive(Clone, Debug, Default, Args)]
 pub struct MethodArgs {
-    /// Methods, comma-separated, or `all` (grpo, drgrpo, rloo, gigpo, hgpo, proxmo, graphgpo, mgr); spa, hisr and empg read logged signals and run when named [default: credit.toml's `methods`, else the command's own, shown here].
+    /// Methods, comma-separated, or `all` (grpo, drgrpo, rloo, gigpo, hgpo, proxmo, graphgpo, mgr, and `logged` where the logs carry an advantage column); spa, hisr and empg read logged signals and run when named.
+    ///
+    /// `logged` is the advantage the trainer itself computed (an `advantage`, `advantages` or
+    /// `adv` column, one value per step row): `compare --methods logged,gigpo --preset verl`
+    /// names the first rows where GiGPO departs from it. `all` looks for the column in the first
+    /// rows of the first file.
     #[arg(long, value_name = "LIST")]
     pub methods: Option<String>,
     /// The profile every method follows: the papers' equations, or what the reference training
@@ -239,9 +244,13 @@ pub fn inputs(
 
 /// `--methods`' help with the command's default list in it, for `#[command(mut_arg(…))]`.
 pub fn methods_help(arg: clap::Arg, default: &'static str) -> clap::Arg {
-    arg.help(format!(
-        "Methods, comma-separated, or `all` (grpo, drgrpo, rloo, gigpo, hgpo, proxmo, graphgpo, mgr); spa, hisr and empg read logged signals and run when named [default: credit.toml's `methods`, else {default}]"
-    ))
+    let short = format!(
+        "Methods, comma-separated, or `all` (grpo, drgrpo, rloo, gigpo, hgpo, proxmo, graphgpo, mgr, and `logged` where the logs carry an advantage column); spa, hisr and empg read logged signals and run when named [default: credit.toml's `methods`, else {default}]"
+    );
+    let long = format!(
+        "{short}\n\n`logged` is the advantage the trainer itself computed (an `advantage`, `advantages` or `adv` column, one value per step row): `compare --methods logged,gigpo --preset verl` names the first rows where GiGPO departs from it. `all` looks for the column in the first rows of the first file."
+    );
+    arg.help(short).long_help(long)
 }
 
 impl MethodArgs {
@@ -273,13 +282,25 @@ impl MethodArgs {
         Ok(())
     }
 
-    /// The methods to run: preset < credit.toml < flags ([`Plan::new`]).
-    pub fn plan(&self, project: &ProjectFile, default_methods: &str) -> Result<Plan> {
+    /// The methods to run on the logs of `globals`: preset < credit.toml < flags
+    /// ([`Plan::new`]); `all` runs `logged` too where the logs carry an advantage column.
+    pub fn plan(
+        &self,
+        globals: &Globals,
+        project: &ProjectFile,
+        default_methods: &str,
+    ) -> Result<Plan> {
         let list = match (&self.methods, &project.methods) {
             (Some(list), _) => list.clone(),
             (None, Some(list)) => list.join(","),
             (None, None) => default_methods.to_string(),
         };
+        let list = credit_core::plan::for_logs(
+            &list,
+            &project.inputs(&globals.paths),
+            &ingest_options(globals, project)?,
+        )
+        .context("reading the logs")?;
         Ok(Plan::new(
             self.profile(project),
             &list,

@@ -41,7 +41,9 @@ pub struct Args {
 
 pub fn run(args: Args) -> Result<ExitCode> {
     let project = ProjectFile::load(args.globals.config.as_deref())?;
-    let plan = args.methods.plan(&project, credit_core::plan::REPORT)?;
+    let plan = args
+        .methods
+        .plan(&args.globals, &project, credit_core::plan::REPORT)?;
     // Rules and baseline are read before any work, so a typo fails fast.
     let baseline: Option<serde_json::Value> = match &args.baseline {
         Some(path) => {

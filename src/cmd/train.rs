@@ -153,7 +153,7 @@ fn policy(mut args: PolicyArgs) -> Result<ExitCode> {
     if args.methods.methods.is_none() && project.methods.is_none() {
         bail!("`credit train policy` needs the method whose advantages to train on: pass `--method NAME` (e.g. `--method gigpo`)");
     }
-    let plan = args.methods.plan(&project, "gigpo")?;
+    let plan = args.methods.plan(&args.globals, &project, "gigpo")?;
     let [method] = plan.methods.as_slice() else {
         bail!("`credit train policy` trains on one method's advantages, got {}: pass a single `--method NAME`", plan.methods.len());
     };

@@ -59,6 +59,22 @@ pub const ADVANTAGES: &str = "all";
 pub const COMPARE: &str = "grpo,gigpo,proxmo";
 pub const REPORT: &str = "grpo,gigpo,proxmo,graphgpo,mgr";
 
+/// `list` as the logs allow: `all` also runs `logged`, first, where the first rows of the logs
+/// carry an advantage column ([`crate::ingest::first_rows_carry`]); other lists are as given
+/// (`logged` named without the column is the method's error).
+pub fn for_logs(
+    list: &str,
+    paths: &[std::path::PathBuf],
+    options: &crate::ingest::IngestOptions,
+) -> Result<String> {
+    let all = list.split(',').any(|name| name.trim() == "all");
+    if all && crate::ingest::first_rows_carry(paths, options, crate::schema::columns::ADVANTAGE)? {
+        Ok(format!("logged,{list}"))
+    } else {
+        Ok(list.to_string())
+    }
+}
+
 /// The resolved methods.
 #[derive(Clone, Debug)]
 pub struct Plan {

@@ -9,7 +9,8 @@
 //! A run is described by a [`RunPlan`]; [`RunPlan::advantages`], [`RunPlan::summary`] and
 //! [`RunPlan::gather`] are the runs the commands make, [`RunPlan::frames`] the general one.
 
-use crate::analyses::compare::{CompareChunk, CompareRows};
+use crate::analyses::compare::{compare, CompareChunk, CompareRows, Comparison};
+use crate::analyses::logged::{self, Departures};
 use crate::analyses::summary::{summary_part, Summary, SummaryBuilder};
 use crate::error::Error;
 use crate::ingest::{stream, Event, IngestOptions, IngestReport, Progress, UnitKind, Window};
@@ -72,6 +73,17 @@ pub struct Gathered {
     /// (method label, advantage per row), rows in input order.
     pub advantages: Vec<(String, Vec<f64>)>,
     pub summary: Option<Summary>,
+    /// The first rows where each method departs from `logged` (when planned), with their origin.
+    pub departures: Departures,
+}
+
+impl Gathered {
+    /// The comparison of every planned method, and each against `logged` when it is planned.
+    pub fn compare(&self) -> Comparison {
+        let mut comparison = compare(&self.rows, &self.advantages);
+        comparison.logged = logged::check(&self.advantages, &self.departures);
+        comparison
+    }
 }
 
 /// A window's batch with its signals filled, every planned method's result on it, and the notes
@@ -183,6 +195,7 @@ impl RunPlan {
         let mut rows = CompareRows::default();
         let mut columns: Vec<Vec<f64>> = vec![Vec::new(); labels.len()];
         let mut builder = SummaryBuilder::default();
+        let mut departures = Departures::default();
         let (notes, report) = self.in_input_order(
             self.methods.unit(),
             progress,
@@ -190,22 +203,24 @@ impl RunPlan {
                 let computed = self.compute(fill, window)?;
                 let looked = look(window, &computed.batch, &computed.results)?;
                 let part = with_summary.then(|| summary_part(&computed.batch, &self.hisr));
+                let departed = Departures::of(window, &computed.batch, &labels, &computed.results);
                 let advantages = computed
                     .results
                     .iter()
                     .map(|r| r.advantage().to_vec())
                     .collect();
                 let chunk = CompareChunk::of(&computed.batch, advantages);
-                Ok(((chunk, Some((looked, part))), computed.notes))
+                Ok(((chunk, Some((looked, part, departed))), computed.notes))
             },
             // `keep` and the summary are fed once per window, as it arrives; the rows as they
             // come into input order.
             |step| match step {
                 Step::Arrived((_, arrived)) => {
-                    let (looked, part) = arrived.take().expect("a window arrives once");
+                    let (looked, part, departed) = arrived.take().expect("a window arrives once");
                     if let Some(part) = part {
                         builder.add(part);
                     }
+                    departures.merge(departed);
                     keep(Some(looked))
                 }
                 Step::Rows((chunk, _), selection) => {
@@ -216,6 +231,7 @@ impl RunPlan {
                     rows = CompareRows::default();
                     columns.iter_mut().for_each(Vec::clear);
                     builder = SummaryBuilder::default();
+                    departures = Departures::default();
                     keep(None)
                 }
             },
@@ -225,6 +241,7 @@ impl RunPlan {
                 rows,
                 advantages: labels.into_iter().zip(columns).collect(),
                 summary: with_summary.then(|| builder.finish(&report)),
+                departures,
             },
             notes,
             report,

@@ -30,6 +30,8 @@ pub mod columns {
     pub const PROGRESS: &str = "progress";
     pub const VALUE: &str = "value";
     pub const ENTROPY: &str = "entropy";
+    /// The advantage the trainer computed for the step (method `logged`).
+    pub const ADVANTAGE: &str = "advantage";
     /// The observation text shown to the policy, when it differs from the state (`obs`).
     pub const POLICY_OBS: &str = "policy_obs";
     pub const PROMPT: &str = "prompt";
@@ -292,6 +294,13 @@ pub const FIELDS: &[Field] = &[
         kind: Kind::Float,
         required: false,
         sources: &[ENTROPY, "step_entropy", "mean_entropy"],
+        collision: Collision::Agree,
+    },
+    Field {
+        name: ADVANTAGE,
+        kind: Kind::Float,
+        required: false,
+        sources: &[ADVANTAGE, "advantages", "adv"],
         collision: Collision::Agree,
     },
     Field {

@@ -376,8 +376,17 @@ fn every_method(batch: &mut StepBatch, profile: Profile) -> Vec<(String, Vec<Val
     let entropy = (0..batch.len()).map(|r| (r % 7) as f64 / 3.0).collect();
     batch.with_column_f64("entropy", entropy).unwrap();
     batch
-        .with_column_opt_f64("segment_reward", rewards.into_iter().map(Some).collect())
+        .with_column_opt_f64(
+            "segment_reward",
+            rewards.iter().copied().map(Some).collect(),
+        )
         .unwrap();
+    let logged = rewards
+        .iter()
+        .enumerate()
+        .map(|(r, x)| x - r as f64)
+        .collect();
+    batch.with_column_f64("advantage", logged).unwrap();
     credit_core::methods::ALL
         .iter()
         .map(|name| {

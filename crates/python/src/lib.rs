@@ -221,15 +221,20 @@ impl Options {
                 .map(|(k, v)| (k.trim().to_string(), ParamValue::Text(v.trim().to_string())))
                 .collect();
             let profile = self.profile()?;
+            let ingest = self.ingest()?;
             let methods = match default_methods {
                 Some(default) => {
-                    Plan::new(profile, self.methods.as_deref().unwrap_or(default), &params)?
+                    let list = self.methods.as_deref().unwrap_or(default);
+                    let list = reading(
+                        credit_core::plan::for_logs(list, &paths, &ingest).map_err(Into::into),
+                    )?;
+                    Plan::new(profile, &list, &params)?
                 }
                 None => Plan::empty(profile),
             };
             Ok(RunPlan {
                 paths,
-                ingest: self.ingest()?,
+                ingest,
                 methods,
                 hisr: Plan::hisr(profile, &params)?,
             })
@@ -461,7 +466,7 @@ fn compare_logs(
                 |_| Ok::<_, anyhow::Error>(()),
             ))?;
             let gathered = &finished.value;
-            let mut value = serde_json::to_value(compare(&gathered.rows, &gathered.advantages))?;
+            let mut value = serde_json::to_value(gathered.compare())?;
             value["metadata"] = run.methods.metadata(&finished.notes);
             Ok(value.to_string())
         })

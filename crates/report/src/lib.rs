@@ -623,6 +623,10 @@ pub struct Headline {
     /// Per method (with a comparison).
     pub invalid_positive_share: BTreeMap<String, f64>,
     pub invalid_positive_share_in_success: BTreeMap<String, f64>,
+    /// Per method, max |logged − method| (with `logged` among the compared methods): a CI rule
+    /// `headline.logged_max_abs_diff.gigpo`, max 1e-4, holds the trainer to the reference.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub logged_max_abs_diff: BTreeMap<String, f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub progress_negative_share_in_successes: Option<f64>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -671,6 +675,12 @@ impl Headline {
             graph_non_progress_share_in_successes: summary.graph.share_non_progress_in_successes,
             invalid_positive_share: per_method(|i| i.invalid_positive_share),
             invalid_positive_share_in_success: per_method(|i| i.invalid_positive_share_in_success),
+            logged_max_abs_diff: comparison.map_or_else(BTreeMap::new, |c| {
+                c.logged
+                    .iter()
+                    .map(|l| (l.method.clone(), l.max_abs_diff))
+                    .collect()
+            }),
             progress_negative_share_in_successes: progress.map(|p| p.share_negative_in_success),
             progress_calibration_mse: progress.map(|p| p.calibration.mse),
             progress_pearson: progress.and_then(|p| p.calibration.pearson),

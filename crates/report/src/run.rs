@@ -7,7 +7,6 @@ use crate::explorer::{DrawSvg, Selection, Selector};
 use crate::folder::{write_report, Report};
 use crate::trends::Trends;
 use crate::{dot, summary_json, Error, Inputs};
-use credit_core::analyses::compare::compare;
 use credit_core::run::{Fill, Finished, Gathered, OnProgress, RunPlan};
 use credit_output::{OutputDir, Stale};
 use std::path::Path;
@@ -123,7 +122,7 @@ pub fn write(
         .summary
         .as_ref()
         .expect("gathered with the summary");
-    let comparison = compare(&gathered.rows, &gathered.advantages);
+    let comparison = gathered.compare();
     let inputs = Inputs {
         summary,
         comparison: Some(&comparison),

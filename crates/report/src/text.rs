@@ -2,6 +2,7 @@
 //! tables sized for one screen. The JSON views are the serialised `Summary` and `Comparison`.
 
 use credit_core::analyses::compare::Comparison;
+use credit_core::analyses::logged::LoggedCheck;
 use credit_core::analyses::progress::Curve;
 use credit_core::analyses::summary::{SizeDistribution, Summary};
 use credit_core::methods::hisr::Segments;
@@ -386,11 +387,44 @@ fn opt(x: Option<f64>) -> String {
     x.map_or("  n/a".into(), |v| format!("{v:>6.3}"))
 }
 
+/// Each method against the logged advantages: max |Δ|, the rows beyond the tolerance, and the
+/// first of them by file and line.
+fn logged(checks: &[LoggedCheck], w: usize) -> String {
+    use std::fmt::Write;
+    let mut o = String::new();
+    let _ = writeln!(
+        o,
+        "against the logged advantages (a row differs where |logged − method| > {:e})",
+        credit_core::analyses::logged::TOLERANCE
+    );
+    let _ = writeln!(o, "  {:<w$}  {:>10}  rows differing", "method", "max |Δ|");
+    for check in checks {
+        let _ = writeln!(
+            o,
+            "  {:<w$}  {:>10.2e}  {} of {}",
+            check.method, check.max_abs_diff, check.rows_beyond, check.rows
+        );
+        for d in &check.first {
+            let step = d.step.map_or_else(String::new, |s| format!(" step {s}"));
+            let _ = writeln!(
+                o,
+                "    {}  trajectory `{}`{step}: logged {:.6}, {} {:.6}",
+                d.location, d.traj_id, d.logged, check.method, d.value
+            );
+        }
+    }
+    o
+}
+
 /// `credit compare`'s terminal view of the comparison.
 pub fn compare(c: &Comparison) -> String {
     use std::fmt::Write;
     let mut o = String::new();
     let w = c.methods.iter().map(|m| m.len()).max().unwrap_or(6).max(6);
+    if !c.logged.is_empty() {
+        o.push_str(&logged(&c.logged, w));
+        o.push('\n');
+    }
     let _ = writeln!(o, "distribution of per-step credit");
     let _ = writeln!(
         o,

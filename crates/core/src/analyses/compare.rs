@@ -20,6 +20,9 @@ pub struct Comparison {
     pub invalid_credit: BTreeMap<String, InvalidCredit>,
     pub by_position: BTreeMap<String, Vec<Position>>,
     pub per_task: Vec<TaskRow>,
+    /// Each method against the logged advantages, when `logged` is among the methods.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub logged: Vec<super::logged::LoggedCheck>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -322,5 +325,6 @@ pub fn compare(rows: &CompareRows, advantages: &[(String, Vec<f64>)]) -> Compari
         invalid_credit,
         by_position,
         per_task,
+        logged: Vec::new(),
     }
 }

@@ -102,6 +102,32 @@ pub struct Window {
     pub seq: Vec<u64>,
     /// Every input row before this place has been in this or an earlier window, or was dropped.
     pub watermark: u64,
+    /// Each batch row's file and line (or Parquet row).
+    origin: Vec<Origin>,
+    paths: Arc<[PathBuf]>,
+}
+
+impl Window {
+    /// Where batch row `row` was read: `logs/a.jsonl:17`, `logs/a.parquet:row 16`.
+    pub fn location(&self, row: usize) -> Location {
+        location(&self.paths, self.origin[row], None)
+    }
+}
+
+/// `origin` as a location in `paths`: a line of JSONL, a row of Parquet.
+fn location(paths: &[PathBuf], origin: Origin, column: Option<&str>) -> Location {
+    let path = &paths[origin.file as usize];
+    let unit = match super::files::format_of(path) {
+        Some(super::files::Format::Parquet) => LineUnit::Row,
+        _ => LineUnit::Line,
+    };
+    Location {
+        path: path.clone(),
+        line: Some(origin.line),
+        unit,
+        char_column: None,
+        column: column.map(str::to_string),
+    }
 }
 
 /// A 128-bit identity of a unit or trajectory key: maps hold these instead of the ids, so that
@@ -178,7 +204,8 @@ pub(crate) struct Assembler {
     lenient: bool,
     success_threshold: f64,
     gamma: f64,
-    paths: Vec<PathBuf>,
+    /// The input files, shared with every window (its rows name them: [`Window::location`]).
+    paths: Arc<[PathBuf]>,
     open: Vec<OpenUnit>,
     /// Every unit seen, with its slot: a unit is open while its slot holds it. One look-up per
     /// unit and one per trajectory, whatever the number of units, and none when a unit closes.
@@ -256,7 +283,7 @@ impl Assembler {
                 files: Vec::new(),
                 ..Default::default()
             },
-            paths,
+            paths: paths.into(),
             open: Vec::new(),
             units: IdMap::default(),
             slot_place: Vec::new(),
@@ -307,17 +334,7 @@ impl Assembler {
     }
 
     fn location(&self, origin: Origin, column: Option<&str>) -> Location {
-        let unit = match super::files::format_of(&self.paths[origin.file as usize]) {
-            Some(super::files::Format::Parquet) => LineUnit::Row,
-            _ => LineUnit::Line,
-        };
-        Location {
-            path: self.paths[origin.file as usize].clone(),
-            line: Some(origin.line),
-            unit,
-            char_column: None,
-            column: column.map(str::to_string),
-        }
+        location(&self.paths, origin, column)
     }
 
     /// Reports a bad row: an error in strict mode, a counted skip under `--lenient`.
@@ -794,6 +811,7 @@ impl Assembler {
             units,
             present,
             watermark,
+            paths: self.paths.clone(),
             units_are_groups: self.kind == UnitKind::Group,
             success_threshold: self.success_threshold,
             gamma: self.gamma,
@@ -806,6 +824,7 @@ pub(crate) struct Pending {
     units: Vec<Closed>,
     present: Vec<bool>,
     watermark: u64,
+    paths: Arc<[PathBuf]>,
     /// Whether each unit is one group (so each group is one run of the window's rows).
     units_are_groups: bool,
     success_threshold: f64,
@@ -827,6 +846,11 @@ impl Pending {
             .iter()
             .flat_map(|u| u.keep.iter().map(|&r| u.rows.seq[r]))
             .collect();
+        let origin: Vec<Origin> = self
+            .units
+            .iter()
+            .flat_map(|u| u.keep.iter().map(|&r| u.rows.origin(r)))
+            .collect();
         let batch = if self.units_are_groups {
             StepBatch::of_group_runs(frame, self.success_threshold, self.gamma)?
         } else {
@@ -836,6 +860,8 @@ impl Pending {
             batch,
             seq,
             watermark: self.watermark,
+            origin,
+            paths: self.paths,
         })
     }
 }

@@ -154,6 +154,45 @@ pub fn input_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
         .collect())
 }
 
+/// Bytes of JSONL that [`first_rows_carry`] reads: a few rows of any trainer's dump.
+const PEEK_BYTES: usize = 64 << 10;
+
+/// Whether the first rows of the first input file carry a value for `field` (a JSONL file's
+/// first 64 KiB, a Parquet file's footer): a look at the logs before a run plans its methods,
+/// for `--methods all` to take `logged` where the logs have an advantage column. Problems in
+/// those rows are left to the run, which reports them where they are.
+pub fn first_rows_carry(paths: &[PathBuf], options: &IngestOptions, field: &str) -> Result<bool> {
+    let Some(index) = crate::schema::field_index(field).filter(|_| !paths.is_empty()) else {
+        return Ok(false);
+    };
+    let Some(input) = files::collect(paths, &mut Vec::new())?.into_iter().next() else {
+        return Ok(false);
+    };
+    match input.format {
+        files::Format::Jsonl(compression) => {
+            let mut first = None;
+            jsonl::read_chunks(
+                &input.path,
+                compression,
+                input.size,
+                0,
+                PEEK_BYTES,
+                |chunk| {
+                    first = Some(chunk);
+                    false
+                },
+            )?;
+            Ok(first.is_some_and(|chunk| {
+                jsonl::parse(chunk, &input.path, &options.columns)
+                    .rows
+                    .present[index]
+            }))
+        }
+        files::Format::Parquet => Ok(parquet::plan(&input.path, 0, input.size, &options.columns)
+            .is_ok_and(|plan| plan.resolution.feeds[index].is_some())),
+    }
+}
+
 pub struct Ingested {
     pub batch: StepBatch,
     pub report: IngestReport,

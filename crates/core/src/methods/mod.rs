@@ -9,6 +9,7 @@ pub mod group_stats;
 pub mod grpo;
 pub mod hgpo;
 pub mod hisr;
+pub mod logged;
 pub mod mgr;
 pub mod proxmo;
 pub mod rloo;
@@ -81,16 +82,19 @@ impl Advantages {
 
 /// Every method `credit` knows, in the order `--methods all` runs them (less [`LOGGED_SIGNALS`]).
 pub const ALL: &[&str] = &[
-    "grpo", "drgrpo", "rloo", "gigpo", "hgpo", "proxmo", "graphgpo", "mgr", "spa", "hisr", "empg",
+    "logged", "grpo", "drgrpo", "rloo", "gigpo", "hgpo", "proxmo", "graphgpo", "mgr", "spa",
+    "hisr", "empg",
 ];
 
-/// Methods that need signals beyond the rewards (`progress`, `segment_reward`, `entropy`):
-/// `--methods all` leaves them out, so that it runs on any logs; name them to run them.
-pub const LOGGED_SIGNALS: &[&str] = &["spa", "hisr", "empg"];
+/// Methods that need signals beyond the rewards (`advantage`, `progress`, `segment_reward`,
+/// `entropy`): `--methods all` leaves them out, so that it runs on any logs; name them to run
+/// them. `all` takes `logged` back where the logs carry the column ([`crate::plan::for_logs`]).
+pub const LOGGED_SIGNALS: &[&str] = &["logged", "spa", "hisr", "empg"];
 
 /// A configured estimator.
 #[derive(Clone, Debug)]
 pub enum Method {
+    Logged,
     Grpo {
         label: &'static str,
         params: grpo::Params,
@@ -110,6 +114,7 @@ impl Method {
     /// The method `name` with the preset of `profile`.
     pub fn preset(name: &str, profile: Profile) -> Result<Method> {
         Ok(match name {
+            "logged" => Method::Logged,
             "grpo" => Method::Grpo {
                 label: "grpo",
                 params: grpo::Params::preset(profile),
@@ -142,6 +147,7 @@ impl Method {
     /// The name used in column names (`adv_<label>`) and in `--set <label>.param=value`.
     pub fn label(&self) -> &'static str {
         match self {
+            Method::Logged => "logged",
             Method::Grpo { label, .. } => label,
             Method::Rloo(_) => "rloo",
             Method::Gigpo(_) => "gigpo",
@@ -159,6 +165,9 @@ impl Method {
     pub fn set(&mut self, key: &str, value: &ParamValue) -> Result<()> {
         let label = self.label();
         match self {
+            Method::Logged => Err(Error::Param(format!(
+                "unknown parameter `{label}.{key}` (`logged` has no parameters: it reads the logged advantages as they are)"
+            ))),
             Method::Grpo { params, .. } => set_field(params, label, key, value),
             Method::Rloo(p) => set_field(p, label, key, value),
             Method::Gigpo(p) => set_field(p, label, key, value),
@@ -180,6 +189,7 @@ impl Method {
     /// Every parameter in use, for the output's metadata.
     pub fn params_json(&self) -> serde_json::Value {
         let v = match self {
+            Method::Logged => Ok(serde_json::json!({})),
             Method::Grpo { params, .. } => serde_json::to_value(params),
             Method::Rloo(p) => serde_json::to_value(p),
             Method::Gigpo(p) => serde_json::to_value(p),
@@ -232,6 +242,7 @@ impl Method {
     /// the row (rewards near the float limits overflow the sums and squares of every method).
     pub fn advantages(&self, batch: &StepBatch) -> Result<Advantages> {
         let out = match self {
+            Method::Logged => logged::advantages(batch),
             Method::Grpo { label, params } => grpo::advantages(batch, params, label),
             Method::Rloo(p) => rloo::advantages(batch, p),
             Method::Gigpo(p) => gigpo::advantages(batch, p),
