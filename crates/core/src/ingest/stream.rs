@@ -80,8 +80,8 @@ impl Task {
 
 /// What the consumer of a stream receives, in order.
 pub enum Event<R> {
-    /// A window and what `process` made of it.
-    Window(Window, R),
+    /// A window and what `process` made of it (boxed: a window is large beside `Restart`).
+    Window(Box<Window>, R),
     /// The input is read again from the start: forget every window received so far.
     Restart,
 }
@@ -218,7 +218,7 @@ fn pass<R: Send, E: From<Error> + Send>(
         |results: Vec<std::result::Result<(Window, R), E>>| -> std::result::Result<(), E> {
             for result in results {
                 let (window, r) = result?;
-                sink(Event::Window(window, r))?;
+                sink(Event::Window(Box::new(window), r))?;
             }
             Ok(())
         };
