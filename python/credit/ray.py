@@ -12,10 +12,11 @@ How it shards: every planned method needs some unit whole — the group (`group_
 e.g. verl's `uid`) when every method is group-local (grpo, drgrpo, rloo, gigpo, hgpo, graphgpo),
 else the training iteration (`iteration`: ProxMO, MGR, SPA, HISR and EMPG read the whole batch of
 an iteration; without an `iteration` column the whole log is one shard). No row is shuffled:
-- Given local Parquet paths (a folder, files; every node must see them), each file's keys are read (that column only); files
-  that share a key are read by one Ray task, and the rest are bundled into about `num_partitions`
-  tasks, each reading its files in Rust as `credit.advantages` does. verl writes one iteration per
-  file, so every file stands alone. Only the results go through Ray.
+- Given local Parquet paths (a folder, files; every node must see them), each file's keys are
+  read (that column only); files that share a key are read by one Ray task, and the rest are
+  bundled into about `num_partitions` tasks, each reading its files in Rust as `credit.advantages`
+  does. verl writes one iteration per file, so every file stands alone. Only the results go
+  through Ray.
 - Given a Dataset, it is read once into the object store and each block's keys are gathered. A
   block's own keys are computed where the block is, blocks bundled into about `num_partitions`
   calls; only the rows of keys found in two or more blocks are gathered, in the dataset's order,
@@ -283,7 +284,8 @@ def advantages(
         return ray.data.from_arrow_refs(_by_files(files, key, num_partitions, kwargs))
     ds = _dataset(ds)
     key = key or _key(ds.schema().names, unit, columns)
-    return ray.data.from_arrow_refs(_sharded(ds.to_arrow_refs(), key, num_partitions, _advantages_block, kwargs))
+    refs = _sharded(ds.to_arrow_refs(), key, num_partitions, _advantages_block, kwargs)
+    return ray.data.from_arrow_refs(refs)
 
 
 def _dataset(source: Any) -> Any:

@@ -124,7 +124,8 @@ def pieces(table: pa.Table, column: str, cut_group: bool):
 
 
 def gathered(ds) -> pa.Table:
-    return pa.concat_tables([t for t in ray.get(ds.to_arrow_refs()) if t.num_rows], promote_options="permissive")
+    tables = [t for t in ray.get(ds.to_arrow_refs()) if t.num_rows]
+    return pa.concat_tables(tables, promote_options="permissive")
 
 
 @pytest.mark.parametrize("methods,column", [("grpo,gigpo,rloo", "uid"), ("all", "iteration")])
@@ -140,18 +141,21 @@ def test_blocks_without_and_with_crossing_keys(cluster, monkeypatch, synth, meth
     same(gathered(credit.ray.advantages(ds, methods=methods, preset="verl")), want)
     cut = parts[1].column(column)[0].as_py()
     assert found == [[cut] if cut_group else []]
-    assert credit.ray.compare(ds, methods=methods, preset="verl") == credit.compare(synth, methods=methods, preset="verl")
+    want = credit.compare(synth, methods=methods, preset="verl")
+    assert credit.ray.compare(ds, methods=methods, preset="verl") == want
 
 
 @pytest.mark.parametrize("methods,column", [("grpo,gigpo,rloo", "uid"), ("all", "iteration")])
 @pytest.mark.parametrize("cut_group", [False, True])
-def test_files_without_and_with_crossing_keys(cluster, monkeypatch, synth, tmp_path, methods, column, cut_group):
+def test_files_without_and_with_crossing_keys(cluster, monkeypatch, synth, tmp_path, methods, column,
+                                              cut_group):
     # A Parquet file per piece, read in Rust by the Ray tasks; files sharing a key go to one task.
     found = crossing(monkeypatch)
     parts = pieces(synth, column, cut_group)
     for i, part in enumerate(parts):
         pq.write_table(part, tmp_path / f"part-{i}.parquet")
     want = credit.advantages(tmp_path, methods=methods, preset="verl").replace_schema_metadata(None)
-    same(gathered(credit.ray.advantages(str(tmp_path), methods=methods, preset="verl", num_partitions=4)), want)
+    got = credit.ray.advantages(str(tmp_path), methods=methods, preset="verl", num_partitions=4)
+    same(gathered(got), want)
     cut = parts[1].column(column)[0].as_py()
     assert found == [[cut] if cut_group else []]
