@@ -1,20 +1,30 @@
-"""credit on a Ray cluster: advantages sharded by group, analyses gathered exactly.
+"""credit on a Ray cluster: advantages sharded by group or iteration, analyses gathered exactly.
 
     import ray, credit.ray
     ray.init()
-    ds = ray.data.read_parquet("/shared/logs/")           # any Dataset of step rows
-    adv = credit.ray.advantages(ds, methods="all", preset="verl")   # a ray.data.Dataset
+    adv = credit.ray.advantages("/shared/logs/", methods="all", preset="verl")  # a ray.data.Dataset
     adv.write_parquet("/shared/advantages/")
+    ds = ray.data.read_parquet("/shared/logs/")           # or any Dataset of step rows
     cmp = credit.ray.compare(ds, methods="grpo,gigpo,proxmo")      # == credit.compare(...)
     summary = credit.ray.analyze(ds)                               # == credit.analyze(...)
 
-How it shards: the dataset is hash-partitioned by the unit every planned method needs whole —
-the group (`group_id` or its alias, e.g. verl's `uid`) when every method is group-local (grpo,
-drgrpo, rloo, gigpo, hgpo, graphgpo), else the training iteration (`iteration`: ProxMO, MGR, SPA,
-HISR and EMPG read the whole batch of an iteration; without an `iteration` column the whole log is
-one shard). Each partition is one block (what `GroupedData.map_groups` relies on), and each block
-goes through the same Rust code as `credit.advantages` in one call, so the per-row results are the
-single-process ones, bit for bit. Rows come back in no particular order (sort by the keys).
+How it shards: every planned method needs some unit whole — the group (`group_id` or its alias,
+e.g. verl's `uid`) when every method is group-local (grpo, drgrpo, rloo, gigpo, hgpo, graphgpo),
+else the training iteration (`iteration`: ProxMO, MGR, SPA, HISR and EMPG read the whole batch of
+an iteration; without an `iteration` column the whole log is one shard). No row is shuffled:
+- Given local Parquet paths (a folder, files; every node must see them), each file's keys are
+  read (that column only); files that share a key are read by one Ray task, and the rest are
+  bundled into about `num_partitions` tasks, each reading its files in Rust as `credit.advantages`
+  does. verl writes one iteration per file, so every file stands alone. Only the results go
+  through Ray.
+- Given a Dataset, it is read once into the object store and each block's keys are gathered. A
+  block's own keys are computed where the block is, blocks bundled into about `num_partitions`
+  calls; only the rows of keys found in two or more blocks are gathered, in the dataset's order,
+  into up to `num_partitions` more calls.
+Each call goes through the same Rust code as `credit.advantages`, so the per-row results are the
+single-process ones on the same rows in the same order, bit for bit (for a Dataset, the order of
+its blocks: Ray's Parquet reader may interleave files, which moves ProxMO's last bits). The work
+starts when `advantages` is called; rows come back in no particular order (sort by the keys).
 
 `compare` runs the methods on the shards too and gathers only what a comparison keeps per row (a
 few bytes plus 8 per method), put back in the dataset's row order: rank correlations and
@@ -25,21 +35,26 @@ per-window summary parts of the Rust core are not serialisable yet; see docs/pyt
 
 from __future__ import annotations
 
+import heapq
 import json
+import os
 from typing import Any, Mapping, Optional, Sequence, Union
 
 import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 import credit
 from credit import _credit
 
 _ROW = "__credit_row"
+# Log files that are not Parquet: `credit.advantages` reads them, Ray Data's Parquet reader not.
+_LOG_SUFFIXES = tuple(f".{e}{z}" for e in ("jsonl", "ndjson", "json") for z in ("", ".gz", ".zst"))
 
 
-def _key(ds: Any, unit: str, schema: Optional[Mapping[str, str]]) -> Optional[str]:
-    """The column of `ds` that feeds `group_id` (or `iteration`), as ingest would pick it."""
+def _key(names: Sequence[str], unit: str, schema: Optional[Mapping[str, str]]) -> Optional[str]:
+    """The column of `names` that feeds `group_id` (or `iteration`), as ingest would pick it."""
     field = "group_id" if unit == "group" else "iteration"
-    names = ds.schema().names
     if isinstance(schema, Mapping):
         for source, target in schema.items():
             if target == field and source in names:
@@ -55,23 +70,172 @@ def _key(ds: Any, unit: str, schema: Optional[Mapping[str, str]]) -> Optional[st
     return None
 
 
-def _shuffled(ds: Any, key: Optional[str], num_partitions: Optional[int]) -> Any:
-    """`ds` with every value of `key` in one block (as `map_groups` shuffles it)."""
+def _partitions(num_partitions: Optional[int]) -> int:
+    """`num_partitions`, by default two per CPU of the cluster."""
     import ray
-    from ray.data.context import ShuffleStrategy
 
+    return num_partitions or max(2, min(200, 2 * int(ray.cluster_resources().get("CPU", 1))))
+
+
+def _bundles(sizes: Sequence[int], n: int) -> list:
+    """The indices of `sizes` in at most `n` bundles of about equal total size, each in order."""
+    totals = [(0, b) for b in range(min(n, len(sizes)))]
+    bundles: list = [[] for _ in totals]
+    for i in sorted(range(len(sizes)), key=lambda i: -sizes[i]):
+        total, b = heapq.heappop(totals)
+        bundles[b].append(i)
+        heapq.heappush(totals, (total + sizes[i], b))
+    return [sorted(b) for b in bundles if b]
+
+
+def _crossing(uniques: Sequence[pa.Array]) -> pa.Array:
+    """The keys found in more than one of `uniques` (each block's or file's distinct keys)."""
+    seen = pa.concat_tables([pa.table({"k": u}) for u in uniques], promote_options="permissive")
+    counts = pc.value_counts(seen.column("k"))
+    return counts.field("values").filter(pc.greater(counts.field("counts"), 1))
+
+
+def _in(column: Any, values: pa.Array) -> Any:
+    return pc.is_in(column, value_set=values.cast(column.type))
+
+
+def _keys(block: pa.Table, key: str) -> tuple:
+    return pc.unique(block.column(key)), block.num_rows
+
+
+def _run(fn, kwargs: dict, drop: Optional[tuple], *blocks: pa.Table) -> pa.Table:
+    """`fn` on `blocks` as one table, less the rows whose key (`drop`: column, values) is computed
+    elsewhere."""
+    table = blocks[0] if len(blocks) == 1 else pa.concat_tables(blocks, promote_options="permissive")
+    if drop is not None:
+        moves = _in(table.column(drop[0]), drop[1])
+        if pc.any(moves).as_py():
+            table = table.filter(pc.invert(moves))
+    return fn(table, kwargs)
+
+
+def _moving(block: pa.Table, key: str, buckets: Sequence[pa.Array]) -> Any:
+    """The rows of `block` whose key is in each of `buckets`, in order (one table per bucket)."""
+    parts = [block.filter(_in(block.column(key), b)) for b in buckets]
+    return parts if len(parts) > 1 else parts[0]
+
+
+def _sharded(refs: list, key: Optional[str], num_partitions: Optional[int], fn, kwargs: dict) -> list:
+    """`fn(table, kwargs)` over the blocks `refs`, each call seeing every row of its keys in the
+    dataset's order (ProxMO's sums over an iteration follow the row order); the refs of the
+    results.
+
+    A key whose rows all lie in one block is computed with that block, and the blocks are bundled
+    into about `num_partitions` calls: a shuffle would move every row's text, which costs more
+    than the methods. Only the rows of keys found in two or more blocks (Ray's readers cut files
+    into blocks) are gathered, into up to `num_partitions` more calls; without a key the whole log
+    is one call."""
+    import ray
+
+    if not refs:
+        return []
+    run = ray.remote(_run)
     if key is None:
-        return ds.repartition(1)
-    # Default: two partitions per CPU of the cluster (Ray's own default is 200).
-    n = num_partitions or max(2, min(200, 2 * int(ray.cluster_resources().get("CPU", 1))))
-    strategy = ds.context.shuffle_strategy
-    hashed = tuple(
-        getattr(ShuffleStrategy, s) for s in ("HASH_SHUFFLE", "SHUFFLE_V2", "GPU_SHUFFLE")
-        if hasattr(ShuffleStrategy, s)
-    )
-    if strategy in hashed:
-        return ds.repartition(n, keys=[key])
-    return ds.sort(key)
+        return [run.remote(fn, kwargs, None, *refs)]
+    n = _partitions(num_partitions)
+    keys = ray.get([ray.remote(_keys).remote(r, key) for r in refs])
+    moving = _crossing([u for u, _ in keys])
+    drop = (key, moving) if len(moving) else None
+    out = [
+        run.remote(fn, kwargs, drop, *[refs[i] for i in bundle])
+        for bundle in _bundles([rows for _, rows in keys], n)
+    ]
+    if drop is None:
+        return out
+    m = min(n, len(moving))
+    buckets = [moving[b * len(moving) // m:(b + 1) * len(moving) // m] for b in range(m)]
+    split = ray.remote(_moving).options(num_returns=m)
+    parts = [split.remote(r, key, buckets) for r, (u, _) in zip(refs, keys) if pc.any(_in(u, moving)).as_py()]
+    if m == 1:
+        parts = [[p] for p in parts]
+    return out + [run.remote(fn, kwargs, None, *[p[b] for p in parts]) for b in range(m)]
+
+
+def _files(source: Any) -> Optional[list]:
+    """The Parquet files a local path or list of paths names, as `credit.advantages` reads them
+    (folders walked in name order, a file named twice read once); None for anything else (a
+    Dataset, a URI, JSONL logs), which Ray Data reads."""
+    if isinstance(source, (str, os.PathLike)):
+        source = [source]
+    if not isinstance(source, (list, tuple)) or not all(isinstance(p, (str, os.PathLike)) for p in source):
+        return None
+    found = []
+    for path in map(os.fspath, source):
+        if "://" in path:
+            return None
+        if os.path.isdir(path):
+            walked = []
+            for root, dirs, names in os.walk(path):
+                dirs.sort()
+                walked.extend(os.path.join(root, name) for name in sorted(names))
+            if any(p.endswith(_LOG_SUFFIXES) for p in walked):
+                return None
+            found.extend(p for p in walked if p.endswith(".parquet"))
+        elif path.endswith(".parquet"):
+            found.append(path)
+        else:
+            return None
+    files, seen = [], set()
+    for path in found:
+        stat = os.stat(path)
+        if (stat.st_dev, stat.st_ino) not in seen:
+            seen.add((stat.st_dev, stat.st_ino))
+            files.append(path)
+    return files or None
+
+
+def _file_keys(paths: Sequence[str], key: str) -> list:
+    """Each file's distinct keys and row count, reading only the key column."""
+    return [(t.column(key).unique(), t.num_rows) for t in (pq.read_table(p, columns=[key]) for p in paths)]
+
+
+def _advantages_files(paths: Sequence[str], kwargs: dict) -> pa.Table:
+    table, _meta = _credit.advantages(list(paths), **kwargs)
+    return pa.table(table)
+
+
+def _by_files(files: list, key: Optional[str], num_partitions: Optional[int], kwargs: dict) -> list:
+    """`credit.advantages` over Parquet files, each Ray task reading its files in Rust as the
+    single process does (no row goes through Ray but the results): files that share a key are
+    read by the same task, and the rest are bundled into about `num_partitions` tasks."""
+    import ray
+
+    run = ray.remote(_advantages_files)
+    if key is None:
+        return [run.remote(files, kwargs)]
+    n = _partitions(num_partitions)
+    step = -(-len(files) // n)
+    read = ray.remote(_file_keys)
+    keys = [k for part in ray.get([read.remote(files[i:i + step], key) for i in range(0, len(files), step)])
+            for k in part]
+    moving = _crossing([u for u, _ in keys])
+    # Files joined by a key they share form one component, read by one task.
+    root = list(range(len(files)))
+
+    def find(i: int) -> int:
+        while root[i] != i:
+            root[i] = root[root[i]]
+            i = root[i]
+        return i
+
+    first: dict = {}
+    for i, (u, _) in enumerate(keys if len(moving) else []):
+        for k in u.filter(_in(u, moving)).to_pylist():
+            root[find(i)] = find(first.setdefault(k, i))
+    components: dict = {}
+    for i in range(len(files)):
+        components.setdefault(find(i), []).append(i)
+    parts = list(components.values())
+    sizes = [sum(keys[i][1] for i in part) for part in parts]
+    return [
+        run.remote([files[i] for i in sorted(i for c in bundle for i in parts[c])], kwargs)
+        for bundle in _bundles(sizes, n)
+    ]
 
 
 def _common(methods, preset, params, schema, lenient, success_threshold) -> dict:
@@ -107,15 +271,21 @@ def advantages(
 ) -> Any:
     """`credit.advantages` over a `ray.data.Dataset` (or a path / list of Parquet paths): a
     Dataset with the same columns and, row for row, the same values; rows in no particular order."""
-    ds = _dataset(ds)
+    import ray
+
     unit, _labels = _credit.plan_info(
         "advantages", methods=credit._methods(methods), preset=preset, params=credit._params(params)
     )
-    key = key or _key(ds, unit, schema if isinstance(schema, Mapping) else None)
+    columns = schema if isinstance(schema, Mapping) else None
     kwargs = _common(methods, preset, params, schema, lenient, success_threshold)
-    return _shuffled(ds, key, num_partitions).map_batches(
-        _advantages_block, batch_size=None, batch_format="pyarrow", fn_kwargs={"kwargs": kwargs}
-    )
+    files = _files(ds)
+    if files is not None:
+        key = key or _key(pq.read_schema(files[0]).names, unit, columns)
+        return ray.data.from_arrow_refs(_by_files(files, key, num_partitions, kwargs))
+    ds = _dataset(ds)
+    key = key or _key(ds.schema().names, unit, columns)
+    refs = _sharded(ds.to_arrow_refs(), key, num_partitions, _advantages_block, kwargs)
+    return ray.data.from_arrow_refs(refs)
 
 
 def _dataset(source: Any) -> Any:
@@ -128,8 +298,8 @@ def _dataset(source: Any) -> Any:
     return source
 
 
-def _with_row_numbers(ds: Any) -> Any:
-    """`ds` with `__credit_row`, each row's place in the dataset's order."""
+def _with_row_numbers(ds: Any) -> list:
+    """The blocks of `ds` with `__credit_row`, each row's place in the dataset's order."""
     import ray
 
     @ray.remote
@@ -146,7 +316,7 @@ def _with_row_numbers(ds: Any) -> Any:
     for n in counts:
         firsts.append(total)
         total += n
-    return ray.data.from_arrow_refs([number.remote(r, f) for r, f in zip(refs, firsts)])
+    return [number.remote(r, f) for r, f in zip(refs, firsts)]
 
 
 def _compare_block(block: pa.Table, kwargs: dict) -> pa.Table:
@@ -185,15 +355,12 @@ def compare(
     unit, labels = _credit.plan_info(
         "compare", methods=credit._methods(methods), preset=preset, params=credit._params(params)
     )
-    key = key or _key(ds, unit, schema if isinstance(schema, Mapping) else None)
+    key = key or _key(ds.schema().names, unit, schema if isinstance(schema, Mapping) else None)
     kwargs = _common(methods, preset, params, schema, lenient, success_threshold)
     if kwargs["methods"] is None:
         kwargs["methods"] = ",".join(labels)
-    numbered = _with_row_numbers(ds)
-    parts = _shuffled(numbered, key, num_partitions).map_batches(
-        _compare_block, batch_size=None, batch_format="pyarrow", fn_kwargs={"kwargs": kwargs}
-    )
-    tables = [t for t in ray.get(parts.to_arrow_refs()) if t.num_rows > 0]
+    parts = _sharded(_with_row_numbers(ds), key, num_partitions, _compare_block, kwargs)
+    tables = [t for t in ray.get(parts) if t.num_rows > 0]
     gathered = pa.concat_tables(tables, promote_options="permissive").sort_by(_ROW)
     metadata = None
     notes: list = []
