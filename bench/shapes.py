@@ -28,10 +28,10 @@ import os
 import random
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
-import time
+
+from scale import measure  # bench/scale.py, beside this script
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 SHAPES = {
@@ -133,18 +133,6 @@ def size_mb(path):
     if os.path.isdir(path):
         return sum(os.path.getsize(os.path.join(path, n)) for n in os.listdir(path)) / 1e6
     return os.path.getsize(path) / 1e6
-
-
-def measure(argv):
-    """Runs argv; returns (seconds, peak RSS in MB). Fails loudly on a non-zero exit."""
-    start = time.perf_counter()
-    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    seconds = time.perf_counter() - start
-    err = proc.stderr.read().decode(errors="replace")
-    if os.waitstatus_to_exitcode(status) != 0:
-        sys.exit(f"failed: {' '.join(argv)}\n{err}")
-    return seconds, usage.ru_maxrss / 1024
 
 
 def main():

@@ -110,6 +110,18 @@ def _methods(methods: Union[None, str, Sequence[str]]) -> Optional[str]:
     return ",".join(methods)
 
 
+def _options(methods, preset, params, schema, lenient, success_threshold) -> dict:
+    """The keywords every run of the engine takes, as the public functions name them."""
+    return dict(
+        methods=_methods(methods),
+        preset=preset,
+        params=_params(params),
+        lenient=lenient,
+        success_threshold=success_threshold,
+        **_schema(schema),
+    )
+
+
 def _table(result: Any, metadata: Optional[str] = None) -> pa.Table:
     table = pa.table(result)
     if metadata is not None:
@@ -161,12 +173,7 @@ def advantages(
     with _input(data) as source:
         table, meta = _credit.advantages(
             source,
-            methods=_methods(methods),
-            preset=preset,
-            params=_params(params),
-            lenient=lenient,
-            success_threshold=success_threshold,
-            **_schema(schema),
+            **_options(methods, preset, params, schema, lenient, success_threshold),
         )
     return _table(table, meta)
 
@@ -208,12 +215,7 @@ def compare(
     with _input(data) as source:
         _, text = _credit.compare_logs(
             source,
-            methods=_methods(methods),
-            preset=preset,
-            params=_params(params),
-            lenient=lenient,
-            success_threshold=success_threshold,
-            **_schema(schema),
+            **_options(methods, preset, params, schema, lenient, success_threshold),
         )
     return json.loads(text)
 
@@ -248,12 +250,7 @@ def report(
             baseline=None if baseline is None else json.dumps(baseline),
             explore=list(explore),
             explore_max=explore_max,
-            methods=_methods(methods),
-            preset=preset,
-            params=_params(params),
-            lenient=lenient,
-            success_threshold=success_threshold,
-            **_schema(schema),
+            **_options(methods, preset, params, schema, lenient, success_threshold),
         )
     return json.loads(text)
 

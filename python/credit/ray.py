@@ -238,17 +238,6 @@ def _by_files(files: list, key: Optional[str], num_partitions: Optional[int], kw
     ]
 
 
-def _common(methods, preset, params, schema, lenient, success_threshold) -> dict:
-    return dict(
-        methods=credit._methods(methods),
-        preset=preset,
-        params=credit._params(params),
-        lenient=lenient,
-        success_threshold=success_threshold,
-        **credit._schema(schema),
-    )
-
-
 def _advantages_block(block: pa.Table, kwargs: dict) -> pa.Table:
     if block.num_rows == 0:
         return block.slice(0, 0).select([])
@@ -277,7 +266,7 @@ def advantages(
         "advantages", methods=credit._methods(methods), preset=preset, params=credit._params(params)
     )
     columns = schema if isinstance(schema, Mapping) else None
-    kwargs = _common(methods, preset, params, schema, lenient, success_threshold)
+    kwargs = credit._options(methods, preset, params, schema, lenient, success_threshold)
     files = _files(ds)
     if files is not None:
         key = key or _key(pq.read_schema(files[0]).names, unit, columns)
@@ -356,7 +345,7 @@ def compare(
         "compare", methods=credit._methods(methods), preset=preset, params=credit._params(params)
     )
     key = key or _key(ds.schema().names, unit, schema if isinstance(schema, Mapping) else None)
-    kwargs = _common(methods, preset, params, schema, lenient, success_threshold)
+    kwargs = credit._options(methods, preset, params, schema, lenient, success_threshold)
     if kwargs["methods"] is None:
         kwargs["methods"] = ",".join(labels)
     parts = _sharded(_with_row_numbers(ds), key, num_partitions, _compare_block, kwargs)
