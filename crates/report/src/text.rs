@@ -4,7 +4,7 @@
 use credit_core::analyses::compare::Comparison;
 use credit_core::analyses::logged::LoggedCheck;
 use credit_core::analyses::progress::Curve;
-use credit_core::analyses::summary::{SizeDistribution, Summary};
+use credit_core::analyses::summary::{Rate, SizeDistribution, Summary};
 use credit_core::methods::hisr::Segments;
 
 fn pct(x: f64) -> String {
@@ -29,27 +29,24 @@ fn buckets(d: &SizeDistribution, of_steps: bool) -> String {
 /// and `--format json` has every iteration.
 const ITERATION_LINES: usize = 12;
 
-/// The items a per-iteration list prints, `Err(n)` standing for the `n` left out in the middle.
-fn abridged<T>(items: &[T]) -> Vec<Result<&T, usize>> {
+/// Writes a per-iteration list, one `line` per item; beyond [`ITERATION_LINES`] the first and
+/// last few, with one line saying how many were left out in the middle.
+fn write_iterations<T>(o: &mut String, items: &[T], mut line: impl FnMut(&mut String, &T)) {
+    use std::fmt::Write;
     if items.len() <= ITERATION_LINES {
-        return items.iter().map(Ok).collect();
+        items.iter().for_each(|item| line(o, item));
+        return;
     }
     let half = ITERATION_LINES / 2 - 1;
-    let omitted = items.len() - 2 * half;
-    let head = items[..half].iter().map(Ok);
-    let tail = items[items.len() - half..].iter().map(Ok);
-    head.chain(std::iter::once(Err(omitted)))
-        .chain(tail)
-        .collect()
-}
-
-/// The line standing for `omitted` iterations.
-fn omitted_line(o: &mut String, omitted: usize) {
-    use std::fmt::Write;
+    items[..half].iter().for_each(|item| line(o, item));
     let _ = writeln!(
         o,
-        "    … {omitted} more iterations (all of them: --format json)"
+        "    … {} more iterations (all of them: --format json)",
+        items.len() - 2 * half
     );
+    items[items.len() - half..]
+        .iter()
+        .for_each(|item| line(o, item));
 }
 
 fn render_single_turn(o: &mut String, t: &credit_core::analyses::summary::SingleTurn) {
@@ -65,14 +62,7 @@ fn render_single_turn(o: &mut String, t: &credit_core::analyses::summary::Single
         t.groups,
         pct(t.effective_group_fraction)
     );
-    for rate in abridged(&t.zero_std_per_iteration) {
-        let rate = match rate {
-            Ok(rate) => rate,
-            Err(omitted) => {
-                omitted_line(o, omitted);
-                continue;
-            }
-        };
+    write_iterations(o, &t.zero_std_per_iteration, |o, rate| {
         let _ = writeln!(
             o,
             "    iteration {:<22} {:>7} zero-std  ({} groups)",
@@ -80,7 +70,7 @@ fn render_single_turn(o: &mut String, t: &credit_core::analyses::summary::Single
             pct(rate.rate),
             rate.n
         );
-    }
+    });
     let _ = writeln!(
         o,
         "rewards by group size   groups  rollouts    mean     min     max  values"
@@ -146,19 +136,7 @@ pub fn analyze(s: &Summary) -> String {
     ] {
         if !rates.is_empty() {
             let _ = writeln!(o, "  {title}:");
-            let listed = if title == "per iteration" {
-                abridged(rates)
-            } else {
-                rates.iter().map(Ok).collect()
-            };
-            for rate in listed {
-                let rate = match rate {
-                    Ok(rate) => rate,
-                    Err(omitted) => {
-                        omitted_line(&mut o, omitted);
-                        continue;
-                    }
-                };
+            let line = |o: &mut String, rate: &Rate| {
                 let _ = writeln!(
                     o,
                     "    {:<32} {:>7}  ({} trajectories)",
@@ -166,6 +144,11 @@ pub fn analyze(s: &Summary) -> String {
                     pct(rate.rate),
                     rate.n
                 );
+            };
+            if title == "per iteration" {
+                write_iterations(&mut o, rates, line);
+            } else {
+                rates.iter().for_each(|rate| line(&mut o, rate));
             }
         }
     }
@@ -224,15 +207,9 @@ pub fn analyze(s: &Summary) -> String {
         let _ = writeln!(o, "                       size 1  size 2  size 3   >3");
         let _ = writeln!(o, "  % of steps          {}", buckets(&g.overall, true));
         let _ = writeln!(o, "  % of clusters       {}", buckets(&g.overall, false));
-        let per_iteration: Vec<_> = g.per_iteration.iter().collect();
-        for entry in abridged(&per_iteration) {
-            match entry {
-                Ok((it, dist)) => {
-                    let _ = writeln!(o, "  iteration {it:<6} steps {}", buckets(dist, true));
-                }
-                Err(omitted) => omitted_line(&mut o, omitted),
-            }
-        }
+        write_iterations(&mut o, &g.per_iteration, |o, (it, dist)| {
+            let _ = writeln!(o, "  iteration {it:<6} steps {}", buckets(dist, true));
+        });
         if !g.similarity.is_empty() {
             let _ = writeln!(
                 o,
