@@ -52,7 +52,7 @@ if [[ ! -x "$prefix/venv/bin/python" ]]; then
 fi
 # --no-deps: the pins above are the whole set; a dependency resolved by pip could pull a newer
 # CUDA release whose PTX the driver refuses.
-"$prefix/venv/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps "${wheels[@]}"
+"$prefix/venv/bin/python" -m pip install --quiet --no-cache-dir --disable-pip-version-check --no-deps "${wheels[@]}"
 site="$("$prefix/venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
 cuda="$site/nvidia/cu13"
 [[ -x "$cuda/bin/nvcc" ]] || { echo "error: no nvcc in $cuda/bin after installing the wheels" >&2; exit 1; }
