@@ -575,7 +575,14 @@ fn report(
         }
         credit_output::OutputDir::check(&out, "report", &read)?;
         let finished = reading(credit_report::run::gather(&run, &Logged, &options, &|_| {}))?;
-        credit_report::run::write(&out, &read, &run, finished.value, &finished.notes, &options)?;
+        credit_report::run::write(
+            &out,
+            &read,
+            &run,
+            &finished.value,
+            &finished.notes,
+            &options,
+        )?;
         Ok(std::fs::read_to_string(out.join("summary.json"))?)
     })
     .map_err(to_py)
