@@ -39,14 +39,27 @@ scalar. `dump_steps` marks each row of the batch with its turn (`credit_step`), 
 (`traj_uid`, turn), and a copy has its original's advantage. A row without response tokens, or
 one that `adjust_batch(mode="delete")` dropped, gets no `advantage` (it was not trained on).
 
-Standard library only; numpy values and tensors are converted with `.item()` / `.tolist()`.
+To log credit's figures with the trainer's own metrics (wandb, tensorboard, console through
+verl's `Tracking`) instead of, or besides, dumping the rows, call `metrics_from_batch` at the same
+point as `dump_steps`:
+
+    from verl_agent_dump import metrics_from_batch
+    metrics.update(metrics_from_batch(batch, self.tokenizer, self.global_steps,
+                                      methods="grpo,gigpo,mgr", preset="verl"))
+
+`metrics` is the dict `fit()` hands to `logger.log(data=metrics, step=self.global_steps)`; the keys
+are `credit/singleton_step_share`, `credit/degenerate_group_share`,
+`credit/invalid_positive_share/<method>`, `credit/spearman/<a>~<b>`, … (`credit.metrics`).
+
+Standard library only (`metrics_from_batch` imports the `credit` package when called); numpy
+values and tensors are converted with `.item()` / `.tolist()`.
 """
 
 import gzip
 import json
 import os
 
-__all__ = ["dump_advantages", "dump_steps", "step_rows"]
+__all__ = ["dump_advantages", "dump_steps", "metrics_from_batch", "step_rows"]
 
 # The column `dump_steps` adds to the batch: each row's turn, so that `dump_advantages` finds the
 # row again after the trainer has padded and reordered the batch.
@@ -104,6 +117,15 @@ def step_rows(batch, tokenizer, global_steps):
             row["data_source"] = str(_plain(extra["data_source"][i]))
         rows.append(row)
     return rows
+
+
+def metrics_from_batch(batch, tokenizer, global_steps, **options):
+    """credit's headline figures on this iteration's rows (the rows `dump_steps` writes), as flat
+    `credit/...` keys for the trainer's logger; `options` are `credit.metrics`' (`methods`,
+    `preset`, `params`, ...)."""
+    import credit
+
+    return credit.metrics(step_rows(batch, tokenizer, global_steps), **options)
 
 
 def _path(out_dir, global_steps, fmt):

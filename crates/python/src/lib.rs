@@ -588,6 +588,29 @@ fn report(
     .map_err(to_py)
 }
 
+/// `credit.metrics`: the report's headline figures and each pair of methods' Spearman ρ on the
+/// rows of `source`, as flat keys (JSON text); the report's own reading, without its folder.
+#[pyfunction]
+#[pyo3(signature = (source, **options))]
+fn metrics(
+    py: Python<'_>,
+    source: &Bound<'_, PyAny>,
+    options: Option<&Bound<'_, PyDict>>,
+) -> PyResult<String> {
+    let run = Options::from_kwargs(options)?.run(source, Some(REPORT))?;
+    py.detach(|| -> Result<String> {
+        let options = credit_report::run::Options {
+            rules: None,
+            baseline: None,
+            explore: Vec::new(),
+            explore_max: 0,
+        };
+        let finished = reading(credit_report::run::gather(&run, &Logged, &options, &|_| {}))?;
+        Ok(serde_json::to_string(&finished.value.metrics())?)
+    })
+    .map_err(to_py)
+}
+
 /// (unit, method labels) of the plan `command` (`advantages` or `compare`, whose default methods
 /// apply) makes of the keywords: `unit` is `group` when every method is group-local, else
 /// `iteration` (ProxMO, MGR, SPA, HISR, EMPG read the whole training batch).
@@ -635,6 +658,7 @@ fn _credit(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(analyze, m)?)?;
     m.add_function(wrap_pyfunction!(compare_logs, m)?)?;
     m.add_function(wrap_pyfunction!(report, m)?)?;
+    m.add_function(wrap_pyfunction!(metrics, m)?)?;
     m.add_function(wrap_pyfunction!(compare_rows, m)?)?;
     m.add_function(wrap_pyfunction!(plan_info, m)?)?;
     m.add_function(wrap_pyfunction!(aliases, m)?)?;

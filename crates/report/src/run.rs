@@ -6,14 +6,14 @@ use crate::check::{self, Outcome, Rule};
 use crate::explorer::{Candidates, DrawSvg, Selection, Selector};
 use crate::folder::{write_report, Report};
 use crate::trends::Trends;
-use crate::{dot, summary_json, Error, Inputs};
+use crate::{dot, summary_json, Error, Headline, Inputs};
 use credit_core::analyses::stats::spearman;
 use credit_core::analyses::summary::{summary_part, Summary, SummaryBuilder, SummaryPart};
 use credit_core::ingest::{IngestReport, UnitKind};
 use credit_core::plan::Notes;
 use credit_core::run::{Fill, Finished, Gathered, OnProgress, RunPlan};
 use credit_output::{OutputDir, Stale};
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 
 /// What a report shows besides the logs: threshold rules, an earlier run's `summary.json`, and
@@ -232,6 +232,45 @@ impl Read {
     /// The summary of everything read.
     pub fn summary(&self) -> Summary {
         self.summary.clone().finish(&self.report)
+    }
+
+    /// The headline of `summary.json` (figures the logs do not have left out) and each pair of
+    /// methods' Spearman ρ, as flat keys for a trainer's logger: `credit/singleton_step_share`,
+    /// `credit/invalid_positive_share/mgr`, `credit/spearman/grpo~gigpo`.
+    pub fn metrics(&self) -> BTreeMap<String, f64> {
+        let summary = self.summary();
+        let comparison = self.gathered.compare();
+        let headline = Headline::of(&summary, Some(&comparison));
+        let mut metrics = BTreeMap::new();
+        let figures = serde_json::to_value(&headline).unwrap_or_default();
+        for (key, value) in figures.as_object().into_iter().flatten() {
+            if headline
+                .not_applicable
+                .contains_key(&format!("headline.{key}"))
+            {
+                continue;
+            }
+            match value {
+                serde_json::Value::Object(per_method) => {
+                    for (method, value) in per_method {
+                        if let Some(x) = value.as_f64() {
+                            metrics.insert(format!("credit/{key}/{method}"), x);
+                        }
+                    }
+                }
+                value => {
+                    if let Some(x) = value.as_f64() {
+                        metrics.insert(format!("credit/{key}"), x);
+                    }
+                }
+            }
+        }
+        for pair in &comparison.pairwise {
+            if let Some(rho) = pair.spearman {
+                metrics.insert(format!("credit/spearman/{}~{}", pair.a, pair.b), rho);
+            }
+        }
+        metrics
     }
 
     /// The per-iteration trends of everything read.
