@@ -42,9 +42,11 @@ pub struct Args {
     /// A group for the explorer, by its `group_id` (repeatable).
     #[arg(long = "explore", value_name = "GROUP")]
     pub explore: Vec<String>,
-    /// The most groups the explorer embeds; 0 leaves it out.
-    #[arg(long, value_name = "N", default_value_t = 12)]
-    pub explore_max: usize,
+    /// The most groups the explorer embeds; 0 leaves it out [default: 0, or 12 with
+    /// `--explore`]: drawing its state graphs (Graphviz) takes about 0.1 s a group, for every
+    /// report written.
+    #[arg(long, value_name = "N")]
+    pub explore_max: Option<usize>,
     #[command(flatten)]
     pub models: super::signals::SignalModels,
 }
@@ -64,7 +66,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
         rules: args.check.as_deref().map(read_rules).transpose()?,
         baseline: None,
         explore: args.explore.clone(),
-        explore_max: args.explore_max,
+        explore_max: args
+            .explore_max
+            .unwrap_or(if args.explore.is_empty() { 0 } else { 12 }),
     };
     let json = args.globals.format == Format::Json;
     let mut extra = args.models.paths();
