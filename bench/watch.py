@@ -58,7 +58,7 @@ def main():
 
     with tempfile.TemporaryDirectory(prefix="credit-watch-bench-") as tmp:
         log = os.path.join(tmp, "all.jsonl")
-        rows = args.iterations * 3100
+        rows = args.iterations * 3500
         subprocess.run([sys.executable, os.path.join(HERE, "synth_scale.py"), "--rows", str(rows),
                         "--out", log, "--no-parquet"], check=True, stdout=subprocess.DEVNULL)
         staged = os.path.join(tmp, "staged")
@@ -105,6 +105,11 @@ def main():
               f"p95 {q[18]:.3f} s, max {max(latencies):.3f} s; first 10 mean "
               f"{statistics.mean(latencies[:10]):.3f} s, last 10 mean {statistics.mean(latencies[-10:]):.3f} s")
         print(f"peak RSS {usage.ru_maxrss / 1024:.0f} MB")
+        slowest = sorted(range(len(latencies)), key=lambda k: -latencies[k])[:3]
+        print("slowest: " + ", ".join(f"iteration {k + 1} {latencies[k]:.3f} s" for k in slowest))
+        notes = proc.stderr.read().strip()
+        if notes:
+            print(notes)
 
 
 def metrics(log):

@@ -15,7 +15,7 @@ fn iteration(it: i64) -> String {
     for g in 0..3 {
         for r in 0..3 {
             let steps = 2 + (g + r + it as usize) % 3;
-            let success = (g * 3 + r + it as usize) % 4 == 0 || (g == 1 && r == 0);
+            let success = (g * 3 + r + it as usize).is_multiple_of(4) || (g == 1 && r == 0);
             for s in 0..steps {
                 let last = s + 1 == steps;
                 let reward = if last && success { 1.0 } else { 0.0 };

@@ -79,38 +79,44 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let fillers = args.models.load(&hisr)?;
     let run = super::run_plan(&args.globals, &project, plan, hisr)?;
     let labels = run.methods.labels();
+    let run_paths: Vec<String> = run.paths.iter().map(|p| p.display().to_string()).collect();
     let mut watch = Watch::new(run, &fillers, &options)?;
     // SIGINT/SIGTERM ask the loop to stop after the report it is writing (see `main`).
     crate::STOP_GRACEFULLY.store(true, Ordering::SeqCst);
     let interval = Duration::from_secs_f64(args.interval);
+    let stop = || crate::STOP.load(Ordering::SeqCst);
     let mut passed = true;
-    let mut said_methods = false;
-    loop {
-        let stopping = crate::STOP.load(Ordering::SeqCst);
+    let mut written = false;
+    while !stop() {
         let landed = watch
-            .poll::<anyhow::Error>(&args.out, &read, args.once || stopping)
+            .poll::<anyhow::Error>(&args.out, &read, args.once)
             .context("watching the logs")?;
         if let Some(landed) = landed {
-            if !said_methods && !json {
+            if !written && !json {
                 outln!("methods: {} → {}", labels.join(", "), args.out.display());
-                said_methods = true;
             }
+            written = true;
             passed = landed.written.outcome.as_ref().is_none_or(|o| o.passed);
-            let failed_now = !landed.newly_failing.is_empty();
             say(&landed, json)?;
-            if failed_now && args.fail_fast {
+            if args.fail_fast && !landed.newly_failing.is_empty() {
                 return Ok(ExitCode::GateFailed);
             }
         }
-        if args.once || stopping {
+        if args.once {
             break;
         }
         let until = Instant::now() + interval;
-        while Instant::now() < until && !crate::STOP.load(Ordering::SeqCst) {
+        while Instant::now() < until && !stop() {
             std::thread::sleep(Duration::from_millis(20).min(interval));
         }
     }
-    if !json {
+    if args.once && !written {
+        anyhow::bail!(
+            "no step rows found in {}: nothing to report",
+            run_paths.join(", ")
+        );
+    }
+    if written && !json {
         outln!("report: {}", args.out.join("report.html").display());
     }
     Ok(if passed {

@@ -9,8 +9,10 @@
 //!
 //! A unit (a group, or an iteration when a method takes statistics over the training batch) must
 //! be read whole: when rows of a unit already read come in a later read (a group split across
-//! files that land at different times, or across two bursts of one file), or a file shrinks or is
-//! replaced, everything is read again in one run, with a note.
+//! files that land at different times, or across two bursts of one file), or a file shrinks, is
+//! replaced or removed, everything is read again in one run, with a note. (verl-agent's
+//! `dump_advantages` replaces the iteration's file once more: when the first version was read,
+//! that iteration costs a read of the whole run.)
 
 use crate::check::RuleResult;
 use crate::run::{write, Options, Read, Split, Written};
@@ -96,7 +98,23 @@ impl<'a> Watch<'a> {
     ) -> Result<Option<Landed>, E> {
         let mut notes = Vec::new();
         let listed = list(&self.logs)?;
+        // A file read before and gone now: the report holds what the logs hold.
+        let gone: Vec<PathBuf> = self
+            .files
+            .keys()
+            .filter(|p| !listed.iter().any(|(l, _)| l == *p))
+            .cloned()
+            .collect();
         let mut again = false;
+        for path in gone {
+            if self.files.remove(&path).is_some_and(|t| t.read_to > 0) {
+                notes.push(format!(
+                    "{}: removed after it was read: reading the run again",
+                    path.display()
+                ));
+                again = true;
+            }
+        }
         let mut pieces: Vec<(PathBuf, Option<Span>, Tracked)> = Vec::new();
         for (path, meta) in listed {
             let id = file_id(&meta);
@@ -135,6 +153,12 @@ impl<'a> Watch<'a> {
             match tail::ready(&path, size, tracked.read_to)? {
                 Ready::Wait => {}
                 Ready::Lines { end, lines } => {
+                    if now && end < size {
+                        notes.push(format!(
+                            "{}: its last line is not complete (no line break yet): left out",
+                            path.display()
+                        ));
+                    }
                     let span = Span {
                         start: tracked.read_to,
                         end,

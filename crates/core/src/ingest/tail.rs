@@ -83,3 +83,31 @@ pub fn ready(path: &Path, size: u64, from: u64) -> Result<Ready> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    #[test]
+    fn jsonl_is_ready_up_to_its_last_line_break_and_gzip_when_whole() {
+        let dir = tempfile::tempdir().unwrap();
+        let plain = dir.path().join("1.jsonl");
+        std::fs::write(&plain, "{\"a\": 1}\n{\"a\": 2}\n{\"a\"").unwrap();
+        let size = std::fs::metadata(&plain).unwrap().len();
+        assert_eq!(
+            ready(&plain, size, 0).unwrap(),
+            Ready::Lines { end: 18, lines: 2 }
+        );
+        assert_eq!(ready(&plain, size, 18).unwrap(), Ready::Wait);
+
+        let packed = dir.path().join("1.jsonl.gz");
+        let mut encoder = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::fast());
+        encoder.write_all(&[b'{'; 4096]).unwrap();
+        let whole = encoder.finish().unwrap();
+        std::fs::write(&packed, &whole[..whole.len() - 8]).unwrap();
+        assert_eq!(ready(&packed, 0, 0).unwrap(), Ready::Wait);
+        std::fs::write(&packed, &whole).unwrap();
+        assert_eq!(ready(&packed, 0, 0).unwrap(), Ready::Whole);
+    }
+}
