@@ -18,7 +18,24 @@ and before `batch = adjust_batch(self.config, batch)` (which pads by duplicating
 
 Each call writes `credit_logs/{global_steps}.jsonl.gz` (or `.parquet` with `fmt="parquet"`, needs
 pyarrow): one JSON object per turn with credit's own column names, so `credit analyze credit_logs/`
-reads the whole run with no configuration.
+reads the whole run with no configuration. `patch_verl_agent.py` (beside this file) writes all
+three call sites into a verl-agent checkout, as a diff to read first.
+
+What each row holds, beyond the ids, reward and validity:
+- `action` is what the environment executed: verl-agent's projections (ALFWorld, Sokoban,
+  WebShop, ...) take the text between `<action>` and `</action>`, lower-cased, and an answer
+  without the tags is invalid; `executed_action` does the same (a tag-less answer keeps its last
+  30 characters, as ALFWorld's projection does). Pass `project=` (one response string → the
+  action string) for an environment whose projection differs. The full model output, thinking
+  included, is in `response`.
+- `success` and `task` come from the environment's `infos`, which the rollout loop does not put
+  in the batch: call `mark_outcomes(total_batch_list, total_infos)` in
+  `agent_system/multi_turn_rollout/rollout_loop.py`, right after `success =
+  envs.success_evaluator(...)`. It marks every turn with its trajectory's `won` (read at the last
+  active turn, as `success_evaluator` does) and its task type (ALFWorld's, from the game file, as
+  the per-task success rates verl-agent logs; `task_of=` for others). Without it, `success` is
+  left out (credit then counts a trajectory as won when its reward exceeds the threshold) and the
+  task is `data_source` (`text` or `visual` for a whole run).
 
 To record what the trainer computed too (credit's method `logged`, held against the estimators by
 `credit compare credit_logs/ --methods logged,gigpo --preset verl`), call `dump_advantages` once
@@ -59,11 +76,57 @@ import gzip
 import json
 import os
 
-__all__ = ["dump_advantages", "dump_steps", "metrics_from_batch", "step_rows"]
+__all__ = [
+    "alfworld_task_type",
+    "dump_advantages",
+    "dump_steps",
+    "executed_action",
+    "mark_outcomes",
+    "metrics_from_batch",
+    "step_rows",
+]
 
 # The column `dump_steps` adds to the batch: each row's turn, so that `dump_advantages` finds the
 # row again after the trainer has padded and reordered the batch.
 _STEP = "credit_step"
+# The columns `mark_outcomes` adds to the rollout loop's turns (and so to the batch).
+_SUCCESS, _TASK = "credit_success", "credit_task"
+
+# ALFWorld's six task types, in the order verl-agent's `AlfWorldEnvironmentManager` matches them
+# against the game file's path (its `{task}_success_rate` metrics): the same names here.
+_ALFWORLD_TASKS = (
+    "pick_and_place",
+    "pick_two_obj_and_place",
+    "look_at_obj_in_light",
+    "pick_heat_then_place_in_recep",
+    "pick_cool_then_place_in_recep",
+    "pick_clean_then_place_in_recep",
+)
+
+
+def alfworld_task_type(info):
+    """ALFWorld's task type from a step's `info` (its `extra.gamefile`), or None."""
+    gamefile = info.get("extra.gamefile")
+    if not gamefile:
+        return None
+    return next((task for task in _ALFWORLD_TASKS if task in str(gamefile)), None)
+
+
+def mark_outcomes(total_batch_list, total_infos, task_of=alfworld_task_type):
+    """Marks every turn of every trajectory (the rollout loop's `total_batch_list[env][turn]`
+    dicts) with its trajectory's `won` and task type, read from `total_infos[env][turn]` at the
+    last active turn as verl-agent's `success_evaluator` reads `won`. Every dict gets both keys
+    (None where unknown): the rollout loop's `collate_fn` makes one column of each key."""
+    for turns, infos in zip(total_batch_list, total_infos):
+        last = next(
+            (infos[k] for k in reversed(range(len(turns))) if _plain(turns[k]["active_masks"])),
+            None,
+        )
+        won = bool(_plain(last["won"])) if last is not None and "won" in last else None
+        task = task_of(last) if last is not None else None
+        for turn in turns:
+            turn[_SUCCESS] = won
+            turn[_TASK] = task
 
 
 def _plain(value):
@@ -84,11 +147,28 @@ def _like(column, values):
     return list(values)
 
 
-def step_rows(batch, tokenizer, global_steps):
+def executed_action(response):
+    """The action verl-agent's projections hand the environment: the text between the first
+    `<action>` and the `</action>` after it, stripped and lower-cased; without both tags (an
+    invalid action) the response's last 30 characters, as ALFWorld's projection keeps."""
+    lowered = response.lower()
+    start = lowered.find("<action>")
+    end = lowered.find("</action>", start + 1) if start >= 0 else -1
+    if start < 0 or end < 0:
+        return lowered[-30:]
+    return lowered[start + len("<action>") : end].strip()
+
+
+def _known(extra, key, i):
+    """`extra[key][i]` as a plain value, or None when the column or the value is missing."""
+    return _plain(extra[key][i]) if key in extra else None
+
+
+def step_rows(batch, tokenizer, global_steps, project=executed_action):
     """The rows of one iteration, in batch order: a list of dicts (see the module docstring)."""
     tensors, extra = batch.batch, batch.non_tensor_batch
     prompts = tokenizer.batch_decode(tensors["prompts"], skip_special_tokens=True)
-    actions = tokenizer.batch_decode(tensors["responses"], skip_special_tokens=True)
+    responses = tokenizer.batch_decode(tensors["responses"], skip_special_tokens=True)
     traj_uid = [str(_plain(t)) for t in extra["traj_uid"]]
     rows, turn = [], {}
     for i, traj in enumerate(traj_uid):
@@ -102,7 +182,8 @@ def step_rows(batch, tokenizer, global_steps):
             "traj_uid": traj,
             "step": step,
             "prompt": prompts[i],
-            "action": actions[i],
+            "action": project(responses[i]),
+            "response": responses[i],
             "reward": float(_plain(extra["rewards"][i])),
         }
         anchor = _plain(extra["anchor_obs"][i]) if "anchor_obs" in extra else None
@@ -115,32 +196,42 @@ def step_rows(batch, tokenizer, global_steps):
                 row[key] = float(_plain(extra[key][i]))
         if "data_source" in extra:
             row["data_source"] = str(_plain(extra["data_source"][i]))
+        won, task = _known(extra, _SUCCESS, i), _known(extra, _TASK, i)
+        if won is not None:
+            row["success"] = bool(won)
+        if task is not None:
+            row["task"] = str(task)
         rows.append(row)
     return rows
 
 
-def metrics_from_batch(batch, tokenizer, global_steps, **options):
-    """credit's headline figures on this iteration's rows (the rows `dump_steps` writes), as flat
-    `credit/...` keys for the trainer's logger; `options` are `credit.metrics`' (`methods`,
-    `preset`, `params`, ...)."""
+def metrics_from_batch(batch, tokenizer, global_steps, project=executed_action, **options):
+    """credit's headline figures on this iteration's rows (the rows `dump_steps` writes, with the
+    same `project`), as flat `credit/...` keys for the trainer's logger; `options` are
+    `credit.metrics`' (`methods`, `preset`, `params`, ...)."""
     import credit
 
-    return credit.metrics(step_rows(batch, tokenizer, global_steps), **options)
+    return credit.metrics(step_rows(batch, tokenizer, global_steps, project), **options)
 
 
 def _path(out_dir, global_steps, fmt):
+    out_dir = out_dir or os.environ.get("CREDIT_LOGS_DIR", "credit_logs")
     return os.path.join(out_dir, f"{int(_plain(global_steps))}.{fmt}")
 
 
-def dump_steps(batch, tokenizer, global_steps, out_dir, fmt="jsonl.gz"):
+def dump_steps(
+    batch, tokenizer, global_steps, out_dir=None, fmt="jsonl.gz", project=executed_action
+):
     """Writes this iteration's step rows to `out_dir/{global_steps}.{fmt}` (atomically: a
-    temporary file renamed into place) and marks each row of `batch` with its turn (for
-    `dump_advantages`); returns the path."""
-    rows = step_rows(batch, tokenizer, global_steps)
+    temporary file renamed into place; `out_dir` defaults to $CREDIT_LOGS_DIR, else
+    `credit_logs`) and marks each row of `batch` with its turn (for
+    `dump_advantages`); returns the path. `project` turns a model response into the action the
+    environment executed (see the module docstring)."""
+    rows = step_rows(batch, tokenizer, global_steps, project)
     extra = batch.non_tensor_batch
     extra[_STEP] = _like(extra["traj_uid"], [row["step"] for row in rows])
-    os.makedirs(out_dir, exist_ok=True)
     path = _path(out_dir, global_steps, fmt)
+    os.makedirs(os.path.dirname(path), exist_ok=True)
     _write(rows, path, fmt)
     return path
 
@@ -166,7 +257,7 @@ def _first_token_advantages(batch):
     return logged
 
 
-def dump_advantages(batch, global_steps, out_dir, fmt="jsonl.gz"):
+def dump_advantages(batch, global_steps, out_dir=None, fmt="jsonl.gz"):
     """Adds the trainer's advantage of each row (see the module docstring) to the file that
     `dump_steps` wrote for this iteration, rewritten atomically; returns the path."""
     logged = _first_token_advantages(batch)

@@ -322,3 +322,265 @@ fn the_verl_agent_dump_writes_what_credit_reads() {
         "turns numbered from row order"
     );
 }
+
+/// Drives a patched copy of `fixtures/verl_agent` (a verl-agent checkout in miniature) for two
+/// iterations on a scripted ALFWorld-like environment: 2 groups × 2 trajectories, ALFWorld's
+/// `<think>…</think><action>…</action>` answers, `won` and `extra.gamefile` in `infos`. The
+/// episode reward of a won game is 0.3, under credit's success threshold: success can only come
+/// from `won`. Prints the rows of `credit_logs/1.jsonl.gz`, one JSON object per line.
+const DRIVER: &str = r#"
+import gzip, json, os, sys
+from types import SimpleNamespace as NS
+sys.path.insert(0, os.getcwd())
+from verl.trainer.ppo.ray_trainer import RayPPOTrainer
+from agent_system.multi_turn_rollout.rollout_loop import TrajectoryCollector
+
+TAGLESS = "I am not sure what to do here, maybe Look Around the room"
+def answer(action):
+    return f"<think>The goal needs {action}.</think><action>{action.title()}</action>"
+# Per environment: (response, reward, done) per turn; won at the last active turn; game file.
+GAME = {
+    "a": "/data/json_2.1.1/train/pick_and_place_simple-Pen-None-Desk-1/trial_T1/game.tw-pddl",
+    "b": "/data/json_2.1.1/train/look_at_obj_in_light-CD-None-DeskLamp-2/trial_T2/game.tw-pddl",
+}
+PLAN = [
+    ("a", True, [(answer("go to desk 1"), 0.0, False), (TAGLESS, 0.0, False), (answer("take pen from desk 1"), 0.3, True)]),
+    ("a", False, [(answer("go to shelf 2"), 0.0, False), (answer("open drawer 1"), 0.0, True)]),
+    ("b", True, [(answer("use desklamp 1"), 0.3, True)]),
+    ("b", False, [(answer("go to bed 1"), 0.0, False), (TAGLESS, 0.0, False), (answer("go to desk 2"), 0.0, False)]),
+]
+TEXTS = sorted({text for _, _, turns in PLAN for text, _, _ in turns})
+
+class Tokenizer:  # responses are [index into TEXTS]; prompts [length of the observation]
+    def batch_decode(self, ids, skip_special_tokens=True):
+        return [TEXTS[row[0]] if row[0] < len(TEXTS) else f"{row[0]} characters" for row in ids]
+
+class Envs:
+    def reset(self):
+        self.turn = [0] * len(PLAN)
+        self.last = [None] * len(PLAN)
+        return [f"You are in room {g}. Your task is ..." for g, _, _ in PLAN], [{} for _ in PLAN]
+    def step(self, text_actions):
+        obs, rewards, dones, infos = [], [], [], []
+        for i, (game, won, turns) in enumerate(PLAN):
+            k = min(self.turn[i], len(turns) - 1)
+            text, reward, done = turns[k]
+            if self.turn[i] >= len(turns):  # finished: verl-agent's envs repeat themselves
+                reward, info = 0.0, self.last[i]
+            else:
+                assert text_actions[i] == text
+                info = {"won": won and k == len(turns) - 1, "extra.gamefile": GAME[game],
+                        "is_action_valid": text != TAGLESS}
+            self.turn[i] += 1
+            self.last[i] = info
+            obs.append(f"You are in room {game}, turn {self.turn[i]}.")
+            rewards.append(reward)
+            dones.append(done)
+            infos.append(info)
+        return obs, rewards, dones, infos
+    def success_evaluator(self, total_infos, total_batch_list, episode_rewards, episode_lengths):
+        rates = []
+        for turns, infos in zip(total_batch_list, total_infos):
+            last = max(k for k, t in enumerate(turns) if t["active_masks"])
+            rates.append(float(infos[last]["won"]))
+        return {"success_rate": rates}
+
+class Actor:
+    def __init__(self, envs):
+        self.envs = envs
+    def generate_sequences(self, obs):
+        picked = []
+        for i, (_, _, turns) in enumerate(PLAN):
+            k = min(self.envs.turn[i], len(turns) - 1)
+            picked.append([TEXTS.index(turns[k][0])])
+        return picked
+
+config = NS(
+    env=NS(rollout=NS(n=2), max_steps=3),
+    data=NS(train_batch_size=4),
+    trainer=NS(total_epochs=1, balance_batch=True),
+    algorithm=NS(adv_estimator="grpo", gamma=1.0, lam=1.0),
+    actor_rollout_ref=NS(rollout=NS(n=2)),
+)
+envs = Envs()
+tokenizer = Tokenizer()
+batches = [{"data_source": ["text"] * len(PLAN)} for _ in range(2)]
+trainer = RayPPOTrainer(config, tokenizer, TrajectoryCollector(config, tokenizer), envs, envs,
+                        Actor(envs), batches)
+trainer.fit()
+with gzip.open(os.path.join(os.environ["CREDIT_LOGS_DIR"], "1.jsonl.gz"), "rt") as f:
+    sys.stdout.write(f.read())
+"#;
+
+#[test]
+fn the_verl_agent_patch_logs_executed_actions_outcomes_and_task_types() {
+    let run = Run::new();
+    let checkout = run.path("verl-agent");
+    copy_tree(&fixture("verl_agent"), &checkout);
+    let integrations = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("integrations");
+    let python = |args: &[&str], cwd: &std::path::Path| {
+        let out = std::process::Command::new("python3")
+            .args(args)
+            .current_dir(cwd)
+            .env("CREDIT_LOGS_DIR", run.path("logs"))
+            .output()
+            .expect("python3");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8(out.stdout).unwrap()
+    };
+    // The patch as a user applies it: printed, read, `git apply`.
+    let patch = python(
+        &[
+            integrations.join("patch_verl_agent.py").to_str().unwrap(),
+            checkout.to_str().unwrap(),
+        ],
+        &checkout,
+    );
+    for site in [
+        "+                    dump_steps(batch, self.tokenizer, self.global_steps)",
+        "+                        dump_advantages(batch, self.global_steps)",
+        "+        mark_outcomes(total_batch_list, total_infos)",
+        "+++ b/verl_agent_dump.py",
+    ] {
+        assert!(patch.contains(site), "{site} not in\n{patch}");
+    }
+    std::fs::write(run.path("credit.patch"), &patch).unwrap();
+    let applied = std::process::Command::new("git")
+        .args(["apply", run.path("credit.patch").to_str().unwrap()])
+        .current_dir(&checkout)
+        .output()
+        .expect("git");
+    assert!(applied.status.success(), "{}", stderr(&applied));
+
+    let rows: Vec<serde_json::Value> = python(&["-c", DRIVER], &checkout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    // The plan above, turn by turn: (trajectory, executed action, won, task type).
+    let tagless = "I am not sure what to do here, maybe Look Around the room";
+    let tagless_tail: String = {
+        let lower = tagless.to_lowercase();
+        lower[lower.len() - 30..].to_string()
+    };
+    let expected = [
+        (0, "go to desk 1", true, "pick_and_place"),
+        (0, tagless_tail.as_str(), true, "pick_and_place"),
+        (0, "take pen from desk 1", true, "pick_and_place"),
+        (1, "go to shelf 2", false, "pick_and_place"),
+        (1, "open drawer 1", false, "pick_and_place"),
+        (2, "use desklamp 1", true, "look_at_obj_in_light"),
+        (3, "go to bed 1", false, "look_at_obj_in_light"),
+        (3, tagless_tail.as_str(), false, "look_at_obj_in_light"),
+        (3, "go to desk 2", false, "look_at_obj_in_light"),
+    ];
+    assert_eq!(rows.len(), expected.len(), "one row per active turn");
+    for (row, (_, action, won, task)) in rows.iter().zip(expected) {
+        assert_eq!(row["action"], action, "{row}");
+        assert_eq!(row["success"], won, "{row}");
+        assert_eq!(row["task"], task, "{row}");
+        assert_eq!(row["data_source"], "text", "{row}");
+        let response = row["response"].as_str().unwrap();
+        assert!(
+            response == tagless
+                || response.starts_with("<think>") && response.to_lowercase().contains(action),
+            "the full answer stays in `response`: {row}"
+        );
+    }
+    // `compute_advantage` above: a row's episode reward minus its group's mean over the trained
+    // rows, which include `adjust_batch`'s copies of the first three rows (trajectory 0's turns)
+    // as in verl-agent: the copies shift group a's mean, and the logged advantage shows it.
+    let episode = [0.3, 0.0, 0.3, 0.0];
+    let traj: Vec<usize> = expected.iter().map(|e| e.0).collect();
+    let trained: Vec<usize> = traj.iter().chain(&traj[..3]).copied().collect();
+    let group_mean = |g: usize| {
+        let of: Vec<f64> = trained
+            .iter()
+            .filter(|&&t| t / 2 == g)
+            .map(|&t| episode[t])
+            .collect();
+        of.iter().sum::<f64>() / of.len() as f64
+    };
+    for (row, &t) in rows.iter().zip(&traj) {
+        let expected = episode[t] - group_mean(t / 2);
+        assert!(
+            (row["advantage"].as_f64().unwrap() - expected).abs() < 1e-12,
+            "{row}"
+        );
+    }
+
+    // credit reads both iterations: success from `won` (the rewards alone would say 0), per task.
+    let logs = run.path("logs");
+    let s = json(&run.credit(["analyze", logs.to_str().unwrap(), "--format", "json"]));
+    assert_eq!(s["iterations"], 2);
+    assert_eq!(s["trajectories"], 8);
+    assert_eq!(s["success"]["overall"], 0.5);
+    let per_task: BTreeMap<String, (u64, f64)> = s["success"]["per_task"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| {
+            let key = r["key"].as_str().unwrap().to_string();
+            (key, (r["n"].as_u64().unwrap(), r["rate"].as_f64().unwrap()))
+        })
+        .collect();
+    assert_eq!(
+        per_task,
+        BTreeMap::from([
+            ("look_at_obj_in_light".to_string(), (4, 0.5)),
+            ("pick_and_place".to_string(), (4, 0.5)),
+        ])
+    );
+    assert_eq!(s["invalid_actions"]["steps"], 4);
+}
+
+fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_tree(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), target).unwrap();
+        }
+    }
+}
+
+#[test]
+fn the_verl_agent_patch_names_a_call_site_it_cannot_find() {
+    let run = Run::new();
+    let checkout = run.path("verl-agent");
+    copy_tree(&fixture("verl_agent"), &checkout);
+    let trainer = checkout.join("verl/trainer/ppo/ray_trainer.py");
+    let source = std::fs::read_to_string(&trainer).unwrap();
+    std::fs::write(
+        &trainer,
+        source.replace("batch = compute_advantage(", "batch = advantage_of("),
+    )
+    .unwrap();
+    let script =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("integrations/patch_verl_agent.py");
+    let out = std::process::Command::new("python3")
+        .args([
+            script.to_str().unwrap(),
+            checkout.to_str().unwrap(),
+            "--write",
+        ])
+        .output()
+        .expect("python3");
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("ray_trainer.py: no `batch = compute_advantage(...)` in `RayPPOTrainer.fit`"),
+        "{err}"
+    );
+    // Nothing was written: neither file changed, no module copied in.
+    assert!(!std::fs::read_to_string(&trainer)
+        .unwrap()
+        .contains("verl_agent_dump"));
+    assert!(!checkout.join("verl_agent_dump.py").exists());
+}
