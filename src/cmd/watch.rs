@@ -151,12 +151,7 @@ fn say(landed: &Landed, json: bool) -> Result<()> {
                 serde_json::json!({ "check_failed": rule, "iteration": landed.iterations.last().and_then(|l| l.iteration) })
             );
         } else {
-            outln!(
-                "  FAIL {}{failing_at}: {} = {:.4}",
-                rule.name,
-                rule.key,
-                rule.value
-            );
+            outln!("  FAIL {}{failing_at}: {:.4}", rule.name, rule.value);
         }
     }
     Ok(())
@@ -176,8 +171,11 @@ fn text(line: &IterationLine) -> String {
         share(line.singleton_step_share),
         share(line.degenerate_group_share)
     ));
+    // Several iterations read together have no agreement of their own: nothing to print.
     for (pair, rho) in &line.spearman {
-        out.push_str(&format!(", spearman {pair} {}", share(*rho)));
+        if let Some(rho) = rho {
+            out.push_str(&format!(", spearman {pair} {rho:.3}"));
+        }
     }
     out
 }

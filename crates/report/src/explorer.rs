@@ -156,7 +156,10 @@ pub struct Step {
 pub struct Parts(#[serde(serialize_with = "ordered")] Vec<(String, serde_json::Value)>);
 
 /// Pairs as a JSON object, keeping their order.
-fn ordered<V: Serialize, S: Serializer>(pairs: &[(String, V)], s: S) -> Result<S::Ok, S::Error> {
+pub(crate) fn ordered<V: Serialize, S: Serializer>(
+    pairs: &[(String, V)],
+    s: S,
+) -> Result<S::Ok, S::Error> {
     s.collect_map(pairs.iter().map(|(k, v)| (k, v)))
 }
 

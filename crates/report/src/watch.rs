@@ -67,9 +67,11 @@ pub struct IterationLine {
     pub success_rate: Option<f64>,
     pub singleton_step_share: Option<f64>,
     pub degenerate_group_share: Option<f64>,
-    /// Spearman's ρ of each pair of methods (`"grpo~gigpo"`) on the rows read with this
-    /// iteration: the iteration's own when it landed alone (a file per iteration), else `None`.
-    pub spearman: BTreeMap<String, Option<f64>>,
+    /// Spearman's ρ of each pair of methods (`"grpo~gigpo"`, in the methods' order) on the rows
+    /// read with this iteration: the iteration's own when it landed alone (a file per
+    /// iteration), else `None`.
+    #[serde(serialize_with = "crate::explorer::ordered")]
+    pub spearman: Agreement,
 }
 
 impl<'a> Watch<'a> {
@@ -314,7 +316,7 @@ impl<'a> Watch<'a> {
     fn lines(&self, iterations: &[i64], agreement: Agreement) -> Vec<IterationLine> {
         let summary = self.read.summary();
         let alone = iterations.len() <= 1;
-        let spearman = |keep: bool| -> BTreeMap<String, Option<f64>> {
+        let spearman = |keep: bool| -> Agreement {
             agreement
                 .iter()
                 .map(|(pair, rho)| (pair.clone(), if keep { *rho } else { None }))
@@ -359,7 +361,7 @@ impl<'a> Watch<'a> {
 }
 
 /// Spearman's ρ per pair of methods, as (`"a~b"`, ρ).
-type Agreement = Vec<(String, Option<f64>)>;
+pub type Agreement = Vec<(String, Option<f64>)>;
 
 fn agreement(more: &crate::run::More) -> Agreement {
     more.agreement()
