@@ -195,26 +195,44 @@ impl<'a> Watch<'a> {
         for (path, _, next) in &pieces {
             self.files.insert(path.clone(), *next);
         }
-        let landed = if again {
-            None
-        } else {
-            match self.read_more::<E>(&pieces)? {
-                Ok(landed) => Some(landed),
+        // File by file, so that each iteration of a file per iteration (both verl dumps) gets
+        // its own agreement line; the report is written once.
+        let before: BTreeSet<i64> = self.read.trends().iterations().collect();
+        let mut landed: Vec<(Vec<i64>, Agreement)> = Vec::new();
+        for piece in &pieces {
+            if again {
+                break;
+            }
+            match self.read_more::<E>(piece)? {
+                Ok(read) => landed.extend(read),
                 Err(Split(what)) => {
                     notes.push(format!(
                         "{what} came in two reads (its rows split across files, or across writes of one file): reading the run again"
                     ));
-                    None
+                    again = true;
                 }
             }
-        };
-        let agreement = match landed {
-            Some(agreement) => agreement,
-            None => self.read_again::<E>()?,
-        };
-        let Some((iterations, agreement)) = agreement else {
+        }
+        if again {
+            if !self.read_again::<E>()? {
+                return Ok(None);
+            }
+            // The iterations the run read again holds beyond those already said.
+            let said: BTreeSet<i64> = before
+                .into_iter()
+                .chain(landed.iter().flat_map(|(its, _)| its.iter().copied()))
+                .collect();
+            let new: Vec<i64> = self
+                .read
+                .trends()
+                .iterations()
+                .filter(|it| !said.contains(it))
+                .collect();
+            landed.push((new, Vec::new()));
+        }
+        if landed.is_empty() {
             return Ok(None);
-        };
+        }
         let written = write(
             out,
             inputs,
@@ -239,25 +257,22 @@ impl<'a> Watch<'a> {
             .collect();
         self.failing = failing;
         Ok(Some(Landed {
-            iterations: self.lines(&iterations, agreement),
+            iterations: self.lines(&landed),
             notes,
             newly_failing,
             written,
         }))
     }
 
-    /// Reads `pieces` and adds them; `Ok(Err(Split))` when they hold a unit read before (nothing
-    /// added). Gives the iterations read (`None`: nothing) and the agreement on their rows.
+    /// Reads `piece` and adds it; `Ok(Err(Split))` when it holds a unit read before (nothing
+    /// added). Gives the iterations read (`None`: no rows) and the agreement on their rows.
     #[allow(clippy::type_complexity)]
     fn read_more<E: From<credit_core::Error> + Send>(
         &mut self,
-        pieces: &[(PathBuf, Option<Span>, Tracked)],
+        (path, span, _): &(PathBuf, Option<Span>, Tracked),
     ) -> Result<Result<Option<(Vec<i64>, Agreement)>, Split>, E> {
-        self.run.paths = pieces.iter().map(|(p, _, _)| p.clone()).collect();
-        self.run.ingest.spans = pieces
-            .iter()
-            .filter_map(|(p, span, _)| Some((p.clone(), (*span)?)))
-            .collect();
+        self.run.paths = vec![path.clone()];
+        self.run.ingest.spans = span.iter().map(|s| (path.clone(), *s)).collect();
         let Some(more) = nothing_is_none(self.read.more(&self.run, self.fill, &|_| {}))? else {
             return Ok(Ok(None));
         };
@@ -266,11 +281,9 @@ impl<'a> Watch<'a> {
         Ok(self.read.add(more).map(|()| Some((iterations, agreement))))
     }
 
-    /// Reads every log again from the start in one run, up to where each was read.
-    fn read_again<E: From<credit_core::Error> + Send>(
-        &mut self,
-    ) -> Result<Option<(Vec<i64>, Agreement)>, E> {
-        let before: BTreeSet<i64> = self.read.trends().iterations().collect();
+    /// Reads every log again from the start in one run, up to where each was read; false when
+    /// there is nothing to read.
+    fn read_again<E: From<credit_core::Error> + Send>(&mut self) -> Result<bool, E> {
         self.read = Read::new(&self.run, self.options)?;
         self.run.paths = self
             .files
@@ -293,51 +306,30 @@ impl<'a> Watch<'a> {
             })
             .collect();
         if self.run.paths.is_empty() {
-            return Ok(None);
+            return Ok(false);
         }
         let Some(more) = nothing_is_none(self.read.more(&self.run, self.fill, &|_| {}))? else {
-            return Ok(None);
+            return Ok(false);
         };
-        // The iterations printed before are not printed again.
-        let iterations = more
-            .value
-            .iterations()
-            .into_iter()
-            .filter(|it| !before.contains(it))
-            .collect();
         self.read.add(more).map_err(|Split(what)| {
             credit_core::Error::Config(format!("internal: {what} read twice in one run"))
         })?;
-        Ok(Some((iterations, Vec::new())))
+        Ok(true)
     }
 
-    /// The lines of `iterations` as the report has them now; `agreement` is on the rows read
-    /// with them, shown when one iteration landed alone.
-    fn lines(&self, iterations: &[i64], agreement: Agreement) -> Vec<IterationLine> {
+    /// A line for each iteration of each read that `landed` (its iterations, and the agreement
+    /// on its rows, shown when it held one iteration), with the report's figures now.
+    fn lines(&self, landed: &[(Vec<i64>, Agreement)]) -> Vec<IterationLine> {
         let summary = self.read.summary();
-        let alone = iterations.len() <= 1;
-        let spearman = |keep: bool| -> Agreement {
-            agreement
+        let mut lines = Vec::new();
+        for (iterations, agreement) in landed {
+            let spearman: Agreement = agreement
                 .iter()
-                .map(|(pair, rho)| (pair.clone(), if keep { *rho } else { None }))
-                .collect()
-        };
-        if iterations.is_empty() {
-            let headline = crate::Headline::of(&summary, None);
-            return vec![IterationLine {
-                iteration: None,
-                rows: summary.rows,
-                success_rate: Some(headline.success_rate),
-                singleton_step_share: Some(headline.singleton_step_share),
-                degenerate_group_share: Some(headline.degenerate_group_share),
-                spearman: spearman(true),
-            }];
-        }
-        iterations
-            .iter()
-            .map(|&it| {
+                .map(|(pair, rho)| (pair.clone(), rho.filter(|_| iterations.len() <= 1)))
+                .collect();
+            for &it in iterations {
                 let trend = self.read.trends().of_iteration(it);
-                IterationLine {
+                lines.push(IterationLine {
                     iteration: Some(it),
                     rows: trend.map_or(0, |(steps, _)| steps),
                     success_rate: summary
@@ -353,10 +345,24 @@ impl<'a> Watch<'a> {
                         .find(|(i, _)| *i == it)
                         .map(|(_, d)| d.pct_steps[0] / 100.0),
                     degenerate_group_share: trend.map(|(_, share)| share),
-                    spearman: spearman(alone),
-                }
-            })
-            .collect()
+                    spearman: spearman.clone(),
+                });
+            }
+        }
+        // Logs without an iteration: one line of the whole run's figures.
+        if lines.is_empty() && self.read.trends().iterations().next().is_none() {
+            let headline = crate::Headline::of(&summary, None);
+            let spearman = landed.last().map(|(_, a)| a.clone()).unwrap_or_default();
+            lines.push(IterationLine {
+                iteration: None,
+                rows: summary.rows,
+                success_rate: Some(headline.success_rate),
+                singleton_step_share: Some(headline.singleton_step_share),
+                degenerate_group_share: Some(headline.degenerate_group_share),
+                spearman,
+            });
+        }
+        lines
     }
 }
 
