@@ -172,6 +172,17 @@ fn once_reads_what_is_there_and_fail_fast_stops_at_a_failing_rule() {
         &run.path("report"),
         rows(&iteration(1)) + rows(&iteration(2)),
     );
+    // Files read together still give each iteration its own line and agreement.
+    let output = once.wait_with_output().unwrap();
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    for (line, it) in lines.iter().zip([1, 2]) {
+        assert_eq!(line["iteration"]["iteration"], it);
+        assert!(line["iteration"]["spearman"]["grpo~gigpo"].is_number());
+    }
 
     std::fs::write(
         run.path("rules.toml"),
