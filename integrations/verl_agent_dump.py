@@ -56,7 +56,20 @@ scalar. `dump_steps` marks each row of the batch with its turn (`credit_step`), 
 (`traj_uid`, turn), and a copy has its original's advantage. A row without response tokens, or
 one that `adjust_batch(mode="delete")` dropped, gets no `advantage` (it was not trained on).
 
-Standard library only; numpy values and tensors are converted with `.item()` / `.tolist()`.
+To log credit's figures with the trainer's own metrics (wandb, tensorboard, console through
+verl's `Tracking`) instead of, or besides, dumping the rows, call `metrics_from_batch` at the same
+point as `dump_steps`:
+
+    from verl_agent_dump import metrics_from_batch
+    metrics.update(metrics_from_batch(batch, self.tokenizer, self.global_steps,
+                                      methods="grpo,gigpo,mgr", preset="verl"))
+
+`metrics` is the dict `fit()` hands to `logger.log(data=metrics, step=self.global_steps)`; the keys
+are `credit/singleton_step_share`, `credit/degenerate_group_share`,
+`credit/invalid_positive_share/<method>`, `credit/spearman/<a>~<b>`, … (`credit.metrics`).
+
+Standard library only (`metrics_from_batch` imports the `credit` package when called); numpy
+values and tensors are converted with `.item()` / `.tolist()`.
 """
 
 import gzip
@@ -69,6 +82,7 @@ __all__ = [
     "dump_steps",
     "executed_action",
     "mark_outcomes",
+    "metrics_from_batch",
     "step_rows",
 ]
 
@@ -189,6 +203,15 @@ def step_rows(batch, tokenizer, global_steps, project=executed_action):
             row["task"] = str(task)
         rows.append(row)
     return rows
+
+
+def metrics_from_batch(batch, tokenizer, global_steps, project=executed_action, **options):
+    """credit's headline figures on this iteration's rows (the rows `dump_steps` writes, with the
+    same `project`), as flat `credit/...` keys for the trainer's logger; `options` are
+    `credit.metrics`' (`methods`, `preset`, `params`, ...)."""
+    import credit
+
+    return credit.metrics(step_rows(batch, tokenizer, global_steps, project), **options)
 
 
 def _path(out_dir, global_steps, fmt):

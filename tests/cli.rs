@@ -15,3 +15,4 @@ mod report;
 mod train;
 mod util;
 mod verl;
+mod watch;

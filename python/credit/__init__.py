@@ -8,6 +8,7 @@ The same ingest, methods and analyses as the `credit` command line, over Arrow t
                             params={"gigpo.omega": 0.5})           # as `credit advantages … -o`
     summary = credit.analyze("fixtures/real")                      # as `credit analyze --format json`
     cmp = credit.compare(logs, methods="all")                      # as `credit compare --format json`
+    figures = credit.metrics(batch_rows, preset="verl")            # summary.json's headline, flat
 
 `data` is a path, a list of paths (files or folders: JSONL, .jsonl.gz, .jsonl.zst, Parquet), or a
 table: a pyarrow.Table, a polars or pandas DataFrame, or anything with `__arrow_c_stream__`.
@@ -37,7 +38,8 @@ from credit import _credit
 from credit._credit import CreditError, __version__
 
 __all__ = [
-    "CreditError", "read_logs", "advantages", "analyze", "compare", "report", "metadata", "__version__",
+    "CreditError", "read_logs", "advantages", "analyze", "compare", "report", "metrics", "metadata",
+    "__version__",
 ]
 
 # Errors raised before any input is read (a bad argument) have no location either.
@@ -254,3 +256,32 @@ def report(
         )
     return json.loads(text)
 
+
+
+def metrics(
+    batch: Any,
+    methods: Union[None, str, Sequence[str]] = "grpo,gigpo,proxmo,graphgpo,mgr",
+    preset: str = "paper",
+    params: Optional[Mapping[str, Any]] = None,
+    *,
+    schema: Schema = None,
+    lenient: bool = False,
+    success_threshold: float = 0.5,
+) -> dict:
+    """The report's headline figures on these rows as flat keys for a trainer's logger (verl's
+    `Tracking`: wandb, tensorboard, console): `credit/singleton_step_share`,
+    `credit/degenerate_group_share`, `credit/invalid_positive_share/<method>`,
+    `credit/spearman/<a>~<b>`, … — the numbers of `credit.report(batch, …)["headline"]` (and its
+    `compare.pairwise` ρ), computed by the same code; figures these rows do not have (the
+    headline's `not_applicable`) are left out. `batch` is a table of step rows (as `data`
+    elsewhere, paths too), a dict of columns, or a list of row dicts (verl-agent's batch fields:
+    `integrations/verl_agent_dump.py`'s `metrics_from_batch` builds them from its `DataProto`)."""
+    if isinstance(batch, Mapping):
+        batch = pa.table(dict(batch))
+    elif isinstance(batch, list) and batch and isinstance(batch[0], Mapping):
+        batch = pa.Table.from_pylist(batch)
+    with _input(batch) as source:
+        text = _credit.metrics(
+            source, **_options(methods, preset, params, schema, lenient, success_threshold)
+        )
+    return json.loads(text)

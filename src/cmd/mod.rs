@@ -8,6 +8,7 @@ mod graph;
 mod report;
 mod signals;
 mod train;
+mod watch;
 
 use crate::exit::ExitCode;
 use anyhow::{Context, Result};
@@ -43,6 +44,8 @@ enum Command {
     Graph(graph::Args),
     /// A self-contained HTML/Markdown/JSON report with plots, and threshold checks for CI.
     Report(report::Args),
+    /// Follow a run as it trains: the report rewritten and a line printed after each iteration.
+    Watch(watch::Args),
     /// Fine-tune a causal LM on the logged steps with a method's advantages (`credit train policy`).
     Train(train::Args),
 }
@@ -116,6 +119,7 @@ impl Cli {
             Command::Compare(a) => &a.globals,
             Command::Graph(a) => &a.globals,
             Command::Report(a) => &a.globals,
+            Command::Watch(a) => &a.globals,
             Command::Train(a) => return a.json(),
         };
         globals.format == Format::Json
@@ -129,6 +133,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Compare(args) => compare::run(args),
         Command::Graph(args) => graph::run(args),
         Command::Report(args) => report::run(args),
+        Command::Watch(args) => watch::run(args),
         Command::Train(args) => train::run(args),
     }
 }

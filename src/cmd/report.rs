@@ -80,7 +80,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         &args.out,
         &read,
         &run,
-        finished.value,
+        &finished.value,
         &finished.notes,
         &options,
     )?;

@@ -172,3 +172,71 @@ def test_report_writes_what_the_cli_writes(cli, tmp_path):
     with pytest.raises(credit.CreditError, match="credit never writes over, into or around its inputs"):
         credit.report(REAL, REAL)
 
+
+
+def assert_metrics_are_the_headline(metrics, summary):
+    """`credit.metrics` against a report's summary.json: every headline figure that applies,
+    every per-method figure, every pair's ρ, nothing else."""
+    headline = summary["headline"]
+    skipped = {key.removeprefix("headline.") for key in headline.get("not_applicable", {})}
+    want = {}
+    for key, value in headline.items():
+        if key in skipped or key == "not_applicable":
+            continue
+        if isinstance(value, dict):
+            want.update({f"credit/{key}/{m}": v for m, v in value.items()})
+        elif value is not None:
+            want[f"credit/{key}"] = value
+    for pair in summary["compare"]["pairwise"]:
+        if pair["spearman"] is not None:
+            want[f"credit/spearman/{pair['a']}~{pair['b']}"] = pair["spearman"]
+    assert metrics == pytest.approx(want, rel=0, abs=0)
+    assert all(isinstance(v, float) for v in metrics.values())
+
+
+@pytest.mark.parametrize("log", [REAL, FIXTURES / "verl" / "with_uid"], ids=["real", "verl"])
+def test_metrics_are_the_report_headline(tmp_path, log):
+    summary = credit.report(log, tmp_path / "report", preset="verl")
+    assert_metrics_are_the_headline(credit.metrics(log, preset="verl"), summary)
+    # A table of the same rows gives the same figures.
+    assert credit.metrics(credit.read_logs(log), preset="verl") == credit.metrics(log, preset="verl")
+    assert "credit/spearman/grpo~gigpo" in credit.metrics(REAL, preset="verl")
+
+
+def test_metrics_from_a_verl_agent_batch(tmp_path):
+    """`metrics_from_batch` on a batch shaped like verl-agent's `DataProto` (as tests/verl.rs
+    builds it): the figures of the report on the rows `dump_steps` writes from it."""
+    import sys
+
+    sys.path.insert(0, str(ROOT / "integrations"))
+    from verl_agent_dump import dump_steps, metrics_from_batch
+
+    class Batch:
+        def __init__(self, batch, non_tensor_batch):
+            self.batch, self.non_tensor_batch = batch, non_tensor_batch
+
+    class Tokenizer:
+        def batch_decode(self, ids, skip_special_tokens=True):
+            return ["text " + " ".join(str(t) for t in row) for row in ids]
+
+    lengths = {"t1": 3, "t2": 2, "t3": 1, "t4": 2}
+    group = {"t1": "g1", "t2": "g1", "t3": "g2", "t4": "g2"}
+    won = {"t1": True, "t2": False, "t3": True, "t4": False}
+    rows = [(t, k) for t in ["t1", "t2", "t3", "t4"] for k in range(lengths[t])]
+    nt = {
+        "uid": [group[t] for t, _ in rows],
+        "traj_uid": [t for t, _ in rows],
+        "anchor_obs": [f"room {k} of {group[t]}" for t, k in rows],
+        "rewards": [10.0 if won[t] and k == lengths[t] - 1 else 0.0 for t, k in rows],
+        "is_action_valid": [k != 1 for t, k in rows],
+        "episode_rewards": [10.0 if won[t] else 0.0 for t, _ in rows],
+        "episode_lengths": [float(lengths[t]) for t, _ in rows],
+        "data_source": ["alfworld" for _ in rows],
+    }
+    batch = Batch({"prompts": [[1, 2]] * len(rows), "responses": [[k, 7] for _, k in rows]}, nt)
+    got = metrics_from_batch(batch, Tokenizer(), 5, methods="grpo,gigpo,mgr", preset="verl")
+    path = dump_steps(batch, Tokenizer(), 5, tmp_path / "logs")
+    summary = credit.report(path, tmp_path / "report", methods="grpo,gigpo,mgr", preset="verl")
+    assert_metrics_are_the_headline(got, summary)
+    assert got["credit/rows"] == len(rows)
+    assert "credit/invalid_positive_share/mgr" in got

@@ -213,7 +213,7 @@ impl Plan {
 
 /// The notes of a run, in the order first seen, each once (every window repeats its methods'
 /// notes): what [`Plan::metadata`] records.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub struct Notes(Vec<String>);
 
 impl Notes {

@@ -84,6 +84,17 @@ impl Gathered {
         comparison.logged = logged::check(&self.advantages, &self.departures);
         comparison
     }
+
+    /// Adds what a run over logs read after these gathered (`credit watch` reads a run file by
+    /// file): its rows follow these. Summaries do not add up once finished: `later`'s is left
+    /// out (gather the summary's parts instead).
+    pub fn extend(&mut self, later: Gathered) {
+        self.rows.extend(later.rows);
+        for ((_, mine), (_, theirs)) in self.advantages.iter_mut().zip(later.advantages) {
+            mine.extend(theirs);
+        }
+        self.departures.follow(later.departures);
+    }
 }
 
 /// A window's batch with its signals filled, every planned method's result on it, and the notes

@@ -575,8 +575,38 @@ fn report(
         }
         credit_output::OutputDir::check(&out, "report", &read)?;
         let finished = reading(credit_report::run::gather(&run, &Logged, &options, &|_| {}))?;
-        credit_report::run::write(&out, &read, &run, finished.value, &finished.notes, &options)?;
+        credit_report::run::write(
+            &out,
+            &read,
+            &run,
+            &finished.value,
+            &finished.notes,
+            &options,
+        )?;
         Ok(std::fs::read_to_string(out.join("summary.json"))?)
+    })
+    .map_err(to_py)
+}
+
+/// `credit.metrics`: the report's headline figures and each pair of methods' Spearman ρ on the
+/// rows of `source`, as flat keys (JSON text); the report's own reading, without its folder.
+#[pyfunction]
+#[pyo3(signature = (source, **options))]
+fn metrics(
+    py: Python<'_>,
+    source: &Bound<'_, PyAny>,
+    options: Option<&Bound<'_, PyDict>>,
+) -> PyResult<String> {
+    let run = Options::from_kwargs(options)?.run(source, Some(REPORT))?;
+    py.detach(|| -> Result<String> {
+        let options = credit_report::run::Options {
+            rules: None,
+            baseline: None,
+            explore: Vec::new(),
+            explore_max: 0,
+        };
+        let finished = reading(credit_report::run::gather(&run, &Logged, &options, &|_| {}))?;
+        Ok(serde_json::to_string(&finished.value.metrics())?)
     })
     .map_err(to_py)
 }
@@ -628,6 +658,7 @@ fn _credit(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(analyze, m)?)?;
     m.add_function(wrap_pyfunction!(compare_logs, m)?)?;
     m.add_function(wrap_pyfunction!(report, m)?)?;
+    m.add_function(wrap_pyfunction!(metrics, m)?)?;
     m.add_function(wrap_pyfunction!(compare_rows, m)?)?;
     m.add_function(wrap_pyfunction!(plan_info, m)?)?;
     m.add_function(wrap_pyfunction!(aliases, m)?)?;

@@ -156,7 +156,10 @@ pub struct Step {
 pub struct Parts(#[serde(serialize_with = "ordered")] Vec<(String, serde_json::Value)>);
 
 /// Pairs as a JSON object, keeping their order.
-fn ordered<V: Serialize, S: Serializer>(pairs: &[(String, V)], s: S) -> Result<S::Ok, S::Error> {
+pub(crate) fn ordered<V: Serialize, S: Serializer>(
+    pairs: &[(String, V)],
+    s: S,
+) -> Result<S::Ok, S::Error> {
     s.collect_map(pairs.iter().map(|(k, v)| (k, v)))
 }
 
@@ -479,6 +482,20 @@ impl Selection {
         }
     }
 
+    /// Takes the groups kept from logs read after these (`credit watch` reads a run file by
+    /// file).
+    pub fn extend(&mut self, selector: &Selector, later: Selection) {
+        self.matched.extend(later.matched);
+        self.named_left_out += later.named_left_out;
+        self.add(
+            selector,
+            Candidates {
+                named: later.named,
+                ranked: later.ranked,
+            },
+        );
+    }
+
     /// Forgets every group kept, for a second reading of the logs.
     pub fn restart(&mut self, selector: &Selector) {
         *self = Selection::default();
@@ -507,18 +524,18 @@ impl Selection {
     /// `svg` draws a group's DOT (`None`: Graphviz is missing); `comparison` gives each method's
     /// colour scale.
     pub fn finish(
-        self,
+        &self,
         selector: &Selector,
         comparison: &Comparison,
         svg: Option<&DrawSvg>,
     ) -> Result<Explorer, Error> {
         let mut chosen: Vec<(Arc<Group>, Vec<String>)> = self
             .named
-            .into_iter()
-            .map(|g| (g, vec!["named with --explore".to_string()]))
+            .iter()
+            .map(|g| (g.clone(), vec!["named with --explore".to_string()]))
             .collect();
-        let mut lists: Vec<std::vec::IntoIter<Ranked>> =
-            self.ranked.into_iter().map(Vec::into_iter).collect();
+        let mut lists: Vec<std::slice::Iter<Ranked>> =
+            self.ranked.iter().map(|list| list.iter()).collect();
         let mut exhausted = [false; 3];
         'turns: while !exhausted.iter().all(|&e| e) {
             for (c, list) in lists.iter_mut().enumerate() {
@@ -531,9 +548,9 @@ impl Selection {
                         break;
                     };
                     match chosen.iter_mut().find(|(g, _)| g.seq == group.seq) {
-                        Some((_, whys)) => whys.push(why),
+                        Some((_, whys)) => whys.push(why.clone()),
                         None => {
-                            chosen.push((group, vec![why]));
+                            chosen.push((group.clone(), vec![why.clone()]));
                             break;
                         }
                     }
@@ -543,7 +560,7 @@ impl Selection {
         // The reasons of chosen groups that the lists hold further down.
         for (_, why, group) in lists.into_iter().flatten() {
             if let Some((_, whys)) = chosen.iter_mut().find(|(g, _)| g.seq == group.seq) {
-                whys.push(why);
+                whys.push(why.clone());
             }
         }
         let groups = chosen

@@ -17,6 +17,7 @@ pub mod plots;
 pub mod run;
 pub mod text;
 pub mod trends;
+pub mod watch;
 
 use credit_core::analyses::compare::{Comparison, InvalidCredit, POSITION_CAP};
 use credit_core::analyses::progress::{Curve, ProgressPosition};

@@ -3,12 +3,17 @@
 //! the explorer's candidate groups), then [`write`] evaluates the rules and writes the folder.
 
 use crate::check::{self, Outcome, Rule};
-use crate::explorer::{DrawSvg, Selection, Selector};
+use crate::explorer::{Candidates, DrawSvg, Selection, Selector};
 use crate::folder::{write_report, Report};
 use crate::trends::Trends;
-use crate::{dot, summary_json, Error, Inputs};
+use crate::{dot, summary_json, Error, Headline, Inputs};
+use credit_core::analyses::stats::spearman;
+use credit_core::analyses::summary::{summary_part, Summary, SummaryBuilder, SummaryPart};
+use credit_core::ingest::{IngestReport, UnitKind};
+use credit_core::plan::Notes;
 use credit_core::run::{Fill, Finished, Gathered, OnProgress, RunPlan};
 use credit_output::{OutputDir, Stale};
+use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 
 /// What a report shows besides the logs: threshold rules, an earlier run's `summary.json`, and
@@ -20,11 +25,267 @@ pub struct Options {
     pub explore_max: usize,
 }
 
-/// The logs read for a report.
+/// The logs read for a report, open to more: `credit watch` adds a run's files as they land
+/// ([`Read::more`], [`Read::add`]), each read once. What adds up is kept as it adds up: every
+/// method's advantages and the comparison's few bytes per row, the summary's parts (per group),
+/// the per-iteration trends, the explorer's candidates; the summary and the comparison are
+/// finished from them when the report is written.
 pub struct Read {
     gathered: Gathered,
+    summary: SummaryBuilder,
+    report: IngestReport,
+    notes: Notes,
     trends: Trends,
     selection: Option<(Selector, Selection)>,
+    /// The units read: logs read later that hold one again split it across reads.
+    units: HashSet<Unit>,
+    /// Past every row's place in the input read so far: rows read later come after them.
+    next_seq: u64,
+}
+
+/// A unit (what a window holds whole) by its iteration and, for groups, its id.
+type Unit = (Option<i64>, Option<String>);
+
+/// What one read of more logs gave, to [`Read::add`].
+pub struct More {
+    gathered: Gathered,
+    parts: Vec<SummaryPart>,
+    trends: Trends,
+    selection: Selection,
+    units: HashSet<Unit>,
+    end_seq: u64,
+}
+
+impl More {
+    /// The iterations these logs hold, in order.
+    pub fn iterations(&self) -> Vec<i64> {
+        self.trends.iterations().collect()
+    }
+
+    /// The rank agreement (Spearman) of each pair of methods on these rows: (a, b, ρ).
+    pub fn agreement(&self) -> Vec<(&str, &str, Option<f64>)> {
+        let columns = &self.gathered.advantages;
+        let mut pairs = Vec::new();
+        for (i, (a, x)) in columns.iter().enumerate() {
+            for (b, y) in &columns[i + 1..] {
+                pairs.push((a.as_str(), b.as_str(), spearman(x, y)));
+            }
+        }
+        pairs
+    }
+}
+
+/// Logs read after others hold a unit those held: it was split across reads.
+#[derive(Debug)]
+pub struct Split(pub String);
+
+impl Read {
+    /// Nothing read yet.
+    pub fn new(run: &RunPlan, options: &Options) -> Result<Read, credit_core::Error> {
+        if options.explore_max == 0 && !options.explore.is_empty() {
+            return Err(credit_core::Error::Config(
+                "--explore needs room: --explore-max is 0".into(),
+            ));
+        }
+        let labels = run.methods.labels();
+        let selection = (options.explore_max > 0).then(|| {
+            (
+                Selector::new(&options.explore, options.explore_max, labels.clone()),
+                Selection::default(),
+            )
+        });
+        Ok(Read {
+            gathered: Gathered {
+                rows: Default::default(),
+                advantages: labels.into_iter().map(|l| (l, Vec::new())).collect(),
+                summary: None,
+                departures: Default::default(),
+            },
+            summary: SummaryBuilder::default(),
+            report: IngestReport::default(),
+            notes: Notes::default(),
+            trends: Trends::default(),
+            selection,
+            units: HashSet::new(),
+            next_seq: 0,
+        })
+    }
+
+    /// Reads `run`'s logs, as logs that come after those read so far; nothing is added until
+    /// [`Read::add`].
+    pub fn more<E: From<credit_core::Error> + Send>(
+        &self,
+        run: &RunPlan,
+        fill: &dyn Fill,
+        progress: OnProgress,
+    ) -> Result<Finished<More>, E> {
+        let selector = self.selection.as_ref().map(|(s, _)| s);
+        let by_group = run.methods.unit() == UnitKind::Group;
+        let base = self.next_seq;
+        let mut parts = Vec::new();
+        let mut trends = Trends::default();
+        let mut selection = Selection::default();
+        let mut units = HashSet::new();
+        let mut end_seq = base;
+        let finished = run.gather(
+            fill,
+            false,
+            progress,
+            |window, batch, results| {
+                let seq: Vec<u64> = window.seq.iter().map(|s| s + base).collect();
+                let candidates = selector.map(|s| s.look(batch, &seq, results));
+                let columns: Vec<&[f64]> = results.iter().map(|r| r.advantage()).collect();
+                let units: Vec<Unit> = batch
+                    .groups
+                    .iter()
+                    .map(|g| (g.iteration, by_group.then(|| g.id.clone())))
+                    .collect();
+                Ok(Looked {
+                    candidates,
+                    part: summary_part(batch, &run.hisr),
+                    trends: Trends::of(batch, &columns),
+                    units,
+                    end_seq: seq.iter().max().map_or(base, |s| s + 1),
+                })
+            },
+            |kept| {
+                match kept {
+                    Some(looked) => {
+                        if let (Some(s), Some(c)) = (selector, looked.candidates) {
+                            selection.add(s, c);
+                        }
+                        parts.push(looked.part);
+                        trends.add(looked.trends);
+                        units.extend(looked.units);
+                        end_seq = end_seq.max(looked.end_seq);
+                    }
+                    None => {
+                        if let Some(s) = selector {
+                            selection.restart(s);
+                        }
+                        parts.clear();
+                        trends = Trends::default();
+                        units.clear();
+                        end_seq = base;
+                    }
+                }
+                Ok(())
+            },
+        )?;
+        Ok(Finished {
+            value: More {
+                gathered: finished.value,
+                parts,
+                trends,
+                selection,
+                units,
+                end_seq,
+            },
+            notes: finished.notes,
+            report: finished.report,
+        })
+    }
+
+    /// Adds what [`Read::more`] read (with its notes and ingest report); refused, with nothing
+    /// added, when it holds a unit read before (a group, or an iteration when a method takes
+    /// statistics over the training batch): the caller reads everything again in one run.
+    pub fn add(&mut self, more: Finished<More>) -> Result<(), Split> {
+        let Finished {
+            value: more,
+            notes,
+            report,
+        } = more;
+        if let Some((iteration, group)) = more.units.iter().find(|u| self.units.contains(*u)) {
+            let what = match (iteration, group) {
+                (Some(it), Some(g)) => format!("group `{g}` of iteration {it}"),
+                (None, Some(g)) => format!("group `{g}`"),
+                (Some(it), None) => format!("iteration {it}"),
+                (None, None) => "the rows without an iteration".to_string(),
+            };
+            return Err(Split(what));
+        }
+        self.units.extend(more.units);
+        self.gathered.extend(more.gathered);
+        for part in more.parts {
+            self.summary.add(part);
+        }
+        self.report.merge(report);
+        self.notes.extend(notes);
+        self.trends.add(more.trends);
+        if let Some((selector, selection)) = &mut self.selection {
+            selection.extend(selector, more.selection);
+        }
+        self.next_seq = more.end_seq;
+        Ok(())
+    }
+
+    /// What ingest saw of every log read.
+    pub fn report(&self) -> &IngestReport {
+        &self.report
+    }
+
+    /// The notes of every read: the windows' then ingest's, each once.
+    pub fn notes(&self) -> Vec<String> {
+        self.notes.clone().into_vec()
+    }
+
+    /// The summary of everything read.
+    pub fn summary(&self) -> Summary {
+        self.summary.clone().finish(&self.report)
+    }
+
+    /// The headline of `summary.json` (figures the logs do not have left out) and each pair of
+    /// methods' Spearman ρ, as flat keys for a trainer's logger: `credit/singleton_step_share`,
+    /// `credit/invalid_positive_share/mgr`, `credit/spearman/grpo~gigpo`.
+    pub fn metrics(&self) -> BTreeMap<String, f64> {
+        let summary = self.summary();
+        let comparison = self.gathered.compare();
+        let headline = Headline::of(&summary, Some(&comparison));
+        let mut metrics = BTreeMap::new();
+        let figures = serde_json::to_value(&headline).unwrap_or_default();
+        for (key, value) in figures.as_object().into_iter().flatten() {
+            if headline
+                .not_applicable
+                .contains_key(&format!("headline.{key}"))
+            {
+                continue;
+            }
+            match value {
+                serde_json::Value::Object(per_method) => {
+                    for (method, value) in per_method {
+                        if let Some(x) = value.as_f64() {
+                            metrics.insert(format!("credit/{key}/{method}"), x);
+                        }
+                    }
+                }
+                value => {
+                    if let Some(x) = value.as_f64() {
+                        metrics.insert(format!("credit/{key}"), x);
+                    }
+                }
+            }
+        }
+        for pair in &comparison.pairwise {
+            if let Some(rho) = pair.spearman {
+                metrics.insert(format!("credit/spearman/{}~{}", pair.a, pair.b), rho);
+            }
+        }
+        metrics
+    }
+
+    /// The per-iteration trends of everything read.
+    pub fn trends(&self) -> &Trends {
+        &self.trends
+    }
+}
+
+/// What one window gives a report besides its rows.
+struct Looked {
+    candidates: Option<Candidates>,
+    part: SummaryPart,
+    trends: Trends,
+    units: Vec<Unit>,
+    end_seq: u64,
 }
 
 /// The report written: its figures and the rules' outcome (`None` without rules).
@@ -42,53 +303,16 @@ pub fn gather<E: From<credit_core::Error> + Send>(
     options: &Options,
     progress: OnProgress,
 ) -> Result<Finished<Read>, E> {
-    if options.explore_max == 0 && !options.explore.is_empty() {
-        return Err(
-            credit_core::Error::Config("--explore needs room: --explore-max is 0".into()).into(),
-        );
-    }
-    let labels = run.methods.labels();
-    let selector = (options.explore_max > 0)
-        .then(|| Selector::new(&options.explore, options.explore_max, labels));
-    let mut selection = Selection::default();
-    let mut trends = Trends::default();
-    let finished = run.gather(
-        fill,
-        true,
-        progress,
-        |window, batch, results| {
-            let candidates = selector
-                .as_ref()
-                .map(|s| s.look(batch, &window.seq, results));
-            let columns: Vec<&[f64]> = results.iter().map(|r| r.advantage()).collect();
-            Ok((candidates, Trends::of(batch, &columns)))
-        },
-        |kept| {
-            match kept {
-                Some((candidates, part)) => {
-                    if let (Some(s), Some(c)) = (&selector, candidates) {
-                        selection.add(s, c);
-                    }
-                    trends.add(part);
-                }
-                None => {
-                    if let Some(s) = &selector {
-                        selection.restart(s);
-                    }
-                    trends = Trends::default();
-                }
-            }
-            Ok(())
-        },
-    )?;
+    let mut read = Read::new(run, options)?;
+    let more = read.more::<E>(run, fill, progress)?;
+    let (notes, report) = (more.notes.clone(), more.report.clone());
+    read.add(more).map_err(|Split(what)| {
+        credit_core::Error::Config(format!("internal: {what} read twice in one run"))
+    })?;
     Ok(Finished {
-        value: Read {
-            gathered: finished.value,
-            trends,
-            selection: selector.map(|s| (s, selection)),
-        },
-        notes: finished.notes,
-        report: finished.report,
+        value: read,
+        notes,
+        report,
     })
 }
 
@@ -99,16 +323,12 @@ pub fn write(
     out: &Path,
     inputs_read: &credit_output::Inputs,
     run: &RunPlan,
-    read: Read,
+    read: &Read,
     notes: &[String],
     options: &Options,
 ) -> Result<Written, Error> {
-    let Read {
-        gathered,
-        trends,
-        selection,
-    } = read;
-    if let Some((selector, selection)) = &selection {
+    let (gathered, trends, selection) = (&read.gathered, &read.trends, &read.selection);
+    if let Some((selector, selection)) = selection {
         let unmatched = selection.unmatched(selector);
         if !unmatched.is_empty() {
             return Err(Error::Check(format!(
@@ -118,10 +338,7 @@ pub fn write(
         }
     }
     let plan = &run.methods;
-    let summary = gathered
-        .summary
-        .as_ref()
-        .expect("gathered with the summary");
+    let summary = &read.summary();
     let comparison = gathered.compare();
     let inputs = Inputs {
         summary,
@@ -146,7 +363,7 @@ pub fn write(
         Some((selector, selection)) => {
             let draw: &DrawSvg = &dot::svg;
             Some(selection.finish(
-                &selector,
+                selector,
                 &comparison,
                 graphs.unwrap_or(false).then_some(draw),
             )?)
@@ -159,7 +376,7 @@ pub fn write(
         out.path(),
         &Report {
             inputs: &inputs,
-            trends: &trends,
+            trends,
             labels: &labels,
             outcome: outcome.as_ref(),
             baseline: options.baseline.as_ref(),

@@ -52,6 +52,18 @@ impl Trends {
         trends
     }
 
+    /// The iterations counted, in order.
+    pub fn iterations(&self) -> impl Iterator<Item = i64> + '_ {
+        self.iterations.keys().copied()
+    }
+
+    /// Iteration `it`'s steps and its share of degenerate groups.
+    pub fn of_iteration(&self, it: i64) -> Option<(usize, f64)> {
+        self.iterations
+            .get(&it)
+            .map(|c| (c.steps, c.degenerate as f64 / c.groups.max(1) as f64))
+    }
+
     pub fn add(&mut self, other: Trends) {
         for (it, o) in other.iterations {
             let c = self.iterations.entry(it).or_default();

@@ -155,12 +155,7 @@ impl CompareRows {
         if let Some((ids, names)) = &chunk.task {
             let global: Vec<u32> = names
                 .iter()
-                .map(|name| {
-                    *self.task_index.entry(name.clone()).or_insert_with(|| {
-                        self.task_names.push(name.clone());
-                        (self.task_names.len() - 1) as u32
-                    })
-                })
+                .map(|name| self.task_id(name.clone()))
                 .collect();
             let task = self.task.get_or_insert_with(Vec::new);
             task.extend(rows.iter().map(|&r| global[ids[r] as usize]));
@@ -168,6 +163,43 @@ impl CompareRows {
         for (column, values) in advantages.iter_mut().zip(&chunk.advantages) {
             column.extend(rows.iter().map(|&r| values[r]));
         }
+    }
+
+    /// Adds the rows of logs read after these (`credit watch` reads a run file by file).
+    pub fn extend(&mut self, later: CompareRows) {
+        let (had, adds) = (self.valid.len(), later.valid.len());
+        self.valid.extend(later.valid);
+        self.success.extend(later.success);
+        self.position.extend(later.position);
+        if later.task.is_none() && self.task.is_none() {
+            return;
+        }
+        // Rows of logs that name no task have the task `(none)`, as a row without one does.
+        let none = self.task_id("(none)".to_string());
+        let ids: Vec<u32> = match later.task {
+            Some(ids) => {
+                let global: Vec<u32> = later
+                    .task_names
+                    .into_iter()
+                    .map(|name| self.task_id(name))
+                    .collect();
+                ids.into_iter().map(|t| global[t as usize]).collect()
+            }
+            None => vec![none; adds],
+        };
+        let task = self.task.get_or_insert_with(|| vec![none; had]);
+        task.extend(ids);
+    }
+
+    /// The index of task `name`, added when new.
+    fn task_id(&mut self, name: String) -> u32 {
+        if let Some(&id) = self.task_index.get(&name) {
+            return id;
+        }
+        self.task_names.push(name.clone());
+        let id = (self.task_names.len() - 1) as u32;
+        self.task_index.insert(name, id);
+        id
     }
 
     /// The rows of a whole batch.

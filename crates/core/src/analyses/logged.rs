@@ -92,6 +92,19 @@ impl Departures {
         Departures(departures)
     }
 
+    /// Adds the departures of logs read after these (`credit watch` reads a run file by file):
+    /// theirs come after every one of these.
+    pub fn follow(&mut self, later: Departures) {
+        if self.0.is_empty() {
+            *self = later;
+            return;
+        }
+        for (mine, theirs) in self.0.iter_mut().zip(later.0) {
+            let room = FIRST.saturating_sub(mine.len());
+            mine.extend(theirs.into_iter().take(room));
+        }
+    }
+
     /// Keeps the first [`FIRST`] rows of both, in input order.
     pub fn merge(&mut self, other: Departures) {
         if self.0.is_empty() {

@@ -196,7 +196,7 @@ pub const SIMILARITY_THRESHOLDS: [f64; 3] = [0.95, 0.9, 0.8];
 
 /// The counts a window's part and the whole summary share: they add up exactly, window by window
 /// ([`Tally::merge`]).
-#[derive(Default)]
+#[derive(Clone, Default)]
 struct Tally {
     has_tasks: bool,
     has_iteration: bool,
@@ -432,7 +432,7 @@ impl SummaryPart {
 
 /// The summary added up window by window, in input order: [`SummaryBuilder::finish`] gives what
 /// [`summarize`] gives on the whole batch.
-#[derive(Default)]
+#[derive(Clone, Default)]
 pub struct SummaryBuilder {
     tally: Tally,
     rollouts: Counts,

@@ -342,7 +342,7 @@ impl Assembler {
         match (&error, self.lenient) {
             (Error::Input { reason, .. }, true) => {
                 *self.report.skipped.entry(*reason).or_default() += rows;
-                if self.report.skipped_examples.len() < 5 {
+                if self.report.skipped_examples.len() < super::SKIPPED_EXAMPLES {
                     self.report.skipped_examples.push(error.to_string());
                 }
                 Ok(())

@@ -59,7 +59,11 @@ pub(crate) fn format_of(path: &Path) -> Option<Format> {
 pub(crate) struct Input {
     pub path: PathBuf,
     pub format: Format,
+    /// Bytes to read from `start` (the whole file unless a span says otherwise).
     pub size: u64,
+    pub start: u64,
+    /// 1-based number of the line at `start`.
+    pub first_line: u64,
 }
 
 fn whole_file(path: &Path, message: impl Into<String>) -> Error {
@@ -71,6 +75,29 @@ const READ_EXTENSIONS: &str = ".jsonl, .ndjson, .json or .parquet (JSONL optiona
 
 /// How many skipped files an error names before it says "and N more".
 const NAMED_SKIPPED: usize = 3;
+
+/// Takes only the part of each file in `spans` that `spans` names (plain JSONL alone can be read
+/// from the middle: a compressed stream or a Parquet file is read whole).
+pub(crate) fn apply_spans(
+    inputs: &mut [Input],
+    spans: &std::collections::BTreeMap<PathBuf, crate::ingest::Span>,
+) -> Result<()> {
+    for input in inputs {
+        let Some(span) = spans.get(&input.path) else {
+            continue;
+        };
+        if input.format != Format::Jsonl(Compression::None) || span.end < span.start {
+            return Err(Error::Config(format!(
+                "{}: only plain JSONL is read in part",
+                input.path.display()
+            )));
+        }
+        input.start = span.start;
+        input.size = span.end - span.start;
+        input.first_line = span.first_line;
+    }
+    Ok(())
+}
 
 /// The files under `paths`, in order; `notes` says what was skipped and why. Directories that
 /// hold files but none of a type credit reads are an error naming those files: a note would be
@@ -197,6 +224,8 @@ fn add(
         path: path.to_path_buf(),
         format,
         size: meta.len(),
+        start: 0,
+        first_line: 1,
     });
 }
 

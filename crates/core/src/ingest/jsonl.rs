@@ -9,7 +9,7 @@
 //! polars' own NDJSON reader is not used because every problem must name its line and column and
 //! `--lenient` must skip single lines.
 
-use super::files::Compression;
+use super::files::{Compression, Input};
 use super::rows::{Origin, Rows, Value as Typed};
 use super::{conflict_message, convert, domain_error, is_non_finite_word, Cell, SeenColumns};
 use crate::error::{Error, Location, Reason, Result, Unit};
@@ -19,7 +19,7 @@ use crate::schema::{
 use serde_json::{Map, Value};
 use simd_json::{Node, StaticNode};
 use std::collections::{BTreeSet, HashMap};
-use std::io::Read;
+use std::io::{Read, Seek};
 use std::path::Path;
 
 /// Whole lines of one file.
@@ -47,24 +47,36 @@ impl<R: Read> Read for Counting<R> {
     }
 }
 
-/// Reads `path` (`size` bytes on disk) as chunks of about `chunk_bytes` that end at a line break,
-/// handing each to `emit` (which returns false to stop early). A UTF-8 byte-order mark at the
-/// start is dropped.
+/// Reads `input` (its `size` bytes on disk from `start`) as chunks of about `chunk_bytes` that end
+/// at a line break, handing each to `emit` (which returns false to stop early). A UTF-8
+/// byte-order mark at the start of the file is dropped.
 pub(crate) fn read_chunks(
-    path: &Path,
+    input: &Input,
     compression: Compression,
-    size: u64,
     file: u32,
     chunk_bytes: usize,
     mut emit: impl FnMut(Chunk) -> bool,
 ) -> Result<()> {
+    let (path, size) = (input.path.as_path(), input.size);
     let io = |source| Error::Io {
         path: path.to_path_buf(),
         cause: source,
     };
     let count = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let mut opened = std::fs::File::open(path).map_err(io)?;
+    if input.start > 0 {
+        opened
+            .seek(std::io::SeekFrom::Start(input.start))
+            .map_err(io)?;
+    }
+    // A plain file is read up to `size`: lines written after the file was listed are left for
+    // the next read of a log still being written.
+    let limit = match compression {
+        Compression::None => size,
+        Compression::Gzip | Compression::Zstd => u64::MAX,
+    };
     let raw = Counting {
-        inner: std::fs::File::open(path).map_err(io)?,
+        inner: opened.take(limit),
         count: count.clone(),
     };
     let mut reader: Box<dyn Read> = match compression {
@@ -81,7 +93,8 @@ pub(crate) fn read_chunks(
         Compression::Gzip | Compression::Zstd => want,
     };
     let mut buffer: Vec<u8> = Vec::with_capacity(room(chunk_bytes + (1 << 16), 0));
-    let (mut first_line, mut reported, mut at_start, mut eof) = (1u64, 0u64, true, false);
+    let (mut first_line, mut reported, mut at_start, mut eof) =
+        (input.first_line, 0u64, input.start == 0, false);
     // Read up to `target` bytes; a line longer than that raises the target until it ends.
     let mut target = chunk_bytes;
     while !eof {

@@ -21,6 +21,7 @@ mod jsonl;
 mod parquet;
 mod rows;
 mod stream;
+pub mod tail;
 
 pub use assemble::{UnitKind, Window};
 pub use stream::{stream, Event, Limits, Progress};
@@ -45,6 +46,20 @@ pub struct IngestOptions {
     /// γ of the derived `return_to_go` column.
     pub gamma: f64,
     pub limits: Limits,
+    /// Plain JSONL files read only in part, by path as listed: a log still being written is read
+    /// up to its last complete line, and on from there the next time (`credit watch`).
+    pub spans: BTreeMap<PathBuf, Span>,
+}
+
+/// The part of a plain JSONL file a read takes: whole lines.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Span {
+    /// Byte offset of the first line read.
+    pub start: u64,
+    /// Byte offset just past the last line read (its line break).
+    pub end: u64,
+    /// 1-based number of the line at `start`, for messages.
+    pub first_line: u64,
 }
 
 impl IngestOptions {
@@ -72,6 +87,7 @@ impl Default for IngestOptions {
             success_threshold: DEFAULT_SUCCESS_THRESHOLD,
             gamma: 0.95,
             limits: Limits::default(),
+            spans: BTreeMap::new(),
         }
     }
 }
@@ -140,9 +156,37 @@ pub struct IngestReport {
     pub(crate) column_names: SeenColumns,
 }
 
+/// How many skipped rows' messages a report keeps.
+const SKIPPED_EXAMPLES: usize = 5;
+
 impl IngestReport {
     pub fn skipped_total(&self) -> u64 {
         self.skipped.values().sum()
+    }
+
+    /// Adds what a read of more logs saw (`credit watch` reads a run file by file).
+    pub fn merge(&mut self, other: IngestReport) {
+        self.files.extend(other.files);
+        self.rows += other.rows;
+        for (reason, n) in other.skipped {
+            *self.skipped.entry(reason).or_default() += n;
+        }
+        let room = SKIPPED_EXAMPLES.saturating_sub(self.skipped_examples.len());
+        self.skipped_examples
+            .extend(other.skipped_examples.into_iter().take(room));
+        self.padding_duplicates += other.padding_duplicates;
+        for note in other.notes {
+            if !self.notes.contains(&note) {
+                self.notes.push(note);
+            }
+        }
+        for column in other.columns {
+            if !self.columns.contains(&column) {
+                self.columns.push(column);
+            }
+        }
+        self.columns
+            .sort_by_key(|u| (crate::schema::field_index(u.field), u.column.clone()));
     }
 }
 
@@ -171,17 +215,10 @@ pub fn first_rows_carry(paths: &[PathBuf], options: &IngestOptions, field: &str)
     match input.format {
         files::Format::Jsonl(compression) => {
             let mut first = None;
-            jsonl::read_chunks(
-                &input.path,
-                compression,
-                input.size,
-                0,
-                PEEK_BYTES,
-                |chunk| {
-                    first = Some(chunk);
-                    false
-                },
-            )?;
+            jsonl::read_chunks(&input, compression, 0, PEEK_BYTES, |chunk| {
+                first = Some(chunk);
+                false
+            })?;
             Ok(first.is_some_and(|chunk| {
                 jsonl::parse(chunk, &input.path, &options.columns)
                     .rows

@@ -99,7 +99,8 @@ pub fn stream<R: Send, E: From<Error> + Send>(
 ) -> std::result::Result<IngestReport, E> {
     options.columns.check().map_err(Error::Config)?;
     let mut notes = Vec::new();
-    let inputs = files::collect(paths, &mut notes)?;
+    let mut inputs = files::collect(paths, &mut notes)?;
+    files::apply_spans(&mut inputs, &options.spans)?;
     let limits = options.limits;
     let closing = Closing::Optimistic {
         quiet: limits.quiet_bytes,
@@ -412,17 +413,10 @@ fn produce(
         let sent = match input.format {
             Format::Jsonl(compression) => {
                 let mut open = true;
-                let read = jsonl::read_chunks(
-                    &input.path,
-                    compression,
-                    input.size,
-                    file,
-                    chunk_bytes,
-                    |chunk| {
-                        open = send.send(Ok(Task::Chunk(chunk))).is_ok();
-                        open
-                    },
-                );
+                let read = jsonl::read_chunks(input, compression, file, chunk_bytes, |chunk| {
+                    open = send.send(Ok(Task::Chunk(chunk))).is_ok();
+                    open
+                });
                 match read {
                     Ok(()) => open,
                     Err(e) => {

@@ -1,0 +1,181 @@
+//! `credit watch [PATHS] --out DIR [--check thresholds.toml] [--fail-fast] [--interval SECS]
+//! [--once]`: follows a run's logs as the trainer writes them, rewrites the report (as `credit
+//! report` writes it) after each iteration lands and prints a line per iteration; exit 1 when a
+//! threshold rule fails in the last report (at once with `--fail-fast`).
+
+use super::{Format, Globals, MethodArgs};
+use crate::exit::ExitCode;
+use anyhow::{Context, Result};
+use credit_core::project::ProjectFile;
+use credit_output::OutputDir;
+use credit_report::run::{read_rules, Options};
+use credit_report::watch::{IterationLine, Landed, Watch};
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+#[derive(Debug, clap::Args)]
+#[command(mut_arg("methods", |a| super::methods_help(a, credit_core::plan::REPORT)))]
+pub struct Args {
+    #[command(flatten)]
+    pub globals: Globals,
+    #[command(flatten)]
+    pub methods: MethodArgs,
+    /// Output folder: report.html, report.md, summary.json, figures/, rewritten whole after each
+    /// iteration (the rule of `credit report --out`).
+    #[arg(short = 'o', long, value_name = "DIR")]
+    pub out: PathBuf,
+    /// Threshold rules over summary.json keys, evaluated after each iteration: a rule that starts
+    /// failing prints a line; the exit code is 1 when any fails in the last report.
+    #[arg(long, value_name = "thresholds.toml")]
+    pub check: Option<PathBuf>,
+    /// Exit 1 as soon as a rule fails (the report of that iteration written).
+    #[arg(long, requires = "check")]
+    pub fail_fast: bool,
+    /// Seconds between two looks at the logs; a file is read once its size holds still across
+    /// two looks.
+    #[arg(long, value_name = "SECS", default_value_t = 2.0)]
+    pub interval: f64,
+    /// Read what is there, write the report and exit (for cron and CI).
+    #[arg(long)]
+    pub once: bool,
+    /// A group for the explorer, by its `group_id` (repeatable).
+    #[arg(long = "explore", value_name = "GROUP")]
+    pub explore: Vec<String>,
+    /// The most groups the explorer embeds; 0 leaves it out [default: 0, or 12 with
+    /// `--explore`]: drawing its state graphs (Graphviz) takes about 0.1 s a group, for every
+    /// report written.
+    #[arg(long, value_name = "N")]
+    pub explore_max: Option<usize>,
+    #[command(flatten)]
+    pub models: super::signals::SignalModels,
+}
+
+pub fn run(args: Args) -> Result<ExitCode> {
+    if !(args.interval.is_finite() && args.interval > 0.0) {
+        anyhow::bail!(
+            "--interval {}: expected a number of seconds > 0",
+            args.interval
+        );
+    }
+    let project = ProjectFile::load(args.globals.config.as_deref())?;
+    let plan = args
+        .methods
+        .plan(&args.globals, &project, credit_core::plan::REPORT)?;
+    let options = Options {
+        rules: args.check.as_deref().map(read_rules).transpose()?,
+        baseline: None,
+        explore: args.explore.clone(),
+        explore_max: args
+            .explore_max
+            .unwrap_or(if args.explore.is_empty() { 0 } else { 12 }),
+    };
+    let json = args.globals.format == Format::Json;
+    let mut extra = args.models.paths();
+    extra.extend(args.check.as_deref());
+    let read = super::inputs(&args.globals, &project, &extra)?;
+    OutputDir::check(&args.out, "report", &read)?;
+    let hisr = args.methods.hisr_params(&project)?;
+    let fillers = args.models.load(&hisr)?;
+    let run = super::run_plan(&args.globals, &project, plan, hisr)?;
+    let labels = run.methods.labels();
+    let run_paths: Vec<String> = run.paths.iter().map(|p| p.display().to_string()).collect();
+    let mut watch = Watch::new(run, &fillers, &options)?;
+    // SIGINT/SIGTERM ask the loop to stop after the report it is writing (see `main`).
+    crate::STOP_GRACEFULLY.store(true, Ordering::SeqCst);
+    let interval = Duration::from_secs_f64(args.interval);
+    let stop = || crate::STOP.load(Ordering::SeqCst);
+    let mut passed = true;
+    let mut written = false;
+    while !stop() {
+        let landed = watch
+            .poll::<anyhow::Error>(&args.out, &read, args.once)
+            .context("watching the logs")?;
+        if let Some(landed) = landed {
+            if !written && !json {
+                outln!("methods: {} → {}", labels.join(", "), args.out.display());
+            }
+            written = true;
+            passed = landed.written.outcome.as_ref().is_none_or(|o| o.passed);
+            say(&landed, json)?;
+            if args.fail_fast && !landed.newly_failing.is_empty() {
+                return Ok(ExitCode::GateFailed);
+            }
+        }
+        if args.once {
+            break;
+        }
+        let until = Instant::now() + interval;
+        while Instant::now() < until && !stop() {
+            std::thread::sleep(Duration::from_millis(20).min(interval));
+        }
+    }
+    if args.once && !written {
+        anyhow::bail!(
+            "no step rows found in {}: nothing to report",
+            run_paths.join(", ")
+        );
+    }
+    if written && !json {
+        outln!("report: {}", args.out.join("report.html").display());
+    }
+    Ok(if passed {
+        ExitCode::Ok
+    } else {
+        ExitCode::GateFailed
+    })
+}
+
+/// Prints what landed: a line per iteration (a JSON object each with `--format json`), notes on
+/// stderr, and a line per rule that started failing.
+fn say(landed: &Landed, json: bool) -> Result<()> {
+    for note in &landed.notes {
+        eprintln!("note: {note}");
+    }
+    let failing_at = landed
+        .iterations
+        .last()
+        .and_then(|l| l.iteration)
+        .map_or(String::new(), |it| format!(" at iteration {it}"));
+    for line in &landed.iterations {
+        if json {
+            outln!("{}", serde_json::json!({ "iteration": line }));
+        } else {
+            outln!("{}", text(line));
+        }
+    }
+    for rule in &landed.newly_failing {
+        if json {
+            outln!(
+                "{}",
+                serde_json::json!({ "check_failed": rule, "iteration": landed.iterations.last().and_then(|l| l.iteration) })
+            );
+        } else {
+            outln!("  FAIL {}{failing_at}: {:.4}", rule.name, rule.value);
+        }
+    }
+    Ok(())
+}
+
+/// `iteration 12: 512 rows, success 0.41, singleton 0.33, degenerate 0.25, spearman grpo~gigpo 0.87`
+fn text(line: &IterationLine) -> String {
+    let share = |x: Option<f64>| x.map_or("—".to_string(), |x| format!("{x:.3}"));
+    let mut out = match line.iteration {
+        Some(it) => format!("iteration {it}: "),
+        None => "rows read: ".to_string(),
+    };
+    out.push_str(&format!(
+        "{} rows, success {}, singleton {}, degenerate {}",
+        line.rows,
+        share(line.success_rate),
+        share(line.singleton_step_share),
+        share(line.degenerate_group_share)
+    ));
+    // Several iterations read together have no agreement of their own: nothing to print.
+    for (pair, rho) in &line.spearman {
+        if let Some(rho) = rho {
+            out.push_str(&format!(", spearman {pair} {rho:.3}"));
+        }
+    }
+    out
+}
