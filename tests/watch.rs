@@ -8,12 +8,13 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// Iteration `it` as step rows: 3 groups of 3 rollouts of 2–4 steps, some successful, some
-/// invalid actions, observations shared within a group.
+/// Iteration `it` as step rows: 3 groups of 4 rollouts of 2–4 steps (10 or more per group, what
+/// the explorer needs to pick a group), some successful, some invalid actions, observations
+/// shared within a group.
 fn iteration(it: i64) -> String {
     let mut text = String::new();
     for g in 0..3 {
-        for r in 0..3 {
+        for r in 0..4 {
             let steps = 2 + (g + r + it as usize) % 3;
             let success = (g * 3 + r + it as usize).is_multiple_of(4) || (g == 1 && r == 0);
             for s in 0..steps {
@@ -85,6 +86,13 @@ fn exit_code(child: &mut Child) -> Option<i32> {
     panic!("credit watch did not exit");
 }
 
+/// The explorer's data embedded in a report.html, if it has one.
+fn explorer_data(html: &str) -> Option<&str> {
+    let start = html.find("id=\"credit-explorer-data\">")?;
+    let data = &html[start..];
+    Some(&data[..data.find("</script>")?])
+}
+
 #[test]
 fn follows_iterations_as_they_land_then_stops_on_sigint() {
     let run = Run::new();
@@ -111,6 +119,9 @@ fn follows_iterations_as_they_land_then_stops_on_sigint() {
 
     std::fs::write(logs.join("3.jsonl"), &three).unwrap();
     let last = headline_with(&out, rows(&one) + rows(&two) + rows(&three));
+    // Reports written while the run goes on leave the explorer's drawings out (Graphviz).
+    let html = std::fs::read_to_string(out.join("report.html")).unwrap();
+    assert!(explorer_data(&html).is_none());
 
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     assert_eq!(exit_code(&mut child), Some(0));
@@ -147,6 +158,11 @@ fn follows_iterations_as_they_land_then_stops_on_sigint() {
         serde_json::from_str(&std::fs::read_to_string(run.path("whole/summary.json")).unwrap())
             .unwrap();
     assert_eq!(whole["headline"], last);
+    // The last report, written when the watch stopped, has the explorer `credit report` has.
+    let html = |dir: &Path| std::fs::read_to_string(dir.join("report.html")).unwrap();
+    let (watched, reported) = (html(&out), html(&run.path("whole")));
+    assert!(explorer_data(&reported).is_some());
+    assert_eq!(explorer_data(&watched), explorer_data(&reported));
     let names: Vec<String> = std::fs::read_dir(&logs)
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())

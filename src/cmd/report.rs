@@ -83,6 +83,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         &finished.value,
         &finished.notes,
         &options,
+        true,
     )?;
     bar.finish_and_clear();
     let plan = &run.methods;

@@ -42,11 +42,12 @@ pub struct Args {
     /// A group for the explorer, by its `group_id` (repeatable).
     #[arg(long = "explore", value_name = "GROUP")]
     pub explore: Vec<String>,
-    /// The most groups the explorer embeds; 0 leaves it out [default: 0, or 12 with
-    /// `--explore`]: drawing its state graphs (Graphviz) takes about 0.1 s a group, for every
-    /// report written.
-    #[arg(long, value_name = "N")]
-    pub explore_max: Option<usize>,
+    /// The most groups the explorer embeds; 0 leaves it out. Drawing their state graphs
+    /// (Graphviz) takes about 0.1 s a group, so reports written while the run goes on leave the
+    /// drawings out (unless groups are named with `--explore`); the last report, when the watch
+    /// stops (a signal, or `--once`), has them.
+    #[arg(long, value_name = "N", default_value_t = 12)]
+    pub explore_max: usize,
     #[command(flatten)]
     pub models: super::signals::SignalModels,
 }
@@ -66,9 +67,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         rules: args.check.as_deref().map(read_rules).transpose()?,
         baseline: None,
         explore: args.explore.clone(),
-        explore_max: args
-            .explore_max
-            .unwrap_or(if args.explore.is_empty() { 0 } else { 12 }),
+        explore_max: args.explore_max,
     };
     let json = args.globals.format == Format::Json;
     let mut extra = args.models.paths();
@@ -116,8 +115,16 @@ pub fn run(args: Args) -> Result<ExitCode> {
             run_paths.join(", ")
         );
     }
-    if written && !json {
-        outln!("report: {}", args.out.join("report.html").display());
+    if written {
+        let bar = crate::bars::spinner("drawing the explorer", json);
+        let last = watch.finish(&args.out, &read).context("writing the last report")?;
+        bar.finish_and_clear();
+        if let Some(last) = last {
+            passed = last.outcome.as_ref().is_none_or(|o| o.passed);
+        }
+        if !json {
+            outln!("report: {}", args.out.join("report.html").display());
+        }
     }
     Ok(if passed {
         ExitCode::Ok

@@ -582,6 +582,7 @@ fn report(
             &finished.value,
             &finished.notes,
             &options,
+            true,
         )?;
         Ok(std::fs::read_to_string(out.join("summary.json"))?)
     })

@@ -318,7 +318,8 @@ pub fn gather<E: From<credit_core::Error> + Send>(
 
 /// Evaluates the rules (a bad key fails before anything is written), then writes the report of
 /// what was `read` (with the run's `notes`) into the folder `out` under the output rule (`inputs`:
-/// what the run read), each file whole.
+/// what the run read), each file whole; the explorer's groups are drawn when `with_explorer`
+/// (`credit watch` leaves them to its last report: Graphviz takes ~0.1 s a group).
 pub fn write(
     out: &Path,
     inputs_read: &credit_output::Inputs,
@@ -326,6 +327,7 @@ pub fn write(
     read: &Read,
     notes: &[String],
     options: &Options,
+    with_explorer: bool,
 ) -> Result<Written, Error> {
     let (gathered, trends, selection) = (&read.gathered, &read.trends, &read.selection);
     if let Some((selector, selection)) = selection {
@@ -358,7 +360,8 @@ pub fn write(
             )
         })
         .transpose()?;
-    let graphs = selection.as_ref().map(|_| dot::available());
+    let selection = selection.as_ref().filter(|_| with_explorer);
+    let graphs = selection.map(|_| dot::available());
     let explorer = match selection {
         Some((selector, selection)) => {
             let draw: &DrawSvg = &dot::svg;

@@ -35,6 +35,8 @@ pub struct Watch<'a> {
     read: Read,
     /// The rules failing in the last report written.
     failing: BTreeSet<String>,
+    /// The last report written lacks the explorer's drawings ([`Watch::finish`] adds them).
+    explorer_owed: bool,
 }
 
 /// What was read of one log file.
@@ -86,12 +88,14 @@ impl<'a> Watch<'a> {
             files: BTreeMap::new(),
             read,
             failing: BTreeSet::new(),
+            explorer_owed: false,
         })
     }
 
     /// One poll: reads what is complete, and when anything landed writes the report into `out`
     /// (`inputs`: what the run reads, for the output rule). `now`: read what is there without
-    /// waiting for sizes to hold still (`--once`, and the last poll before stopping).
+    /// waiting for sizes to hold still, and draw the explorer (`--once`). Other polls draw it
+    /// only for groups named with `--explore`; [`Watch::finish`] draws it at the end.
     pub fn poll<E: From<credit_core::Error> + From<Error> + Send>(
         &mut self,
         out: &Path,
@@ -203,14 +207,27 @@ impl<'a> Watch<'a> {
             if again {
                 break;
             }
-            match self.read_more::<E>(piece)? {
-                Ok(read) => landed.extend(read),
-                Err(Split(what)) => {
+            // New lines of a file read before may continue a trajectory read then: alone they
+            // look like a trajectory with missing steps (an error, or rows `--lenient` skips)
+            // before they look like a group read twice. Such a read is not added; the run is read
+            // again, where a real problem is found where it is.
+            let continues = piece.1.is_some_and(|span| span.start > 0);
+            match self.read_more::<E>(piece, continues) {
+                Ok(Ok(read)) => landed.extend(read),
+                Ok(Err(Split(what))) => {
                     notes.push(format!(
                         "{what} came in two reads (its rows split across files, or across writes of one file): reading the run again"
                     ));
                     again = true;
                 }
+                Err(_) if continues => {
+                    notes.push(format!(
+                        "{}: its new lines do not stand alone (they continue rows read before): reading the run again",
+                        piece.0.display()
+                    ));
+                    again = true;
+                }
+                Err(e) => return Err(e),
             }
         }
         if again {
@@ -233,6 +250,7 @@ impl<'a> Watch<'a> {
         if landed.is_empty() {
             return Ok(None);
         }
+        let with_explorer = now || !self.options.explore.is_empty();
         let written = write(
             out,
             inputs,
@@ -240,7 +258,9 @@ impl<'a> Watch<'a> {
             &self.read,
             &self.read.notes(),
             self.options,
+            with_explorer,
         )?;
+        self.explorer_owed = !with_explorer && self.options.explore_max > 0;
         let failing: BTreeSet<String> = written
             .outcome
             .iter()
@@ -264,18 +284,47 @@ impl<'a> Watch<'a> {
         }))
     }
 
+    /// When the last report was written without the explorer's drawings, writes it again with
+    /// them (the same figures otherwise): the report a stopped watch leaves is `credit report`'s.
+    pub fn finish(&mut self, out: &Path, inputs: &Inputs) -> Result<Option<Written>, Error> {
+        if !self.explorer_owed {
+            return Ok(None);
+        }
+        let written = write(
+            out,
+            inputs,
+            &self.run,
+            &self.read,
+            &self.read.notes(),
+            self.options,
+            true,
+        )?;
+        self.explorer_owed = false;
+        Ok(Some(written))
+    }
+
     /// Reads `piece` and adds it; `Ok(Err(Split))` when it holds a unit read before (nothing
     /// added). Gives the iterations read (`None`: no rows) and the agreement on their rows.
+    /// `continues`: the piece is new lines of a file read before, whose rows `--lenient` skips
+    /// are a sign that they continue earlier ones (an error, to the caller).
     #[allow(clippy::type_complexity)]
     fn read_more<E: From<credit_core::Error> + Send>(
         &mut self,
         (path, span, _): &(PathBuf, Option<Span>, Tracked),
+        continues: bool,
     ) -> Result<Result<Option<(Vec<i64>, Agreement)>, Split>, E> {
         self.run.paths = vec![path.clone()];
         self.run.ingest.spans = span.iter().map(|s| (path.clone(), *s)).collect();
         let Some(more) = nothing_is_none(self.read.more(&self.run, self.fill, &|_| {}))? else {
             return Ok(Ok(None));
         };
+        if continues && !more.report.skipped.is_empty() {
+            return Err(credit_core::Error::Config(format!(
+                "{}: rows of its new lines skipped",
+                path.display()
+            ))
+            .into());
+        }
         let iterations = more.value.iterations();
         let agreement = agreement(&more.value);
         Ok(self.read.add(more).map(|()| Some((iterations, agreement))))
