@@ -37,7 +37,7 @@ pub const HEAD: &str = "head.safetensors";
 /// Training flags.
 #[derive(Clone, Debug)]
 pub struct BackboneTrain {
-    /// The Hugging Face model directory whose transformer reads the steps.
+    /// The Hugging Face model directory (or GGUF file) whose transformer reads the steps.
     pub backbone: PathBuf,
     pub readout: Readout,
     pub lora: LoraConfig,
@@ -414,7 +414,7 @@ pub fn train_backbone_progress(
         return_scale: return_scale(&usable),
     };
     let (_, model_config) = crate::load::read_config(&backbone)?;
-    let base = crate::load::read_tensors(&crate::load::weight_files(&backbone)?)?;
+    let base = crate::load::read_weights(&backbone)?;
     let tokenizer = Tokenizer::load(&backbone)?;
     let examples = usable
         .iter()
