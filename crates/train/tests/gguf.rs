@@ -2,7 +2,8 @@
 //! converter writes them (q/k rows permuted, Q8_0/Q4_1 blocks): the weights come back under
 //! Hugging Face names and in Hugging Face's basis (bit-identical to the folder they were written
 //! from when stored as F32, so the model computes the same log-probs), the tokenizer is rebuilt
-//! from the metadata, LoRA gradients over a quantised base match finite differences, a LoRA run
+//! from the metadata, LoRA gradients over a quantised base match finite differences (through the
+//! attached attention softmax; the off-graph scoring pass gives the same values), a LoRA run
 //! writes a PEFT adapter and a merged Hugging Face folder, and malformed files are named.
 
 mod common;
@@ -179,6 +180,11 @@ fn lora_gradients_over_a_quantised_gguf_base_match_finite_differences() {
     let grads = model
         .backward(&weighted_logprob(&model, &prepared).0)
         .unwrap();
+    // The scoring pass computes the same values off the graph.
+    assert_eq!(
+        values(&model.score_logprobs(&prepared.batch).unwrap()),
+        values(&model.action_logprobs(&prepared.batch).unwrap())
+    );
     let eps = 2e-2f32;
     let (mut checked, mut worst) = (0, 0f64);
     for (name, var) in model.params().iter().step_by(5) {
