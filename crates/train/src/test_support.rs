@@ -171,11 +171,7 @@ pub type GgufParts = (Vec<(String, Value)>, Vec<(String, QTensor)>);
 /// tokens up to `config.vocab_size` (at least 261). `quantized` stores the embedding as Q8_0,
 /// projections as Q4_1 and norms as F32 (SmolLM2's file), else every tensor as F32; the
 /// quantised blocks need every projection's input width to be a multiple of 32.
-pub fn gguf_parts(
-    config: &Config,
-    seed: u64,
-    quantized: bool,
-) -> Result<GgufParts> {
+pub fn gguf_parts(config: &Config, seed: u64, quantized: bool) -> Result<GgufParts> {
     let merged = GGUF_MERGES.map(|m| m.replace(' ', ""));
     let mut tokens: Vec<String> = (0u8..=255).map(|b| byte_char(b).to_string()).collect();
     tokens.extend(SPECIAL_TOKENS.iter().map(|t| t.to_string()));
