@@ -632,7 +632,7 @@ fn block(layer: &Layer, h: &Tensor, ctx: &Ctx, masks: &Masks) -> candle_core::Re
 
 /// softmax(s/√d + causal mask) over the last dimension of the scores s = q kᵀ `[B, H, T, T]`,
 /// computed off the graph and attached with the backward of the output alone,
-/// ∂s = y ⊙ (∂y − Σ ∂y ⊙ y) / √d: the graph keeps s and y, not the five other `[B, H, T, T]`
+/// ∂s = y ⊙ (∂y − Σ ∂y ⊙ y) / √d: the graph keeps s and y, not the four other `[B, H, T, T]`
 /// tensors of the composed ops, which dominate training memory on long prompts.
 fn attention_probs(scores: &Tensor, ctx: &Ctx) -> candle_core::Result<Tensor> {
     let scale = 1.0 / (ctx.head_dim as f64).sqrt();
