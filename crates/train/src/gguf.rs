@@ -22,7 +22,7 @@ use crate::error::{Context, Error, Result};
 use candle_core::quantized::gguf_file::{Content, Value};
 use candle_core::{Device, Tensor};
 use std::collections::HashMap;
-use std::io::Read;
+use std::io::{Read, Seek};
 use std::path::{Path, PathBuf};
 
 /// The first four bytes of every GGUF file.
@@ -30,10 +30,12 @@ pub const MAGIC: &[u8; 4] = b"GGUF";
 
 /// Whether the file at `path` starts with the GGUF magic.
 pub fn has_magic(path: &Path) -> bool {
+    std::fs::File::open(path).is_ok_and(|mut f| starts_with_magic(&mut f))
+}
+
+fn starts_with_magic(file: &mut impl Read) -> bool {
     let mut head = [0u8; 4];
-    std::fs::File::open(path)
-        .and_then(|mut f| f.read_exact(&mut head))
-        .is_ok_and(|()| &head == MAGIC)
+    file.read_exact(&mut head).is_ok() && &head == MAGIC
 }
 
 /// GGUF tensor names (`blk.N.` prefix dropped for blocks) and the Hugging Face names they stand
@@ -121,16 +123,20 @@ pub struct Gguf {
 impl Gguf {
     pub fn open(path: &Path) -> Result<Self> {
         let mut file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-        if !has_magic(path) {
+        if !starts_with_magic(&mut file) {
             return Err(Error::Model {
                 path: path.to_path_buf(),
                 message: "not a GGUF file (it does not start with `GGUF`): --model and --backbone take a Hugging Face model folder or a .gguf file".into(),
             });
         }
-        let content = Content::read(&mut file).map_err(|e| Error::Model {
-            path: path.to_path_buf(),
-            message: format!("not a readable GGUF file: {e}"),
-        })?;
+        let content = file
+            .rewind()
+            .map_err(candle_core::Error::from)
+            .and_then(|()| Content::read(&mut file))
+            .map_err(|e| Error::Model {
+                path: path.to_path_buf(),
+                message: format!("not a readable GGUF file: {e}"),
+            })?;
         Ok(Gguf {
             path: path.to_path_buf(),
             content,
@@ -153,14 +159,16 @@ impl Gguf {
 
     fn int(&self, key: &str) -> Result<usize> {
         let v = self.value(key)?;
+        // Writers differ in the integer type of counts; a negative one is no count.
         let n = match v {
-            Value::I8(x) => i64::from(*x),
-            Value::I16(x) => i64::from(*x),
-            Value::I32(x) => i64::from(*x),
-            Value::I64(x) => *x,
-            other => other.to_u64().map_or(-1, |x| x as i64),
+            Value::I8(x) => u64::try_from(*x).ok(),
+            Value::I16(x) => u64::try_from(*x).ok(),
+            Value::I32(x) => u64::try_from(*x).ok(),
+            Value::I64(x) => u64::try_from(*x).ok(),
+            other => other.to_u64().ok(),
         };
-        usize::try_from(n).map_err(|_| self.bad(format!("metadata `{key}` = {v:?} is not a count")))
+        n.and_then(|n| usize::try_from(n).ok())
+            .ok_or_else(|| self.bad(format!("metadata `{key}` = {v:?} is not a count")))
     }
 
     fn float(&self, key: &str) -> Result<Option<f64>> {
