@@ -1,10 +1,14 @@
 //! `credit train policy` on the real TextWorld fixture with a tiny random Qwen2-shaped model
 //! written on the fly: the checkpoint layout, the metrics file, resuming, the hand-off file (whose
 //! advantages are the library's), and the errors for a missing or doubled method.
-//! Also `credit train progress` and `credit advantages --progress-model` (SPA's ĉ_t).
+//! Also `credit train progress` and `credit advantages --progress-model` (SPA's ĉ_t), and both
+//! from a GGUF file: a tiny random one, and the real SmolLM2-135M-Instruct when
+//! `CREDIT_SMOLLM2_GGUF` names it (the CI smoke test of issue #29).
 
 use crate::util::{f, fixture, json, read_jsonl, stderr, Run};
-use credit_train::test_support::{write_model_dir, BYTE_LEVEL_VOCAB};
+use credit_train::test_support::{
+    smollm2_gguf, write_gguf, write_model_dir, BYTE_LEVEL_VOCAB, GGUF_VOCAB,
+};
 use credit_train::{Config, DType};
 
 fn tiny_model(run: &Run) -> String {
@@ -224,6 +228,112 @@ fn method_must_be_exactly_one() {
     assert_eq!(o.status.code(), Some(2));
     assert!(
         stderr(&o).contains("one method's advantages, got 2"),
+        "{}",
+        stderr(&o)
+    );
+}
+
+/// The README's GGUF command on the real SmolLM2 file: a PEFT adapter over its Hugging Face
+/// llama names (576 wide, 30 blocks), the tokenizer written beside it, one finite step.
+/// `--checkpoint-layers` holds the step to ~5 GB on TextWorld's ~1k-token prompts (without it,
+/// four of them through 30 blocks keep more activations than a 23 GB machine has).
+#[test]
+fn policy_lora_on_the_smollm2_gguf() {
+    let Some(model) = smollm2_gguf("policy_lora_on_the_smollm2_gguf") else {
+        return;
+    };
+    let run = Run::new();
+    let out = run.path("adapter");
+    let (logs, model) = (fixture("real/textworld.jsonl"), model.display().to_string());
+    let o = run.credit([
+        "train",
+        "policy",
+        &logs.display().to_string(),
+        "--model",
+        &model,
+        "--method",
+        "grpo",
+        "--lora-rank",
+        "4",
+        "--steps",
+        "1",
+        "--max-samples",
+        "8",
+        "--checkpoint-layers",
+        "--out",
+        "adapter",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    for file in [
+        "adapter_config.json",
+        "adapter_model.safetensors",
+        "tokenizer.json",
+        "tokenizer_config.json",
+    ] {
+        assert!(out.join(file).is_file(), "{file} missing from the adapter");
+    }
+    let (adapters, _) =
+        credit_train::checkpoint::read_stamped(&out.join("adapter_model.safetensors")).unwrap();
+    assert_eq!(adapters.len(), 30 * 7 * 2);
+    let a = &adapters["base_model.model.model.layers.29.self_attn.k_proj.lora_A.weight"];
+    let b = &adapters["base_model.model.model.layers.29.self_attn.k_proj.lora_B.weight"];
+    assert_eq!((a.dims(), b.dims()), (&[4, 576][..], &[192, 4][..]));
+    let m = read_jsonl(&out.join("metrics.jsonl"));
+    assert_eq!(m.len(), 1);
+    assert!(
+        f(&m[0]["loss"]).is_finite() && f(&m[0]["grad_norm"]) > 0.0,
+        "{}",
+        m[0]
+    );
+}
+
+/// `--model` and `--backbone` take a GGUF file (a tiny random Llama here).
+#[test]
+fn policy_and_progress_read_a_gguf_file() {
+    let run = Run::new();
+    let gguf = run.path("tiny.gguf");
+    write_gguf(&gguf, &Config::llama_tiny(GGUF_VOCAB), 3, true).expect("write the tiny GGUF");
+    let gguf = gguf.display().to_string();
+    let o = run.credit(policy_args(
+        &run,
+        &gguf,
+        &["--steps", "1", "--lora-rank", "2"],
+    ));
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(run.path("ckpt/adapter_model.safetensors").is_file());
+
+    let logs = fixture("real/textworld.jsonl").display().to_string();
+    let o = run.credit([
+        "train",
+        "progress",
+        &logs,
+        "--backbone",
+        &gguf,
+        "--out",
+        "pm",
+        "--epochs",
+        "1",
+        "--folds",
+        "0",
+        "--max-step-tokens",
+        "32",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let config: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.path("pm/config.json")).unwrap())
+            .unwrap();
+    assert!(config["backbone"].as_str().unwrap().ends_with("tiny.gguf"));
+
+    let not_gguf = run.path("notes.gguf");
+    std::fs::write(&not_gguf, "hello").unwrap();
+    let o = run.credit(policy_args(
+        &run,
+        &not_gguf.display().to_string(),
+        &["--steps", "1"],
+    ));
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("notes.gguf`: not a folder, and not a GGUF file"),
         "{}",
         stderr(&o)
     );

@@ -52,9 +52,10 @@ pub struct ProgressArgs {
     /// HISR parameters that place the segments (`sprm`): `--set hisr.segments=rule`.
     #[arg(long = "set", value_name = "hisr.PARAM=VALUE")]
     set: Vec<String>,
-    /// Train the estimator on this Hugging Face LM (LoRA + a regression head on each step's last
-    /// token) instead of the small model [defaults then: --epochs 5, --lr 1e-4].
-    #[arg(long, value_name = "MODEL_DIR", conflicts_with_all = ["hidden", "buckets", "dropout"])]
+    /// Train the estimator on this Hugging Face LM folder or llama .gguf file (LoRA + a
+    /// regression head on each step's last token) instead of the small model [defaults then:
+    /// --epochs 5, --lr 1e-4].
+    #[arg(long, value_name = "MODEL_DIR|FILE.gguf", conflicts_with_all = ["hidden", "buckets", "dropout"])]
     backbone: Option<PathBuf>,
     /// LoRA rank of the backbone's adapters (α = 2r, every projection) [default: 8].
     #[arg(long, value_name = "R", requires = "backbone")]

@@ -1,4 +1,4 @@
-//! `credit train policy --model DIR --method NAME [PATHS] --out DIR`: fine-tune a causal LM on the
+//! `credit train policy --model DIR|FILE.gguf --method NAME [PATHS] --out DIR`: fine-tune a causal LM on the
 //! logged steps with one method's advantages: the samples are `credit_learn::samples`, the
 //! training `credit_train::train`; this file checks the flags and draws the progress. See
 //! docs/training.md.
@@ -47,8 +47,10 @@ pub struct PolicyArgs {
     /// The method whose advantages drive the update (e.g. gigpo; same names as `--methods`).
     #[arg(long, value_name = "NAME")]
     method: Option<String>,
-    /// Hugging Face model directory: config.json, *.safetensors (or shards + index), tokenizer.json.
-    #[arg(long, value_name = "DIR")]
+    /// Hugging Face model directory (config.json, *.safetensors or shards + index,
+    /// tokenizer.json), or a llama-architecture .gguf file (dequantised, tokenizer from its
+    /// metadata).
+    #[arg(long, value_name = "DIR|FILE.gguf")]
     model: PathBuf,
     /// Checkpoint folder (new or empty; with --resume, the checkpoint to continue).
     #[arg(long, value_name = "DIR", required_unless_present = "handoff")]

@@ -56,6 +56,16 @@ impl Config {
         }
     }
 
+    /// [`Config::qwen2_tiny`] as a Llama model: no q/k/v biases, untied head.
+    pub fn llama_tiny(vocab_size: usize) -> Self {
+        Config {
+            attention_bias: false,
+            tie_word_embeddings: false,
+            model_type: "llama".into(),
+            ..Config::qwen2_tiny(vocab_size)
+        }
+    }
+
     /// The shape of Qwen2.5-0.5B (its `config.json`): 494M parameters.
     pub fn qwen2_5_0_5b() -> Self {
         Config {

@@ -195,8 +195,12 @@ fn write_model_config(dir: &Path, config_json: &serde_json::Value) -> Result<()>
     write_json(&dir.join(crate::load::CONFIG), &config)
 }
 
-/// The tokenizer and generation files of `source`, so that `dir` is a complete model folder.
+/// The tokenizer and generation files of `source`, so that `dir` is a complete model folder (a
+/// GGUF source's are written from its metadata).
 fn copy_model_files(source: &Path, dir: &Path) -> Result<()> {
+    if crate::load::is_gguf(source) {
+        return crate::gguf::write_tokenizer_files(source, dir);
+    }
     if source.canonicalize().ok() == dir.canonicalize().ok() {
         return Ok(());
     }
@@ -212,8 +216,8 @@ fn copy_model_files(source: &Path, dir: &Path) -> Result<()> {
 }
 
 /// `dir` as a plain Hugging Face model folder holding the source's weights with the adapter
-/// folded in (f32). The base is read again from the source files, not from the model's frozen
-/// copy, which is bf16 on a GPU.
+/// folded in (f32). The base is read again from the source files (a GGUF source dequantised), not
+/// from the model's frozen copy, which is bf16 on a GPU.
 fn write_merged(
     dir: &Path,
     model: &Model,
@@ -225,7 +229,7 @@ fn write_merged(
     let source = &saved.state.source_model;
     copy_model_files(source, dir)?;
     write_model_config(dir, saved.config_json)?;
-    let base = crate::load::read_tensors(&crate::load::weight_files(source)?)?;
+    let base = crate::load::read_weights(source)?;
     let adapters = model
         .params()
         .iter()

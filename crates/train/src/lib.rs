@@ -10,7 +10,8 @@
 //! - [`model`]: a Qwen2/Llama-family decoder written from differentiable candle-nn parts, under
 //!   Hugging Face parameter names, so real weights load unchanged and every parameter trains.
 //! - [`load`]: `config.json`, single or sharded `*.safetensors`, `tokenizer.json` and the chat
-//!   markup of `tokenizer_config.json`.
+//!   markup of `tokenizer_config.json`; or one GGUF file ([`gguf`]: Llama, dequantised, read
+//!   under Hugging Face names with its tokenizer rebuilt from the metadata).
 //! - [`lora`]: LoRA adapters over frozen base weights, saved as a PEFT adapter, and merging.
 //! - [`objective`]: the clipped PPO surrogate, the low-variance KL estimator, token-level mean.
 //! - [`optim`]: AdamW with global-norm clipping and linear warm-up, whose state is checkpointed.
@@ -44,6 +45,7 @@ pub mod config;
 pub mod data;
 mod device;
 mod error;
+pub mod gguf;
 pub mod load;
 pub mod lora;
 pub mod model;

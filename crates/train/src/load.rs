@@ -1,10 +1,13 @@
-//! Reading a Hugging Face model directory as users have it: `config.json`, the weights as one
-//! `model.safetensors` or shards listed in `model.safetensors.index.json`, `tokenizer.json`, and
-//! the chat markup that `tokenizer_config.json`'s `chat_template` uses.
+//! Reading a model as users have it: a Hugging Face model directory (`config.json`, the weights
+//! as one `model.safetensors` or shards listed in `model.safetensors.index.json`,
+//! `tokenizer.json`, and the chat markup that `tokenizer_config.json`'s `chat_template` uses), or
+//! a single GGUF file read as that folder ([`crate::gguf`]). A path that is a file is read as
+//! GGUF; a folder, as a Hugging Face directory.
 
 use crate::arch::{Config, HfConfig};
 use crate::device::DeviceKind;
 use crate::error::{Error, Result};
+use crate::gguf::Gguf;
 use crate::lora::LoraConfig;
 use crate::model::Model;
 use candle_core::{Device, Tensor};
@@ -30,14 +33,27 @@ fn read_json(path: &Path) -> Result<serde_json::Value> {
 const MODEL_DIR_HOLDS: &str =
     "a Hugging Face model folder holds config.json, tokenizer.json and the *.safetensors weights";
 
-/// Why `dir` cannot be a model folder, checked before any work so that a mistyped `--model` or
+/// Whether `path` is read as a GGUF file: any file is (a folder never is), so that a file that
+/// is not GGUF is told so rather than that it is not a folder.
+pub fn is_gguf(path: &Path) -> bool {
+    path.is_file()
+}
+
+/// Why `dir` cannot be a model, checked before any work so that a mistyped `--model` or
 /// `--backbone` is named as such instead of as the first file missing from it: `None` when it
-/// is a folder with `config.json`, `tokenizer.json` and some `*.safetensors`.
+/// is a GGUF file, or a folder with `config.json`, `tokenizer.json` and some `*.safetensors`.
 pub fn model_dir_problem(dir: &Path) -> Option<String> {
+    if is_gguf(dir) {
+        if crate::gguf::has_magic(dir) {
+            return None;
+        }
+        return Some(format!("not a folder, and not a GGUF file (which starts with `GGUF`): {MODEL_DIR_HOLDS}; or pass a .gguf file"));
+    }
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Some("no such folder".into()),
-        Err(_) if !dir.is_dir() => return Some(format!("not a folder ({MODEL_DIR_HOLDS})")),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+            return Some("no such folder or file".into())
+        }
         Err(e) => return Some(format!("cannot list it: {e}")),
     };
     let has_weights = entries
@@ -61,8 +77,13 @@ pub fn model_dir_problem(dir: &Path) -> Option<String> {
     ))
 }
 
-/// `config.json` as written (kept to copy into checkpoints) and the [`Config`] it describes.
+/// `config.json` as written (kept to copy into checkpoints) and the [`Config`] it describes; for
+/// a GGUF file, the `config.json` of its architecture.
 pub fn read_config(dir: &Path) -> Result<(serde_json::Value, Config)> {
+    if is_gguf(dir) {
+        let config = Gguf::open(dir)?.config()?;
+        return Ok((config.to_hf_json("float32"), config));
+    }
     let path = dir.join(CONFIG);
     if !path.is_file() {
         return Err(Error::Model {
@@ -136,11 +157,21 @@ pub fn read_tensors(files: &[PathBuf]) -> Result<HashMap<String, Tensor>> {
     Ok(out)
 }
 
-/// Loads the model of a Hugging Face directory (or a checkpoint written by this crate).
+/// Every weight of the model at `path` (a folder or a GGUF file) under its Hugging Face name, on
+/// the CPU: in its stored dtype from safetensors, f32 from GGUF.
+pub fn read_weights(path: &Path) -> Result<HashMap<String, Tensor>> {
+    if is_gguf(path) {
+        let gguf = Gguf::open(path)?;
+        return gguf.tensors(&gguf.config()?);
+    }
+    read_tensors(&weight_files(path)?)
+}
+
+/// Loads the model of a Hugging Face directory (or a checkpoint written by this crate) or a GGUF
+/// file.
 pub fn load_model(dir: &Path, device: DeviceKind) -> Result<Model> {
     let (_, config) = read_config(dir)?;
-    let files = weight_files(dir)?;
-    let tensors = read_tensors(&files)?;
+    let tensors = read_weights(dir)?;
     Model::from_tensors(
         config,
         tensors,
@@ -159,7 +190,7 @@ pub fn load_model_lora(
     adapters: HashMap<String, Tensor>,
 ) -> Result<Model> {
     let (_, config) = read_config(dir)?;
-    let tensors = read_tensors(&weight_files(dir)?)?;
+    let tensors = read_weights(dir)?;
     Model::from_tensors_lora(
         config,
         tensors,
@@ -241,8 +272,25 @@ pub struct Tokenizer {
 }
 
 impl Tokenizer {
-    /// `tokenizer.json` (required) and `tokenizer_config.json` (optional: without it, plain text).
+    /// `tokenizer.json` (required) and `tokenizer_config.json` (optional: without it, plain
+    /// text), or both built from a GGUF file's metadata.
     pub fn load(dir: &Path) -> Result<Self> {
+        if is_gguf(dir) {
+            let gguf = Gguf::open(dir)?;
+            let json = gguf.tokenizer_json()?.to_string();
+            let inner = json
+                .parse::<tokenizers::Tokenizer>()
+                .map_err(|e| Error::Tokenizer {
+                    path: dir.to_path_buf(),
+                    message: format!("the tokenizer in the GGUF metadata: {e}"),
+                })?;
+            let chat = ChatFormat::detect(&gguf.tokenizer_config()?);
+            return Ok(Tokenizer {
+                inner,
+                path: dir.to_path_buf(),
+                chat,
+            });
+        }
         let path = dir.join(TOKENIZER);
         if !path.is_file() {
             return Err(Error::Tokenizer {
@@ -274,6 +322,14 @@ impl Tokenizer {
                 message: e.to_string(),
             })?;
         Ok(encoding.get_ids().to_vec())
+    }
+
+    /// The text of `ids`, special tokens included.
+    pub fn decode(&self, ids: &[u32]) -> Result<String> {
+        self.inner.decode(ids, false).map_err(|e| Error::Tokenizer {
+            path: self.path.clone(),
+            message: e.to_string(),
+        })
     }
 
     /// Prompt and action as one id sequence and the index of the first action token. The action
@@ -347,12 +403,15 @@ mod tests {
         let missing = dir.path().join("nowhere");
         assert_eq!(
             model_dir_problem(&missing).as_deref(),
-            Some("no such folder")
+            Some("no such folder or file")
         );
         let file = dir.path().join("config.json");
         std::fs::write(&file, "{}").unwrap();
         let e = model_dir_problem(&file).unwrap();
-        assert!(e.starts_with("not a folder"), "{e}");
+        assert!(e.starts_with("not a folder, and not a GGUF file"), "{e}");
+        let gguf = dir.path().join("m.gguf");
+        std::fs::write(&gguf, b"GGUF\x03\0\0\0").unwrap();
+        assert_eq!(model_dir_problem(&gguf), None);
         let e = model_dir_problem(dir.path()).unwrap();
         assert!(
             e.starts_with("not a model folder: no tokenizer.json, no *.safetensors ("),

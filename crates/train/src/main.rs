@@ -9,9 +9,9 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 const USAGE: &str =
-    "usage: credit-train HANDOFF.jsonl --model DIR --out DIR [--device cpu|cuda] [--resume]
+    "usage: credit-train HANDOFF.jsonl --model DIR|FILE.gguf --out DIR [--device cpu|cuda] [--resume]
 
-Trains a Hugging Face causal LM (Qwen2/Llama family) on the samples and hyper-parameters of a
+Trains a Hugging Face causal LM (Qwen2/Llama family; or a llama .gguf file) on the samples and hyper-parameters of a
 hand-off file written by `credit train policy … --handoff HANDOFF.jsonl`, and writes a checkpoint
 in the Hugging Face layout to --out (with metrics.jsonl), or a PEFT adapter when the hand-off asks
 for LoRA (`--lora-rank`). --resume continues that checkpoint.";
@@ -50,7 +50,7 @@ fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
     }
     Ok(Args {
         handoff: handoff.ok_or("missing the hand-off file")?,
-        model: model.ok_or("missing `--model DIR`")?,
+        model: model.ok_or("missing `--model DIR|FILE.gguf`")?,
         out: out.ok_or("missing `--out DIR`")?,
         device,
         resume,

@@ -65,7 +65,44 @@ struct Layer {
     down: Linear,
 }
 
+/// `t` as a pass uses it: detached under [`Pass::Score`] (same storage, no graph).
+fn for_pass(t: &Tensor, pass: Pass) -> Tensor {
+    if pass == Pass::Score {
+        t.detach()
+    } else {
+        t.clone()
+    }
+}
+
+impl Linear {
+    fn for_pass(&self, pass: Pass) -> Linear {
+        Linear {
+            weight: for_pass(&self.weight, pass),
+            bias: self.bias.as_ref().map(|b| for_pass(b, pass)),
+            adapter: self.adapter.as_ref().map(|a| Adapter {
+                a: for_pass(&a.a, pass),
+                b: for_pass(&a.b, pass),
+                scale: a.scale,
+            }),
+        }
+    }
+}
+
 impl Layer {
+    fn for_pass(&self, pass: Pass) -> Layer {
+        Layer {
+            input_norm: for_pass(&self.input_norm, pass),
+            q: self.q.for_pass(pass),
+            k: self.k.for_pass(pass),
+            v: self.v.for_pass(pass),
+            o: self.o.for_pass(pass),
+            post_norm: for_pass(&self.post_norm, pass),
+            gate: self.gate.for_pass(pass),
+            up: self.up.for_pass(pass),
+            down: self.down.for_pass(pass),
+        }
+    }
+
     /// The projections in [`Target::ALL`] order.
     fn projections(&self) -> [&Linear; 7] {
         [
@@ -109,6 +146,10 @@ pub struct Batch {
 pub enum Pass {
     Eval,
     Train,
+    /// [`Pass::Eval`] off the autograd graph: every weight enters detached, so each activation
+    /// is freed once the next is computed instead of being kept for a backward pass that a
+    /// scoring pass never runs (on long prompts, the difference between fitting and not).
+    Score,
 }
 
 /// Gradients of parameters inside checkpointed blocks, computed by the blocks' recomputation
@@ -292,6 +333,11 @@ impl Model {
         self.logprobs(batch, Pass::Eval).ctx("forward pass")
     }
 
+    /// [`Model::action_logprobs`] off the autograd graph ([`Pass::Score`]): not differentiable.
+    pub fn score_logprobs(&self, batch: &Batch) -> Result<Tensor> {
+        self.logprobs(batch, Pass::Score).ctx("forward pass")
+    }
+
     /// [`Model::action_logprobs`] for a training step: LoRA dropout on, blocks checkpointed if
     /// asked; differentiate through [`Model::backward`].
     pub fn train_logprobs(&self, batch: &Batch) -> Result<Tensor> {
@@ -330,7 +376,8 @@ impl Model {
             weight: self.lm_head.clone().unwrap_or_else(|| self.embed.clone()),
             bias: None,
             adapter: None,
-        };
+        }
+        .for_pass(pass);
         let logits =
             linear(&h, &head, self.dtype, !self.frozen.is_empty(), None)?.to_dtype(DType::F32)?;
         let logp = ops::log_softmax(&logits, D::Minus1)?;
@@ -362,12 +409,18 @@ impl Model {
             dtype: self.dtype,
             frozen: !self.frozen.is_empty(),
         };
+        let detached: Vec<Layer>;
+        let layers = if pass == Pass::Score {
+            detached = self.layers.iter().map(|l| l.for_pass(pass)).collect();
+            &detached
+        } else {
+            &self.layers
+        };
         // [B·T, H]: rows are positions; attention reshapes to heads and back.
-        let mut h = self
-            .embed
+        let mut h = for_pass(&self.embed, pass)
             .to_dtype(self.dtype)?
             .index_select(&ids.flatten_all()?, 0)?;
-        for layer in &self.layers {
+        for layer in layers {
             let masks = self.dropout_masks(layer, b * t, pass)?;
             h = if pass == Pass::Train && self.checkpoint {
                 self.checkpointed(layer, h, &ctx, masks)?
@@ -378,7 +431,7 @@ impl Model {
         // Only the positions asked for reach the final norm and the head: a prompt's logits over
         // a 150k vocabulary would dominate memory and time and are never used.
         let h = h.index_select(positions, 0)?;
-        rms_norm(&h, &self.norm, &ctx)
+        rms_norm(&h, &for_pass(&self.norm, pass), &ctx)
     }
 
     /// PEFT's dropout on each adapter's input (a separate mask per projection), drawn before the
@@ -421,7 +474,7 @@ impl Model {
         let out = block(layer, &h.detach(), ctx, &masks)?;
         let (layer, ctx, sink) = (layer.clone(), ctx.clone(), self.sink.clone());
         let trained = layer.trained(ctx.frozen);
-        attach(&h, out, move |x, grad| {
+        attach(&h, out, move |x, _, grad| {
             let x = Var::from_tensor(&x.detach())?;
             let y = block(&layer, x.as_tensor(), &ctx, &masks)?;
             // d(Σ y ⊙ g)/dy = g: the recomputed block's backward, seeded with the incoming gradient.
@@ -565,9 +618,7 @@ fn block(layer: &Layer, h: &Tensor, ctx: &Ctx, masks: &Masks) -> candle_core::Re
     let q = rotary_emb::rope_slow(&q, &ctx.cos, &ctx.sin)?;
     let k = repeat_kv(rotary_emb::rope_slow(&k, &ctx.cos, &ctx.sin)?, nh / nkv)?;
     let v = repeat_kv(v, nh / nkv)?;
-    let scale = 1.0 / (hd as f64).sqrt();
-    let scores = (q.matmul(&k.t()?.contiguous()?)? * scale)?.broadcast_add(&ctx.mask)?;
-    let probs = ops::softmax(&scores, D::Minus1)?;
+    let probs = attention_probs(&q.matmul(&k.t()?.contiguous()?)?, ctx)?;
     let attn = probs
         .matmul(&v)?
         .transpose(1, 2)?
@@ -577,6 +628,20 @@ fn block(layer: &Layer, h: &Tensor, ctx: &Ctx, masks: &Masks) -> candle_core::Re
     let gated = proj(&x, &layer.gate, 4)?.silu()?;
     let up = proj(&x, &layer.up, 5)?;
     h + proj(&(gated * up)?, &layer.down, 6)?
+}
+
+/// softmax(s/√d + causal mask) over the last dimension of the scores s = q kᵀ `[B, H, T, T]`,
+/// computed off the graph and attached with the backward of the output alone,
+/// ∂s = y ⊙ (∂y − Σ ∂y ⊙ y) / √d: the graph keeps s and y, not the four other `[B, H, T, T]`
+/// tensors of the composed ops, which dominate training memory on long prompts.
+fn attention_probs(scores: &Tensor, ctx: &Ctx) -> candle_core::Result<Tensor> {
+    let scale = 1.0 / (ctx.head_dim as f64).sqrt();
+    let masked = (scores.detach() * scale)?.broadcast_add(&ctx.mask)?;
+    let probs = ops::softmax(&masked, D::Minus1)?;
+    attach(scores, probs, move |_, y, grad| {
+        let dot = (grad * y)?.sum_keepdim(D::Minus1)?;
+        (grad.broadcast_sub(&dot)? * y)? * scale
+    })
 }
 
 /// x Wᵀ + b, plus the adapter's (α/r)·(mask ⊙ x) Aᵀ Bᵀ.
@@ -593,7 +658,7 @@ fn linear(
             y = y.broadcast_add(b)?;
         }
         let w = l.weight.clone();
-        attach(x, y, move |_, grad| grad.matmul(&w))?
+        attach(x, y, move |_, _, grad| grad.matmul(&w))?
     } else {
         let y = x.matmul(&l.weight.to_dtype(dtype)?.t()?)?;
         match &l.bias {
@@ -608,10 +673,10 @@ fn linear(
         Some(m) => (x * m)?,
         None => x.clone(),
     };
-    let low = x
-        .matmul(&adapter.a.to_dtype(dtype)?.t()?)?
+    // Scaled at rank r, before B widens it: one fewer full-width tensor kept for the backward.
+    let low = (x.matmul(&adapter.a.to_dtype(dtype)?.t()?)? * adapter.scale)?
         .matmul(&adapter.b.to_dtype(dtype)?.t()?)?;
-    y + (low * adapter.scale)?
+    y + low
 }
 
 /// RMSNorm, w ⊙ x / √(mean(x²) + ε), computed in f32 for half-precision inputs as
@@ -630,14 +695,14 @@ fn rms_norm(x: &Tensor, w: &Tensor, ctx: &Ctx) -> candle_core::Result<Tensor> {
     if ctx.frozen {
         let y = normed.detach().broadcast_mul(w)?;
         let w = w.clone();
-        attach(&normed, y, move |_, grad| grad.broadcast_mul(&w))
+        attach(&normed, y, move |_, _, grad| grad.broadcast_mul(&w))
     } else {
         normed.broadcast_mul(&w.to_dtype(ctx.dtype)?)
     }
 }
 
 /// `out`, computed without a graph from `x` (and tensors that do not train), put on the graph as
-/// a function of `x` alone whose backward is `grad_x(x, grad_out)`.
+/// a function of `x` alone whose backward is `grad_x(x, out, grad_out)`.
 ///
 /// candle's backward of `x·Wᵀ` (and of `x ⊙ w`) computes and stores the gradient of both
 /// operands, so a frozen weight entering the graph through a plain op would still get a
@@ -646,7 +711,7 @@ fn rms_norm(x: &Tensor, w: &Tensor, ctx: &Ctx) -> candle_core::Result<Tensor> {
 /// storage); when nothing upstream of `x` trains, `out` is returned as it is.
 fn attach<F>(x: &Tensor, out: Tensor, grad_x: F) -> candle_core::Result<Tensor>
 where
-    F: Fn(&Tensor, &Tensor) -> candle_core::Result<Tensor> + Send + Sync + 'static,
+    F: Fn(&Tensor, &Tensor, &Tensor) -> candle_core::Result<Tensor> + Send + Sync + 'static,
 {
     if !x.track_op() {
         return Ok(out);
@@ -681,7 +746,7 @@ impl<F> Attached<F> {
 
 impl<F> CustomOp1 for Attached<F>
 where
-    F: Fn(&Tensor, &Tensor) -> candle_core::Result<Tensor> + Send + Sync + 'static,
+    F: Fn(&Tensor, &Tensor, &Tensor) -> candle_core::Result<Tensor> + Send + Sync + 'static,
 {
     fn name(&self) -> &'static str {
         "credit-train-attached"
@@ -705,8 +770,13 @@ where
         }
     }
 
-    fn bwd(&self, arg: &Tensor, _: &Tensor, grad: &Tensor) -> candle_core::Result<Option<Tensor>> {
-        (self.grad_x)(arg, grad).map(Some)
+    fn bwd(
+        &self,
+        arg: &Tensor,
+        res: &Tensor,
+        grad: &Tensor,
+    ) -> candle_core::Result<Option<Tensor>> {
+        (self.grad_x)(arg, res, grad).map(Some)
     }
 }
 

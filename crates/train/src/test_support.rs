@@ -1,7 +1,9 @@
 //! Test models (feature `test-support`): random-weight model folders in the Hugging Face layout,
 //! for tests, benchmarks and smoke runs where no real model can be downloaded: `config.json`,
 //! weights (one file or shards with an index), a byte-level BPE `tokenizer.json` that encodes any
-//! text, and a ChatML `tokenizer_config.json`. The trainer itself never needs them.
+//! text, and a ChatML `tokenizer_config.json`; the same Llama models as GGUF files
+//! ([`write_gguf`]); and the gate of the tests on the real SmolLM2 GGUF ([`smollm2_gguf`]). The
+//! trainer itself never needs them.
 //!
 //! Weights are uniform with the standard deviation of `initializer_range` 0.02 (norm weights 1),
 //! from a seeded SplitMix64 stream, so a seed gives the same model everywhere.
@@ -9,8 +11,11 @@
 use crate::arch::Config;
 use crate::error::{Context, Error, Result};
 use crate::rng::SplitMix64;
+use candle_core::quantized::gguf_file::Value;
+use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{DType, Device, Tensor};
-use std::path::Path;
+use std::io::Write;
+use std::path::{Path, PathBuf};
 
 /// Byte tokens 0–255, then these specials; a model over this tokenizer needs `vocab_size ≥ 259`.
 pub const SPECIAL_TOKENS: [&str; 3] = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"];
@@ -149,6 +154,153 @@ fn byte_char(b: u8) -> char {
     }
     let rank = (0..b).filter(|&x| !printable(x)).count() as u32;
     char::from_u32(256 + rank).unwrap_or('?')
+}
+
+/// The merges of [`write_gguf`]'s tokenizer, after the bytes and [`SPECIAL_TOKENS`]: `Ġt` is
+/// token 259, `he` 260 and `42` 261 (never produced: the `smollm` pre-tokenizer splits digits).
+pub const GGUF_MERGES: [&str; 3] = ["Ġ t", "h e", "4 2"];
+/// The vocabulary of [`write_gguf`]'s tokenizer without extra tokens.
+pub const GGUF_VOCAB: usize = BYTE_LEVEL_VOCAB + GGUF_MERGES.len();
+
+/// A GGUF file's metadata and tensors, in the order written.
+pub type GgufParts = (Vec<(String, Value)>, Vec<(String, QTensor)>);
+
+/// A random Llama model as llama.cpp's converter writes it: GGUF tensor names, query and key rows
+/// permuted for llama.cpp's RoPE, the `llama.*` metadata, and [`byte_level_tokenizer`]'s
+/// vocabulary with [`GGUF_MERGES`] as a `gpt2`/`smollm` tokenizer, plus `<|extra_k|>` control
+/// tokens up to `config.vocab_size` (at least 261). `quantized` stores the embedding as Q8_0,
+/// projections as Q4_1 and norms as F32 (SmolLM2's file), else every tensor as F32; the
+/// quantised blocks need every projection's input width to be a multiple of 32.
+pub fn gguf_parts(config: &Config, seed: u64, quantized: bool) -> Result<GgufParts> {
+    let merged = GGUF_MERGES.map(|m| m.replace(' ', ""));
+    let mut tokens: Vec<String> = (0u8..=255).map(|b| byte_char(b).to_string()).collect();
+    tokens.extend(SPECIAL_TOKENS.iter().map(|t| t.to_string()));
+    tokens.extend(merged);
+    if config.vocab_size < tokens.len() {
+        return Err(Error::Params(format!(
+            "a GGUF test model needs vocab_size ≥ {}",
+            tokens.len()
+        )));
+    }
+    let first_extra = tokens.len();
+    tokens.extend((first_extra..config.vocab_size).map(|k| format!("<|extra_{k}|>")));
+    let token_type: Vec<Value> = (0..tokens.len())
+        .map(|i| {
+            let special = (256..256 + SPECIAL_TOKENS.len()).contains(&i) || i >= first_extra;
+            Value::I32(if special { 3 } else { 1 })
+        })
+        .collect();
+    let strings = |v: Vec<String>| Value::Array(v.into_iter().map(Value::String).collect());
+    let u32 = |n: usize| Value::U32(n as u32);
+    let metadata = vec![
+        ("general.architecture", Value::String("llama".into())),
+        ("llama.block_count", u32(config.num_hidden_layers)),
+        ("llama.context_length", u32(2048)),
+        ("llama.embedding_length", u32(config.hidden_size)),
+        ("llama.feed_forward_length", u32(config.intermediate_size)),
+        (
+            "llama.attention.head_count",
+            u32(config.num_attention_heads),
+        ),
+        (
+            "llama.attention.head_count_kv",
+            u32(config.num_key_value_heads),
+        ),
+        ("llama.rope.freq_base", Value::F32(config.rope_theta as f32)),
+        ("llama.rope.dimension_count", u32(config.head_dim)),
+        (
+            "llama.attention.layer_norm_rms_epsilon",
+            Value::F32(config.rms_norm_eps as f32),
+        ),
+        ("tokenizer.ggml.model", Value::String("gpt2".into())),
+        ("tokenizer.ggml.pre", Value::String("smollm".into())),
+        ("tokenizer.ggml.tokens", strings(tokens)),
+        ("tokenizer.ggml.token_type", Value::Array(token_type)),
+        (
+            "tokenizer.ggml.merges",
+            strings(GGUF_MERGES.map(String::from).to_vec()),
+        ),
+        ("tokenizer.ggml.bos_token_id", u32(257)),
+        ("tokenizer.ggml.eos_token_id", u32(258)),
+        ("tokenizer.ggml.padding_token_id", u32(256)),
+        ("tokenizer.ggml.add_bos_token", Value::Bool(false)),
+        (
+            "tokenizer.chat_template",
+            Value::String(CHAT_TEMPLATE.into()),
+        ),
+    ];
+    let metadata = metadata
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect();
+    let mut tensors = Vec::new();
+    for (hf, t) in random_tensors(config, seed)? {
+        let name = crate::gguf::gguf_name(&hf)
+            .ok_or_else(|| Error::Params(format!("no GGUF name for `{hf}`")))?;
+        let t = match crate::gguf::permuted_heads(&hf, config) {
+            Some(h) => crate::gguf::permute_rows(&t, h).ctx("permuting q/k rows")?,
+            None => t,
+        };
+        let dtype = match (quantized, t.rank()) {
+            (false, _) | (true, 1) => GgmlDType::F32,
+            _ if name == "token_embd.weight" => GgmlDType::Q8_0,
+            _ => GgmlDType::Q4_1,
+        };
+        let q = QTensor::quantize(&t, dtype).ctx(&format!("quantising `{name}`"))?;
+        tensors.push((name, q));
+    }
+    Ok((metadata, tensors))
+}
+
+/// Writes [`gguf_parts`] (or parts edited from them) as a GGUF file.
+pub fn write_gguf_parts(
+    path: &Path,
+    metadata: &[(String, Value)],
+    tensors: &[(String, QTensor)],
+) -> Result<()> {
+    let mut file = std::fs::File::create(path).map_err(|e| Error::io(path, e))?;
+    let metadata: Vec<(&str, &Value)> = metadata.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    let tensors: Vec<(&str, &QTensor)> = tensors.iter().map(|(k, v)| (k.as_str(), v)).collect();
+    candle_core::quantized::gguf_file::write(&mut file, &metadata, &tensors)
+        .ctx(&format!("writing {}", path.display()))
+}
+
+/// Writes the random Llama model of [`gguf_parts`] to `path`.
+pub fn write_gguf(path: &Path, config: &Config, seed: u64, quantized: bool) -> Result<()> {
+    let (metadata, tensors) = gguf_parts(config, seed, quantized)?;
+    write_gguf_parts(path, &metadata, &tensors)
+}
+
+/// The real SmolLM2-135M-Instruct GGUF for the tests that need it, from `CREDIT_SMOLLM2_GGUF`
+/// (`scripts/fetch-smollm2.sh` downloads it). Unset, a test prints that it did not run and
+/// returns `None`, unless `CREDIT_REQUIRE_SMOLLM2=1` (CI), where it fails: a skipped check must
+/// not pass for a run one.
+pub fn smollm2_gguf(test: &str) -> Option<PathBuf> {
+    const HOW: &str =
+        "download it with `scripts/fetch-smollm2.sh DIR` and export CREDIT_SMOLLM2_GGUF=<the path it prints>";
+    let required = std::env::var("CREDIT_REQUIRE_SMOLLM2").is_ok_and(|v| v == "1");
+    match std::env::var_os("CREDIT_SMOLLM2_GGUF") {
+        Some(path) => {
+            let path = PathBuf::from(path);
+            assert!(
+                path.is_file(),
+                "{test}: CREDIT_SMOLLM2_GGUF={} is not a file ({HOW})",
+                path.display()
+            );
+            Some(path)
+        }
+        None if required => {
+            panic!("{test}: CREDIT_REQUIRE_SMOLLM2=1 but CREDIT_SMOLLM2_GGUF is unset ({HOW})")
+        }
+        None => {
+            // Past the test harness's capture of `eprintln!`, so that a passing run shows it.
+            let _ = writeln!(
+                std::io::stderr(),
+                "{test}: NOT RUN, CREDIT_SMOLLM2_GGUF is unset ({HOW})"
+            );
+            None
+        }
+    }
 }
 
 #[cfg(test)]

@@ -255,7 +255,7 @@ pub fn score(
         let prepared = prepare(&refs, model.device())?;
         out.extend(
             model
-                .action_logprobs(&prepared.batch)?
+                .score_logprobs(&prepared.batch)?
                 .detach()
                 .to_vec1::<f32>()
                 .ctx("scoring samples")?,

@@ -37,7 +37,7 @@ pub const HEAD: &str = "head.safetensors";
 /// Training flags.
 #[derive(Clone, Debug)]
 pub struct BackboneTrain {
-    /// The Hugging Face model directory whose transformer reads the steps.
+    /// The Hugging Face model directory (or GGUF file) whose transformer reads the steps.
     pub backbone: PathBuf,
     pub readout: Readout,
     pub lora: LoraConfig,
@@ -324,7 +324,7 @@ impl StepModel for BackboneProgress {
             .collect::<Result<Vec<_>>>()?;
         let refs: Vec<&[u32]> = ids.iter().map(Vec::as_slice).collect();
         let c: Vec<f32> = self
-            .values(&refs, Pass::Eval)?
+            .values(&refs, Pass::Score)?
             .to_vec1()
             .ctx("progress forward pass")?;
         Ok(c.into_iter().map(f64::from).collect())
@@ -414,7 +414,7 @@ pub fn train_backbone_progress(
         return_scale: return_scale(&usable),
     };
     let (_, model_config) = crate::load::read_config(&backbone)?;
-    let base = crate::load::read_tensors(&crate::load::weight_files(&backbone)?)?;
+    let base = crate::load::read_weights(&backbone)?;
     let tokenizer = Tokenizer::load(&backbone)?;
     let examples = usable
         .iter()
@@ -442,7 +442,7 @@ pub fn train_backbone_progress(
             let mean = train.iter().map(|&i| returns[i]).sum::<f64>() / train.len() as f64;
             for &i in &held {
                 predicted[i] = est
-                    .predicted_returns(&[&examples[i]], Pass::Eval)?
+                    .predicted_returns(&[&examples[i]], Pass::Score)?
                     .squeeze(0)
                     .and_then(|r| r.to_scalar::<f32>())
                     .map(f64::from)
