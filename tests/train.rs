@@ -233,10 +233,10 @@ fn method_must_be_exactly_one() {
     );
 }
 
-/// The README's GGUF command on the real SmolLM2 file: a PEFT adapter over its Hugging Face
-/// llama names (576 wide, 30 blocks), the tokenizer written beside it, one finite step.
-/// `--checkpoint-layers` holds the step to ~5 GB on TextWorld's ~1k-token prompts (without it,
-/// four of them through 30 blocks keep more activations than a 23 GB machine has).
+/// The README's GGUF command on the real SmolLM2 file (issue #29's, as it is): a PEFT adapter
+/// over its Hugging Face llama names (576 wide, 30 blocks), the tokenizer written beside it, one
+/// finite step. Four of TextWorld's ~1k-token prompts through 30 blocks keep more activations
+/// than half of this machine's memory: the run says it recomputes blocks instead (~5 GB peak).
 #[test]
 fn policy_lora_on_the_smollm2_gguf() {
     let Some(model) = smollm2_gguf("policy_lora_on_the_smollm2_gguf") else {
@@ -259,11 +259,15 @@ fn policy_lora_on_the_smollm2_gguf() {
         "1",
         "--max-samples",
         "8",
-        "--checkpoint-layers",
         "--out",
         "adapter",
     ]);
     assert!(o.status.success(), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("recomputing each block in the backward pass"),
+        "{}",
+        stderr(&o)
+    );
     for file in [
         "adapter_config.json",
         "adapter_model.safetensors",

@@ -118,7 +118,9 @@ pub struct PolicyArgs {
     #[arg(long, requires = "lora_rank")]
     merge: bool,
     /// Recompute each transformer block in the backward pass instead of keeping its
-    /// activations: less memory for long prompts, about a third more compute.
+    /// activations: less memory for long prompts, about a third more compute. Without it, a run
+    /// does so by itself (and says so) when a micro-batch's activations would take more than
+    /// half the memory available.
     #[arg(long)]
     checkpoint_layers: bool,
 }
@@ -272,6 +274,14 @@ fn policy(mut args: PolicyArgs) -> Result<ExitCode> {
                     m.clip_frac,
                     m.tokens_per_s
                 ));
+            }
+            Event::Checkpointing { needed, budget } => {
+                let note = credit_train::memory::checkpointing_note(needed, budget);
+                if hidden {
+                    eprintln!("note: {note}");
+                } else {
+                    bar.println(format!("note: {note}"));
+                }
             }
             Event::Saved { .. } => {}
         })

@@ -48,6 +48,7 @@ mod error;
 pub mod gguf;
 pub mod load;
 pub mod lora;
+pub mod memory;
 pub mod model;
 pub mod objective;
 pub mod optim;

@@ -106,6 +106,9 @@ fn main() -> ExitCode {
                 m.grad_norm,
                 m.tokens_per_s
             ),
+            Event::Checkpointing { needed, budget } => {
+                eprintln!("{}", credit_train::memory::checkpointing_note(needed, budget))
+            }
             Event::Saved { step, dir } => eprintln!("saved step {step} to {}", dir.display()),
         })?;
         println!(

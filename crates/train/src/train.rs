@@ -17,6 +17,7 @@ use crate::config::TrainConfig;
 use crate::data::{prepare, Sample};
 use crate::device::DeviceKind;
 use crate::error::{Context, Error, Result};
+use crate::memory;
 use crate::model::Model;
 use crate::objective;
 use crate::optim::{clip_grad_norm, warmup_lr, AdamW};
@@ -79,6 +80,12 @@ pub enum Event<'a> {
         start_step: u64,
         total_steps: u64,
     },
+    /// Activation checkpointing turned on by itself: a micro-batch's activations (`needed`
+    /// bytes, [`crate::memory::activation_bytes`]) exceed what they may take (`budget`).
+    Checkpointing {
+        needed: u64,
+        budget: u64,
+    },
     Step(&'a StepMetrics),
     Saved {
         step: u64,
@@ -121,6 +128,17 @@ pub fn train(
         Session::start(run, config, fingerprint)?
     };
     let start_step = session.state.step;
+    if !config.checkpoint_layers {
+        let longest = samples.iter().map(|s| s.input_ids.len()).max().unwrap_or(0);
+        let micro_batch = config.batch_size.min(samples.len());
+        let dtype_bytes = run.device.compute_dtype().size_in_bytes();
+        let needed = memory::activation_bytes(&model_config, micro_batch, longest, dtype_bytes);
+        let budget = memory::activation_budget(run.device);
+        if needed > budget {
+            session.model.set_checkpointing(true);
+            on_progress(Event::Checkpointing { needed, budget });
+        }
+    }
     if start_step >= total_steps {
         return Err(Error::Params(format!(
             "the checkpoint in {} is at step {start_step}, and the run asks for {total_steps} steps in all: pass a larger --steps or --epochs to train further",
