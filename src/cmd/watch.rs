@@ -117,7 +117,9 @@ pub fn run(args: Args) -> Result<ExitCode> {
     }
     if written {
         let bar = crate::bars::spinner("drawing the explorer", json);
-        let last = watch.finish(&args.out, &read).context("writing the last report")?;
+        let last = watch
+            .finish(&args.out, &read)
+            .context("writing the last report")?;
         bar.finish_and_clear();
         if let Some(last) = last {
             passed = last.outcome.as_ref().is_none_or(|o| o.passed);

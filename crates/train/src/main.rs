@@ -107,7 +107,10 @@ fn main() -> ExitCode {
                 m.tokens_per_s
             ),
             Event::Checkpointing { needed, budget } => {
-                eprintln!("{}", credit_train::memory::checkpointing_note(needed, budget))
+                eprintln!(
+                    "{}",
+                    credit_train::memory::checkpointing_note(needed, budget)
+                )
             }
             Event::Saved { step, dir } => eprintln!("saved step {step} to {}", dir.display()),
         })?;
