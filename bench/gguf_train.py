@@ -115,6 +115,7 @@ def torch_step(args):
     t0 = time.time()
     model = load_hf(args.model)
     load_s = time.time() - t0
+    load_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     cfg = LoraConfig(r=8, lora_alpha=16, lora_dropout=0.05, task_type="CAUSAL_LM",
                      target_modules=["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj",
                                      "up_proj", "down_proj"])
@@ -141,8 +142,8 @@ def torch_step(args):
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
         dt = time.time() - t
-        steps.append({"loss": float(loss), "step_s": dt, "tokens_per_s": tokens / dt})
-    print(json.dumps({"load_s": load_s, "tokens": tokens, "padded_tokens": int(ids.numel()),
+        steps.append({"loss": float(loss.detach()), "step_s": dt, "tokens_per_s": tokens / dt})
+    print(json.dumps({"load_s": load_s, "load_rss_mib": load_rss, "tokens": tokens, "padded_tokens": int(ids.numel()),
                       "trainable": sum(p.numel() for p in params),
                       "attn": inner.config._attn_implementation, "torch": torch.__version__,
                       "steps": steps}))
@@ -216,7 +217,7 @@ def cmd_step(a):
         r = json.loads(text.strip().splitlines()[-1])
         r.update(wall_s=wall, rss_mib=rss)
         res["torch"][ckpt] = r
-        print(f"  wall {wall:.0f} s, peak RSS {rss:.0f} MiB, {r['tokens']} tokens "
+        print(f"  wall {wall:.0f} s, peak RSS {rss:.0f} MiB ({r['load_rss_mib']:.0f} MiB after loading), {r['tokens']} tokens "
               f"({r['padded_tokens']} padded), attn {r['attn']}, torch {r['torch']}; per step: "
               + ", ".join(f"{x['tokens_per_s']:.1f} tok/s" for x in r["steps"]), flush=True)
     return res
@@ -253,6 +254,8 @@ def cmd_train(a):
            "--lora-rank", "8", "--max-prompt-tokens", str(a.max_prompt_tokens),
            "--batch-size", str(a.batch), "--steps", str(a.steps), "--lr", str(a.lr),
            "--merge", "--out", out]
+    if a.checkpoint_layers:
+        cmd.append("--checkpoint-layers")
     if a.max_samples:
         cmd += ["--max-samples", str(a.max_samples)]
     print("$", " ".join(cmd), flush=True)
@@ -302,6 +305,7 @@ def main():
     ap.add_argument("--max-samples", type=int, default=None)
     ap.add_argument("--held-out-task", type=int, default=2, help="train: which TextWorld task (0-2)")
     ap.add_argument("--eval-max", type=int, default=16, help="train: held-out rows scored per kind")
+    ap.add_argument("--checkpoint-layers", action="store_true", help="train: credit's --checkpoint-layers")
     ap.add_argument("--samples")
     ap.add_argument("--merged")
     ap.add_argument("--checkpoint", action="store_true")
