@@ -193,6 +193,9 @@ fn print_report(
         );
         return Ok(ExitCode::Ok);
     }
+    if let Some(note) = &report.checkpointing {
+        eprintln!("note: {note}");
+    }
     let fmt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.4}"));
     outln!(
         "trained {what} (readout: {}) on {} trajectories, {} epochs, in {:.1}s",

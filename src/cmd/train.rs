@@ -276,7 +276,8 @@ fn policy(mut args: PolicyArgs) -> Result<ExitCode> {
                 ));
             }
             Event::Checkpointing { needed, budget } => {
-                let note = credit_train::memory::checkpointing_note(needed, budget);
+                let note =
+                    credit_train::memory::checkpointing_note(needed, budget, "--max-prompt-tokens");
                 if hidden {
                     eprintln!("note: {note}");
                 } else {

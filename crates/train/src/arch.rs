@@ -66,6 +66,25 @@ impl Config {
         }
     }
 
+    /// The shape of SmolLM2-135M (its GGUF's metadata): 30 blocks of width 576.
+    pub fn smollm2_135m() -> Self {
+        Config {
+            vocab_size: 49_152,
+            hidden_size: 576,
+            intermediate_size: 1536,
+            num_hidden_layers: 30,
+            num_attention_heads: 9,
+            num_key_value_heads: 3,
+            head_dim: 64,
+            rope_theta: 100_000.0,
+            rms_norm_eps: 1e-5,
+            tie_word_embeddings: true,
+            attention_bias: false,
+            rope_scaling: None,
+            model_type: "llama".into(),
+        }
+    }
+
     /// The shape of Qwen2.5-0.5B (its `config.json`): 494M parameters.
     pub fn qwen2_5_0_5b() -> Self {
         Config {

@@ -109,7 +109,11 @@ fn main() -> ExitCode {
             Event::Checkpointing { needed, budget } => {
                 eprintln!(
                     "{}",
-                    credit_train::memory::checkpointing_note(needed, budget)
+                    credit_train::memory::checkpointing_note(
+                        needed,
+                        budget,
+                        "--max-prompt-tokens (in the handoff)",
+                    )
                 )
             }
             Event::Saved { step, dir } => eprintln!("saved step {step} to {}", dir.display()),

@@ -36,11 +36,12 @@ pub fn activation_budget(device: DeviceKind) -> u64 {
     }
 }
 
-/// The line that says checkpointing turned on by itself, and why.
-pub fn checkpointing_note(needed: u64, budget: u64) -> String {
+/// The line that says checkpointing turned on by itself, and why; `shorter` is the flag that
+/// shortens the sequences.
+pub fn checkpointing_note(needed: u64, budget: u64, shorter: &str) -> String {
     let gb = |bytes: u64| bytes as f64 / 1e9;
     format!(
-        "recomputing each block in the backward pass (as --checkpoint-layers does): a micro-batch's activations would take about {:.1} GB, over the {:.1} GB they may take (half the memory available); a smaller --batch-size or --max-prompt-tokens keeps them instead",
+        "recomputing each block in the backward pass (as --checkpoint-layers does): an update's activations would take about {:.1} GB, over the {:.1} GB they may take (half the memory available); a smaller --batch-size or {shorter} keeps them instead",
         gb(needed),
         gb(budget)
     )
@@ -58,24 +59,6 @@ fn available_bytes() -> Option<u64> {
 mod tests {
     use super::*;
 
-    fn smollm2() -> Config {
-        Config {
-            vocab_size: 49152,
-            hidden_size: 576,
-            intermediate_size: 1536,
-            num_hidden_layers: 30,
-            num_attention_heads: 9,
-            num_key_value_heads: 3,
-            head_dim: 64,
-            rope_theta: 1e5,
-            rms_norm_eps: 1e-5,
-            tie_word_embeddings: true,
-            attention_bias: false,
-            rope_scaling: None,
-            model_type: "llama".into(),
-        }
-    }
-
     #[test]
     fn smollm2_on_long_prompts_needs_checkpointing_on_this_kind_of_machine() {
         // Per block: 3·4·9·1030² + 40·4·1030·576 + 20·4·1030·1536 elements; 30 blocks; logits
@@ -84,12 +67,12 @@ mod tests {
             * (3 * 4 * 9 * 1030 * 1030 + 40 * 4 * 1030 * 576 + 20 * 4 * 1030 * 1536)
             + 2 * 4 * 1030 * 49152)
             * 4;
-        let bytes = activation_bytes(&smollm2(), 4, 1030, 4);
+        let bytes = activation_bytes(&Config::smollm2_135m(), 4, 1030, 4);
         assert_eq!(bytes, expected);
         // Over half of a 24 GiB machine (the run was killed at 24 GB), so checkpointing turns on.
         assert!(bytes > 12 << 30, "{bytes}");
         // 4 × 264 tokens: 9.7 GB peak, 7.9 GB over the checkpointed step's 1.8 GB; within 10 %.
-        let short = activation_bytes(&smollm2(), 4, 264, 4) as f64;
+        let short = activation_bytes(&Config::smollm2_135m(), 4, 264, 4) as f64;
         assert!((short / 7.9e9 - 1.0).abs() < 0.1, "{short}");
     }
 }

@@ -22,6 +22,7 @@ use crate::device::DeviceKind;
 use crate::error::{Context, Error, Result};
 use crate::load::Tokenizer;
 use crate::lora::{self, LoraConfig, ADAPTER_CONFIG, ADAPTER_WEIGHTS};
+use crate::memory;
 use crate::model::{Model, Pass};
 use crate::optim::{clip_grad_norm, gradients, shuffled_epochs, AdamW, AdamWConfig};
 use candle_core::{DType, Tensor, Var};
@@ -431,6 +432,7 @@ pub fn train_backbone_progress(
             })
         })
         .collect::<Result<Vec<_>>>()?;
+    let (opts, checkpointing) = &checkpointing(opts, &model_config, &examples);
     let keys: Vec<&str> = usable.iter().map(|t| t.key.as_str()).collect();
     let (fold_of, k, split_by) = folds(&keys, opts.folds);
     let heldout = if k >= 2 {
@@ -462,6 +464,88 @@ pub fn train_backbone_progress(
         epoch_loss,
         heldout,
         seconds: started.elapsed().as_secs_f64(),
+        checkpointing: checkpointing.clone(),
     };
     Ok((est, report))
+}
+
+/// `opts` with checkpointing turned on when the activations of the largest update (the `batch`
+/// trajectories with the most steps, each step a sequence as long as the longest) would take
+/// more than [`memory::activation_budget`]; with the note that says so.
+fn checkpointing(
+    opts: &BackboneTrain,
+    model_config: &Config,
+    examples: &[Example],
+) -> (BackboneTrain, Option<String>) {
+    let mut opts = opts.clone();
+    if opts.checkpoint_layers {
+        return (opts, None);
+    }
+    let mut steps: Vec<usize> = examples.iter().map(|e| e.ids.len()).collect();
+    steps.sort_unstable_by(|a, b| b.cmp(a));
+    let sequences: usize = steps.iter().take(opts.batch).sum();
+    let tokens = examples
+        .iter()
+        .flat_map(|e| e.ids.iter().map(Vec::len))
+        .max()
+        .unwrap_or(0);
+    let dtype_bytes = opts.device.compute_dtype().size_in_bytes();
+    let needed = memory::activation_bytes(model_config, sequences, tokens, dtype_bytes);
+    let budget = memory::activation_budget(opts.device);
+    if needed <= budget {
+        return (opts, None);
+    }
+    opts.checkpoint_layers = true;
+    (
+        opts,
+        Some(memory::checkpointing_note(
+            needed,
+            budget,
+            "--max-step-tokens",
+        )),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn examples(trajectories: usize, steps: usize, tokens: usize) -> Vec<Example> {
+        (0..trajectories)
+            .map(|_| Example {
+                ids: vec![vec![1; tokens]; steps],
+                readout: vec![true; steps],
+                ret: 1.0,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn the_backbone_checkpoints_when_an_update_would_not_fit() {
+        let config = Config::smollm2_135m();
+        let opts = BackboneTrain::new(PathBuf::from("model.gguf"));
+        // An update: the 4 longest trajectories' steps, as long as the longest step.
+        let big = examples(6, 20, 256);
+        let needed = memory::activation_bytes(&config, 4 * 20, 256, 4);
+        let (checked, note) = checkpointing(&opts, &config, &big);
+        assert_eq!(
+            checked.checkpoint_layers,
+            needed > memory::activation_budget(DeviceKind::Cpu)
+        );
+        assert!(
+            needed > 64 << 30,
+            "{needed}: more than any machine here has"
+        );
+        assert!(checked.checkpoint_layers && note.unwrap().contains("--max-step-tokens"));
+        // Two 1-step trajectories of 8 tokens: kept.
+        let (kept, note) = checkpointing(&opts, &config, &examples(2, 1, 8));
+        assert!(!kept.checkpoint_layers && note.is_none());
+        // Asked for: on, and nothing to say.
+        let asked = BackboneTrain {
+            checkpoint_layers: true,
+            ..opts
+        };
+        let (on, note) = checkpointing(&asked, &config, &examples(2, 1, 8));
+        assert!(on.checkpoint_layers && note.is_none());
+    }
 }

@@ -602,6 +602,7 @@ pub fn train_progress(
         epoch_loss,
         heldout,
         seconds: started.elapsed().as_secs_f64(),
+        checkpointing: None,
     };
     Ok((model, report))
 }

@@ -62,6 +62,10 @@ pub struct ProgressReport {
     /// `folds` ≤ 1.
     pub heldout: Option<HeldOut>,
     pub seconds: f64,
+    /// Why the backbone recomputed its blocks in the backward pass when `--checkpoint-layers`
+    /// did not ask (its activations would not fit); `None` otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub checkpointing: Option<String>,
 }
 
 /// Σ readouts (R̂) against R on trajectories each predicted by a model that never saw their task.
