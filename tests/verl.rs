@@ -4,6 +4,31 @@
 
 use crate::util::{fixture, json, read_jsonl, stderr, Run};
 use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+/// The `integrations/` folder (the dump module and the patch script).
+fn integrations() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("integrations")
+}
+
+/// `python3 ARGS` in `run`'s folder, with `CREDIT_LOGS_DIR` set to its `logs` (where the dump
+/// writes by default).
+fn python3(run: &Run, args: &[&str]) -> Output {
+    std::process::Command::new("python3")
+        .args(args)
+        .current_dir(run.dir.path())
+        .env("CREDIT_LOGS_DIR", run.path("logs"))
+        .output()
+        .expect("python3")
+}
+
+/// [`python3`], which must succeed: its standard output.
+fn python3_ok(run: &Run, args: &[&str]) -> String {
+    let out = python3(run, args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    String::from_utf8(out.stdout).unwrap()
+}
 
 #[test]
 fn verl_dumps_are_single_turn_groups() {
@@ -228,20 +253,14 @@ print(dump_advantages(trained, 5, sys.argv[2]))
 #[test]
 fn the_verl_agent_dump_records_the_trainers_advantages() {
     let run = Run::new();
-    let integrations = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("integrations");
-    let out = std::process::Command::new("python3")
-        .args([
+    python3_ok(
+        &run,
+        &[
             "-c",
             &format!("{BATCH}{ADVANTAGES}"),
-            integrations.to_str().unwrap(),
+            integrations().to_str().unwrap(),
             run.path("logs").to_str().unwrap(),
-        ])
-        .output()
-        .expect("python3");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        ],
     );
     let o = run.credit([
         "advantages",
@@ -273,20 +292,14 @@ fn the_verl_agent_dump_records_the_trainers_advantages() {
 #[test]
 fn the_verl_agent_dump_writes_what_credit_reads() {
     let run = Run::new();
-    let integrations = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("integrations");
-    let out = std::process::Command::new("python3")
-        .args([
+    python3_ok(
+        &run,
+        &[
             "-c",
             BATCH,
-            integrations.to_str().unwrap(),
+            integrations().to_str().unwrap(),
             run.path("logs").to_str().unwrap(),
-        ])
-        .output()
-        .expect("python3");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        ],
     );
     assert!(run.path("logs/5.jsonl.gz").exists());
     let s = json(&run.credit(["analyze", "logs", "--format", "json"]));
@@ -331,7 +344,7 @@ fn the_verl_agent_dump_writes_what_credit_reads() {
 const DRIVER: &str = r#"
 import gzip, json, os, sys
 from types import SimpleNamespace as NS
-sys.path.insert(0, os.getcwd())
+sys.path.insert(0, sys.argv[1])  # the patched checkout
 from verl.trainer.ppo.ray_trainer import RayPPOTrainer
 from agent_system.multi_turn_rollout.rollout_loop import TrajectoryCollector
 
@@ -417,28 +430,13 @@ fn the_verl_agent_patch_logs_executed_actions_outcomes_and_task_types() {
     let run = Run::new();
     let checkout = run.path("verl-agent");
     copy_tree(&fixture("verl_agent"), &checkout);
-    let integrations = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("integrations");
-    let python = |args: &[&str], cwd: &std::path::Path| {
-        let out = std::process::Command::new("python3")
-            .args(args)
-            .current_dir(cwd)
-            .env("CREDIT_LOGS_DIR", run.path("logs"))
-            .output()
-            .expect("python3");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).unwrap()
-    };
     // The patch as a user applies it: printed, read, `git apply`.
-    let patch = python(
+    let patch = python3_ok(
+        &run,
         &[
-            integrations.join("patch_verl_agent.py").to_str().unwrap(),
+            integrations().join("patch_verl_agent.py").to_str().unwrap(),
             checkout.to_str().unwrap(),
         ],
-        &checkout,
     );
     for site in [
         "+                    dump_steps(batch, self.tokenizer, self.global_steps)",
@@ -456,10 +454,11 @@ fn the_verl_agent_patch_logs_executed_actions_outcomes_and_task_types() {
         .expect("git");
     assert!(applied.status.success(), "{}", stderr(&applied));
 
-    let rows: Vec<serde_json::Value> = python(&["-c", DRIVER], &checkout)
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
+    let rows: Vec<serde_json::Value> =
+        python3_ok(&run, &["-c", DRIVER, checkout.to_str().unwrap()])
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
     // The plan above, turn by turn: (trajectory, executed action, won, task type).
     let tagless = "I am not sure what to do here, maybe Look Around the room";
     let tagless_tail: String = {
@@ -537,7 +536,7 @@ fn the_verl_agent_patch_logs_executed_actions_outcomes_and_task_types() {
     assert_eq!(s["invalid_actions"]["steps"], 4);
 }
 
-fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+fn copy_tree(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for entry in std::fs::read_dir(from).unwrap() {
         let entry = entry.unwrap();
@@ -562,16 +561,15 @@ fn the_verl_agent_patch_names_a_call_site_it_cannot_find() {
         source.replace("batch = compute_advantage(", "batch = advantage_of("),
     )
     .unwrap();
-    let script =
-        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("integrations/patch_verl_agent.py");
-    let out = std::process::Command::new("python3")
-        .args([
+    let script = integrations().join("patch_verl_agent.py");
+    let out = python3(
+        &run,
+        &[
             script.to_str().unwrap(),
             checkout.to_str().unwrap(),
             "--write",
-        ])
-        .output()
-        .expect("python3");
+        ],
+    );
     assert_eq!(out.status.code(), Some(2));
     let err = stderr(&out);
     assert!(

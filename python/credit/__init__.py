@@ -257,7 +257,6 @@ def report(
     return json.loads(text)
 
 
-
 def metrics(
     batch: Any,
     methods: Union[None, str, Sequence[str]] = "grpo,gigpo,proxmo,graphgpo,mgr",
