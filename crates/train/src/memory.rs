@@ -36,6 +36,20 @@ pub fn activation_budget(device: DeviceKind) -> u64 {
     }
 }
 
+/// (needed, budget) bytes when an update of `sequences` sequences of `tokens` tokens on `device`
+/// keeps more activations than they may take, so that checkpointing must turn on; else `None`.
+pub fn over_budget(
+    config: &Config,
+    sequences: usize,
+    tokens: usize,
+    device: DeviceKind,
+) -> Option<(u64, u64)> {
+    let dtype_bytes = device.compute_dtype().size_in_bytes();
+    let needed = activation_bytes(config, sequences, tokens, dtype_bytes);
+    let budget = activation_budget(device);
+    (needed > budget).then_some((needed, budget))
+}
+
 /// The line that says checkpointing turned on by itself, and why; `shorter` is the flag that
 /// shortens the sequences.
 pub fn checkpointing_note(needed: u64, budget: u64, shorter: &str) -> String {

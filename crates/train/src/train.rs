@@ -131,10 +131,9 @@ pub fn train(
     if !config.checkpoint_layers {
         let longest = samples.iter().map(|s| s.input_ids.len()).max().unwrap_or(0);
         let micro_batch = config.batch_size.min(samples.len());
-        let dtype_bytes = run.device.compute_dtype().size_in_bytes();
-        let needed = memory::activation_bytes(&model_config, micro_batch, longest, dtype_bytes);
-        let budget = memory::activation_budget(run.device);
-        if needed > budget {
+        if let Some((needed, budget)) =
+            memory::over_budget(&model_config, micro_batch, longest, run.device)
+        {
             session.model.set_checkpointing(true);
             on_progress(Event::Checkpointing { needed, budget });
         }

@@ -489,12 +489,10 @@ fn checkpointing(
         .flat_map(|e| e.ids.iter().map(Vec::len))
         .max()
         .unwrap_or(0);
-    let dtype_bytes = opts.device.compute_dtype().size_in_bytes();
-    let needed = memory::activation_bytes(model_config, sequences, tokens, dtype_bytes);
-    let budget = memory::activation_budget(opts.device);
-    if needed <= budget {
+    let Some((needed, budget)) = memory::over_budget(model_config, sequences, tokens, opts.device)
+    else {
         return (opts, None);
-    }
+    };
     opts.checkpoint_layers = true;
     (
         opts,
