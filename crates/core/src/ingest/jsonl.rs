@@ -10,6 +10,7 @@
 //! `--lenient` must skip single lines.
 
 use super::files::{Compression, Input};
+use super::flat;
 use super::rows::{Origin, Rows, Value as Typed};
 use super::{conflict_message, convert, domain_error, is_non_finite_word, Cell, SeenColumns};
 use crate::error::{Error, Location, Reason, Result, Unit};
@@ -495,6 +496,8 @@ pub(crate) fn parse(chunk: Chunk, path: &Path, columns: &ColumnMap) -> Block {
     };
     let mut buffers = simd_json::Buffers::default();
     let mut copy: Vec<u8> = Vec::new();
+    let mut scratch = flat::Scratch::default();
+    let mut spare: Vec<Node<'static>> = Vec::new();
     let mut start = 0;
     let mut line_no = first_line;
     while start < bytes.len() {
@@ -515,18 +518,33 @@ pub(crate) fn parse(chunk: Chunk, path: &Path, columns: &ColumnMap) -> Block {
             line: this_line,
         };
         let seq = rows.len() as u64;
-        if !has_surrogate_escape(&bytes[range.clone()]) {
+        let mut fast_row = |nodes: &[Node<'_>], rows: &mut Rows, uses: &mut _, names: &mut _| {
+            let pushed = fast.row(nodes, seq, origin, rows, uses, names);
+            if pushed && rows.len() == RESERVE_AFTER_ROWS {
+                // Room for the rest of the chunk's text at the rate of its first rows (lines
+                // of one log are alike), so the text is not copied as it grows.
+                rows.reserve_text_at_rate(end + 1, bytes.len());
+            }
+            pushed
+        };
+        // The common line is scanned in place; a line the scanner leaves is parsed by simd-json
+        // (which gives the same nodes where both read it), and the serde path decides the rest.
+        let mut nodes = flat::recycle(std::mem::take(&mut spare));
+        let scanned = std::str::from_utf8(&bytes[range.clone()])
+            .is_ok_and(|line| flat::scan(line, &mut scratch, &mut nodes));
+        if scanned {
+            let pushed = fast_row(&nodes, &mut rows, &mut uses, &mut names);
+            spare = flat::recycle(nodes);
+            if pushed {
+                continue;
+            }
+        } else if !has_surrogate_escape(&bytes[range.clone()]) {
             // The tape is parsed from a copy: simd-json rewrites its input in place, and a line
             // that the serde path must read again needs its original bytes.
             copy.clear();
             copy.extend_from_slice(&bytes[range.clone()]);
             if let Ok(tape) = simd_json::to_tape_with_buffers(&mut copy, &mut buffers) {
-                if fast.row(&tape.0, seq, origin, &mut rows, &mut uses, &mut names) {
-                    if rows.len() == RESERVE_AFTER_ROWS {
-                        // Room for the rest of the chunk's text at the rate of its first rows
-                        // (lines of one log are alike), so the text is not copied as it grows.
-                        rows.reserve_text_at_rate(end + 1, bytes.len());
-                    }
+                if fast_row(&tape.0, &mut rows, &mut uses, &mut names) {
                     continue;
                 }
             }

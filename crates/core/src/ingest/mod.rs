@@ -17,6 +17,7 @@
 
 mod assemble;
 mod files;
+mod flat;
 mod jsonl;
 mod parquet;
 mod rows;
