@@ -904,9 +904,7 @@ impl Indexer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ingest::jsonl::{parse, Chunk};
-    use crate::schema::ColumnMap;
-    use std::path::Path;
+    use crate::ingest::jsonl::{parse_text, Block};
 
     /// A step line: (group, traj, step, reward).
     fn line(g: &str, t: &str, step: i64, reward: f64) -> String {
@@ -914,14 +912,8 @@ mod tests {
     }
 
     /// `lines` as one parsed block of `mem.jsonl` whose first line is `first_line`.
-    fn block(lines: &[String], first_line: u64) -> super::super::jsonl::Block {
-        let chunk = Chunk {
-            file: 0,
-            first_line,
-            bytes: lines.join("\n").into_bytes(),
-            disk_bytes: 0,
-        };
-        parse(chunk, Path::new("mem.jsonl"), &ColumnMap::default())
+    fn block(lines: &[String], first_line: u64) -> Block {
+        parse_text(&lines.join("\n"), first_line)
     }
 
     /// An assembler that never closes a unit before the input ends.

@@ -28,18 +28,20 @@ enum Part {
     Static(StaticNode),
 }
 
-/// The nodes of `line` (appended to `nodes`, emptied first): `false` when the line is not a flat
-/// object of plain values, or is not valid JSON.
-pub(crate) fn scan<'a>(line: &'a str, scratch: &'a mut Scratch, nodes: &mut Vec<Node<'a>>) -> bool {
+/// The nodes of the flat object at the start of `text` (after spaces), into `nodes` (emptied
+/// first): where the object ends, or `None` when it is not a flat object of plain values, or not
+/// valid JSON. A line break ends the search (the object must lie in one line); what follows the
+/// object is for the caller to check. `text` must hold no control character but line breaks
+/// ([`has_control`]): simd-json rejects them in strings, and the string scan looks for none.
+pub(crate) fn scan<'a>(
+    text: &'a str,
+    scratch: &'a mut Scratch,
+    nodes: &mut Vec<Node<'a>>,
+) -> Option<usize> {
     nodes.clear();
     scratch.decoded.clear();
     scratch.parts.clear();
-    if has_control(line.as_bytes()) {
-        return false;
-    }
-    let Some(len) = entries(line, scratch) else {
-        return false;
-    };
+    let (len, end) = entries(text, scratch)?;
     let scratch: &'a Scratch = scratch;
     nodes.reserve(1 + scratch.parts.len());
     nodes.push(Node::Object {
@@ -47,20 +49,22 @@ pub(crate) fn scan<'a>(line: &'a str, scratch: &'a mut Scratch, nodes: &mut Vec<
         count: 2 * len,
     });
     nodes.extend(scratch.parts.iter().map(|&part| match part {
-        Part::Line(from, to) => Node::String(&line[from..to]),
+        Part::Line(from, to) => Node::String(&text[from..to]),
         Part::Decoded(from, to) => Node::String(&scratch.decoded[from..to]),
         Part::Static(value) => Node::Static(value),
     }));
-    true
+    Some(end)
 }
 
-/// Whether `bytes` hold a control character (below U+0020): simd-json rejects one in a string,
-/// and whitespace between tokens is seldom a tab, so such a line is left to the general path.
-/// Compared 64 bytes at a time, without a branch per byte.
-fn has_control(bytes: &[u8]) -> bool {
-    bytes
-        .chunks(64)
-        .any(|chunk| chunk.iter().fold(false, |found, &b| found | (b < 0x20)))
+/// Whether `bytes` hold a control character (below U+0020) other than `allowed`: simd-json rejects
+/// one in a string, and whitespace between tokens is seldom a tab or a carriage return, so such a
+/// line is left to the general path. Compared 64 bytes at a time, without a branch per byte.
+pub(crate) fn has_control(bytes: &[u8], allowed: u8) -> bool {
+    bytes.chunks(64).any(|chunk| {
+        chunk
+            .iter()
+            .fold(false, |found, &b| found | (b < 0x20 && b != allowed))
+    })
 }
 
 /// An empty vector of nodes for another line, keeping the allocation (the collect happens in
@@ -70,8 +74,9 @@ pub(crate) fn recycle<'b>(mut nodes: Vec<Node<'_>>) -> Vec<Node<'b>> {
     nodes.into_iter().map(|_| unreachable!()).collect()
 }
 
-/// Scans the object into `scratch.parts` (key, value, key, value, …): how many entries it has.
-fn entries(line: &str, scratch: &mut Scratch) -> Option<usize> {
+/// Scans the object into `scratch.parts` (key, value, key, value, …): how many entries it has,
+/// and where it ends.
+fn entries(line: &str, scratch: &mut Scratch) -> Option<(usize, usize)> {
     let bytes = line.as_bytes();
     let mut at = skip_space(bytes, 0);
     if bytes.get(at) != Some(&b'{') {
@@ -112,11 +117,12 @@ fn entries(line: &str, scratch: &mut Scratch) -> Option<usize> {
             }
         }
     }
-    (skip_space(bytes, at) == bytes.len()).then_some(len)
+    Some((len, at))
 }
 
+/// Past the spaces, tabs and carriage returns at `at` (not a line break: the object ends there).
 fn skip_space(bytes: &[u8], mut at: usize) -> usize {
-    while matches!(bytes.get(at), Some(b' ' | b'\t' | b'\n' | b'\r')) {
+    while matches!(bytes.get(at), Some(b' ' | b'\t' | b'\r')) {
         at += 1;
     }
     at
@@ -141,10 +147,14 @@ fn word(
 /// closing quote). The line holds no control character ([`has_control`]).
 fn string(line: &str, from: usize, scratch: &mut Scratch) -> Option<usize> {
     let bytes = line.as_bytes();
-    let mut at = from + memchr::memchr2(b'"', b'\\', &bytes[from..])?;
-    if bytes[at] == b'"' {
-        scratch.parts.push(Part::Line(from, at));
-        return Some(at + 1);
+    let mut at = from + memchr::memchr3(b'"', b'\\', b'\n', &bytes[from..])?;
+    match bytes[at] {
+        b'"' => {
+            scratch.parts.push(Part::Line(from, at));
+            return Some(at + 1);
+        }
+        b'\n' => return None,
+        _ => {}
     }
     let decoded = &mut scratch.decoded;
     let start = decoded.len();
@@ -173,12 +183,16 @@ fn string(line: &str, from: usize, scratch: &mut Scratch) -> Option<usize> {
             }
             _ => return None,
         }
-        let next = at + memchr::memchr2(b'"', b'\\', &bytes[at..])?;
+        let next = at + memchr::memchr3(b'"', b'\\', b'\n', &bytes[at..])?;
         decoded.push_str(&line[at..next]);
         at = next;
-        if bytes[at] == b'"' {
-            scratch.parts.push(Part::Decoded(start, decoded.len()));
-            return Some(at + 1);
+        match bytes[at] {
+            b'"' => {
+                scratch.parts.push(Part::Decoded(start, decoded.len()));
+                return Some(at + 1);
+            }
+            b'\n' => return None,
+            _ => {}
         }
     }
 }
@@ -299,10 +313,15 @@ mod tests {
         Some(owned(&simd_json::to_tape(&mut copy).ok()?.0))
     }
 
+    /// The scanner on one line, as the reader calls it on a line of a chunk that is not clean.
     fn ours(line: &str) -> Option<Vec<Node<'static>>> {
         let mut scratch = Scratch::default();
         let mut nodes = Vec::new();
-        scan(line, &mut scratch, &mut nodes).then(|| owned(&nodes))
+        if has_control(line.as_bytes(), b'\n') {
+            return None;
+        }
+        let end = scan(line, &mut scratch, &mut nodes)?;
+        line[end..].trim().is_empty().then(|| owned(&nodes))
     }
 
     /// Bitwise equality (floats by their bits: -0.0 is not 0.0).
@@ -367,6 +386,28 @@ mod tests {
             }
         }
         assert!(taken > 100_000, "only {taken} numbers took the scanner");
+    }
+
+    #[test]
+    fn in_a_chunk_the_object_ends_its_line() {
+        // A clean chunk is scanned from each line's start: the first object's end is found
+        // without looking for the line break, and nothing reads past one.
+        let chunk = "{\"a\":\"x\\ny\",\"b\":1}  \n{\"a\":2}\n";
+        let (mut scratch, mut nodes) = (Scratch::default(), Vec::new());
+        let end = scan(chunk, &mut scratch, &mut nodes).unwrap();
+        assert_eq!(&chunk[end..end + 3], "  \n");
+        assert_eq!(nodes[2], Node::String("x\ny"));
+        for broken in [
+            "{\"a\":\"open\n\",\"b\":1}\n",
+            "{\"a\":\n1}\n",
+            "{\"a\":\"x\\\n\"}\n",
+        ] {
+            let (mut scratch, mut nodes) = (Scratch::default(), Vec::new());
+            assert!(
+                scan(broken, &mut scratch, &mut nodes).is_none(),
+                "{broken:?}"
+            );
+        }
     }
 
     #[test]

@@ -28,9 +28,79 @@ pub(crate) struct Chunk {
     pub file: u32,
     /// 1-based number of the chunk's first line.
     pub first_line: u64,
-    pub bytes: Vec<u8>,
+    /// The lines are `buffer[..len]`; the rest is room a reader wrote before (the buffer goes
+    /// back to [`ChunkBuffers`] whole, so it is never zeroed again).
+    pub buffer: Vec<u8>,
+    pub len: usize,
     /// Bytes of the file on disk that this chunk accounts for (compressed size for .gz/.zst).
     pub disk_bytes: u64,
+}
+
+impl Chunk {
+    pub fn bytes(&self) -> &[u8] {
+        &self.buffer[..self.len]
+    }
+}
+
+/// Chunk buffers handed back once parsed, to be read into again: a new buffer costs a page fault
+/// per 4 KiB, and std's reader zeroes it before reading into it (together ~9% of the time to
+/// read a large log). A buffer that grew for a long line is let go.
+pub(crate) struct ChunkBuffers {
+    kept: std::sync::Mutex<Vec<Vec<u8>>>,
+    largest: usize,
+}
+
+impl ChunkBuffers {
+    /// More than the chunks in flight at once (two rounds of two per core).
+    const KEEP: usize = 64;
+
+    pub fn new(chunk_bytes: usize) -> Self {
+        ChunkBuffers {
+            kept: Default::default(),
+            largest: 2 * chunk_bytes,
+        }
+    }
+
+    fn take(&self) -> Vec<u8> {
+        self.kept
+            .lock()
+            .ok()
+            .and_then(|mut kept| kept.pop())
+            .unwrap_or_default()
+    }
+
+    pub fn give(&self, buffer: Vec<u8>) {
+        if buffer.len() > self.largest {
+            return;
+        }
+        if let Ok(mut kept) = self.kept.lock() {
+            if kept.len() < Self::KEEP {
+                kept.push(buffer);
+            }
+        }
+    }
+}
+
+/// Reads from `reader` into `buffer[*filled..end]` (growing the buffer, zeroed, only where it was
+/// never written) until `end` or the end of the input: whether the input ended.
+fn fill(
+    reader: &mut dyn Read,
+    buffer: &mut Vec<u8>,
+    filled: &mut usize,
+    end: usize,
+) -> std::io::Result<bool> {
+    if buffer.len() < end {
+        buffer.resize(end, 0);
+    }
+    while *filled < end {
+        match reader.read(&mut buffer[*filled..end]) {
+            Ok(0) => return Ok(true),
+            Ok(n) => *filled += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(false)
 }
 
 /// Counts the bytes a reader hands out (the compressed bytes behind a decoder).
@@ -56,6 +126,7 @@ pub(crate) fn read_chunks(
     compression: Compression,
     file: u32,
     chunk_bytes: usize,
+    buffers: &ChunkBuffers,
     mut emit: impl FnMut(Chunk) -> bool,
 ) -> Result<()> {
     let (path, size) = (input.path.as_path(), input.size);
@@ -93,37 +164,32 @@ pub(crate) fn read_chunks(
         Compression::None => want.min(size.saturating_sub(read) as usize + 1),
         Compression::Gzip | Compression::Zstd => want,
     };
-    let mut buffer: Vec<u8> = Vec::with_capacity(room(chunk_bytes + (1 << 16), 0));
+    let mut buffer = buffers.take();
+    let mut filled = 0;
     let (mut first_line, mut reported, mut at_start, mut eof) =
         (input.first_line, 0u64, input.start == 0, false);
     // Read up to `target` bytes; a line longer than that raises the target until it ends.
     let mut target = chunk_bytes;
     while !eof {
-        // Reads into the spare capacity without zeroing it first: zeroing a whole chunk for each
-        // of many small files cost more than reading them.
-        if buffer.len() < target {
-            let want = (target - buffer.len()) as u64;
+        if filled < target {
             let read = count.load(std::sync::atomic::Ordering::Relaxed);
-            buffer.reserve(room(want as usize, read));
-            let n = (&mut reader)
-                .take(want)
-                .read_to_end(&mut buffer)
-                .map_err(io)?;
-            eof = (n as u64) < want;
+            let end = filled + room(target - filled, read);
+            eof = fill(&mut reader, &mut buffer, &mut filled, end).map_err(io)?;
         }
-        if at_start && (buffer.len() >= 3 || eof) {
-            if buffer.starts_with(b"\xEF\xBB\xBF") {
-                buffer.drain(..3);
+        if at_start && (filled >= 3 || eof) {
+            if buffer[..filled].starts_with(b"\xEF\xBB\xBF") {
+                buffer.copy_within(3..filled, 0);
+                filled -= 3;
             }
             at_start = false;
         }
         let cut = if eof {
-            buffer.len()
+            filled
         } else {
-            match memchr::memrchr(b'\n', &buffer) {
+            match memchr::memrchr(b'\n', &buffer[..filled]) {
                 Some(p) => p + 1,
                 None => {
-                    target = buffer.len() + chunk_bytes;
+                    target = filled + chunk_bytes;
                     continue;
                 }
             }
@@ -132,14 +198,22 @@ pub(crate) fn read_chunks(
         if cut == 0 {
             continue;
         }
-        let rest = buffer.split_off(cut);
-        let bytes = std::mem::replace(&mut buffer, rest);
-        let lines = memchr::memchr_iter(b'\n', &bytes).count() as u64;
+        // The bytes after the last line break start the next buffer.
+        let mut next = buffers.take();
+        let rest = filled - cut;
+        if next.len() < rest {
+            next.resize(rest, 0);
+        }
+        next[..rest].copy_from_slice(&buffer[cut..filled]);
+        filled = rest;
+        let buffer = std::mem::replace(&mut buffer, next);
+        let lines = memchr::memchr_iter(b'\n', &buffer[..cut]).count() as u64;
         let disk = count.load(std::sync::atomic::Ordering::Relaxed);
         let chunk = Chunk {
             file,
             first_line,
-            bytes,
+            buffer,
+            len: cut,
             disk_bytes: disk - reported,
         };
         reported = disk;
@@ -478,13 +552,9 @@ fn has_surrogate_escape(line: &[u8]) -> bool {
 const RESERVE_AFTER_ROWS: usize = 16;
 
 /// Parses one chunk: every line into typed rows or a located problem.
-pub(crate) fn parse(chunk: Chunk, path: &Path, columns: &ColumnMap) -> Block {
-    let Chunk {
-        file,
-        first_line,
-        bytes,
-        disk_bytes,
-    } = chunk;
+pub(crate) fn parse(chunk: &Chunk, path: &Path, columns: &ColumnMap) -> Block {
+    let (file, first_line, disk_bytes) = (chunk.file, chunk.first_line, chunk.disk_bytes);
+    let bytes = chunk.bytes();
     let mut rows = Rows::default();
     let mut problems = Vec::new();
     let mut uses = BTreeSet::new();
@@ -496,12 +566,24 @@ pub(crate) fn parse(chunk: Chunk, path: &Path, columns: &ColumnMap) -> Block {
     };
     let mut buffers = simd_json::Buffers::default();
     let mut copy: Vec<u8> = Vec::new();
-    let mut scratch = flat::Scratch::default();
+    let (mut scratch, mut line_scratch) = (flat::Scratch::default(), flat::Scratch::default());
     let mut spare: Vec<Node<'static>> = Vec::new();
+    // A chunk of valid UTF-8 with no control character but line breaks (most are) is checked
+    // once, and the scanner reads each line's object from where the line starts, so the line
+    // break is looked for only after it; in another chunk each line is checked and scanned alone.
+    let clean = std::str::from_utf8(bytes)
+        .ok()
+        .filter(|_| !flat::has_control(bytes, b'\n'));
     let mut start = 0;
     let mut line_no = first_line;
     while start < bytes.len() {
-        let end = memchr::memchr(b'\n', &bytes[start..]).map_or(bytes.len(), |p| start + p);
+        let mut nodes = flat::recycle(std::mem::take(&mut spare));
+        let object_end = match clean {
+            Some(text) => flat::scan(&text[start..], &mut scratch, &mut nodes).map(|n| start + n),
+            None => None,
+        };
+        let from = object_end.unwrap_or(start);
+        let end = memchr::memchr(b'\n', &bytes[from..]).map_or(bytes.len(), |p| from + p);
         let mut line_end = end;
         if line_end > start && bytes[line_end - 1] == b'\r' {
             line_end -= 1;
@@ -529,9 +611,18 @@ pub(crate) fn parse(chunk: Chunk, path: &Path, columns: &ColumnMap) -> Block {
         };
         // The common line is scanned in place; a line the scanner leaves is parsed by simd-json
         // (which gives the same nodes where both read it), and the serde path decides the rest.
-        let mut nodes = flat::recycle(std::mem::take(&mut spare));
-        let scanned = std::str::from_utf8(&bytes[range.clone()])
-            .is_ok_and(|line| flat::scan(line, &mut scratch, &mut nodes));
+        let scanned = match object_end {
+            Some(to) => bytes[to..line_end].iter().all(|&b| b == b' '),
+            None => std::str::from_utf8(&bytes[range.clone()])
+                .ok()
+                .filter(|line| !flat::has_control(line.as_bytes(), b'\n'))
+                .and_then(|line| flat::scan(line, &mut line_scratch, &mut nodes))
+                .is_some_and(|n| {
+                    bytes[range.start + n..line_end]
+                        .iter()
+                        .all(u8::is_ascii_whitespace)
+                }),
+        };
         if scanned {
             let pushed = fast_row(&nodes, &mut rows, &mut uses, &mut names);
             spare = flat::recycle(nodes);
@@ -969,6 +1060,20 @@ fn missing_message(field: &crate::schema::Field, object: &Map<String, Value>) ->
     )
 }
 
+/// Parses `text` as one chunk of `mem.jsonl` whose first line is `first_line`, with the default
+/// columns.
+#[cfg(test)]
+pub(crate) fn parse_text(text: &str, first_line: u64) -> Block {
+    let chunk = Chunk {
+        file: 0,
+        first_line,
+        buffer: text.as_bytes().to_vec(),
+        len: text.len(),
+        disk_bytes: 0,
+    };
+    parse(&chunk, Path::new("mem.jsonl"), &ColumnMap::default())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -982,17 +1087,6 @@ mod tests {
         assert_eq!(value_column(line, "steps[1].reward"), Some(68));
         assert_eq!(&line[67..68], "2");
         assert_eq!(value_column(line, "missing"), None);
-    }
-
-    /// Parses `text` as one chunk of `mem.jsonl` starting at line 1, with the default columns.
-    fn parse_text(text: &str) -> Block {
-        let chunk = Chunk {
-            file: 0,
-            first_line: 1,
-            bytes: text.as_bytes().to_vec(),
-            disk_bytes: 0,
-        };
-        parse(chunk, Path::new("mem.jsonl"), &ColumnMap::default())
     }
 
     fn fi(name: &str) -> usize {
@@ -1030,7 +1124,7 @@ mod tests {
             r#"{"uid": "g", "traj_uid": "t", "step": 3, "reward": 0.0, "obs": {"k": [1, 2]}}"#,
         ]
         .join("\n");
-        let block = parse_text(&text);
+        let block = parse_text(&text, 1);
         assert!(block.problems.is_empty(), "{:?}", block.problems);
         let rows = &block.rows;
         assert_eq!(rows.len(), 4);
@@ -1056,7 +1150,7 @@ mod tests {
     fn episode_lines_give_one_row_per_step() {
         // The episode's uid/traj_uid apply to each step; a step's own key wins over the episode's.
         let line = r#"{"uid": "e", "traj_uid": "u", "reward": 9, "steps": [{"step": 0, "reward": 0}, {"step": 1, "reward": 1, "uid": "f"}]}"#;
-        let block = parse_text(line);
+        let block = parse_text(line, 1);
         assert!(block.problems.is_empty(), "{:?}", block.problems);
         let rows = &block.rows;
         assert_eq!(rows.len(), 2);
@@ -1093,7 +1187,7 @@ mod tests {
             // 8: a boolean that is not 0/1/true/false.
             r#"{"uid": "g", "traj_uid": "t", "step": 6, "reward": 0, "valid": 2}"#,
         ];
-        let block = parse_text(&text.join("\n"));
+        let block = parse_text(&text.join("\n"), 1);
         // Only line 1 is a row; every other line is one problem, in line order.
         assert_eq!(block.rows.len(), 1);
         assert_eq!(block.problems.len(), 7);
@@ -1143,7 +1237,7 @@ mod tests {
             // 4: a repeated key that no field reads is input dropped all the same.
             r#"{"uid": "g", "traj_uid": "t", "step": 1, "reward": 1.0, "note": "a", "note": "b"}"#,
         ];
-        let block = parse_text(&text.join("\n"));
+        let block = parse_text(&text.join("\n"), 1);
         assert_eq!(block.rows.len(), 0);
         let found: Vec<_> = block.problems.iter().map(located).collect();
         // Line 1: the second `"reward"` starts at character 57.
@@ -1169,7 +1263,7 @@ mod tests {
     #[test]
     fn an_episode_with_no_steps_is_an_error() {
         let line = r#"{"uid": "g", "traj_uid": "u", "steps": []}"#;
-        let block = parse_text(line);
+        let block = parse_text(line, 1);
         assert_eq!(block.rows.len(), 0);
         assert_eq!(
             located(&block.problems[0]),

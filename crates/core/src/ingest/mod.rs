@@ -216,12 +216,13 @@ pub fn first_rows_carry(paths: &[PathBuf], options: &IngestOptions, field: &str)
     match input.format {
         files::Format::Jsonl(compression) => {
             let mut first = None;
-            jsonl::read_chunks(&input, compression, 0, PEEK_BYTES, |chunk| {
+            let buffers = jsonl::ChunkBuffers::new(PEEK_BYTES);
+            jsonl::read_chunks(&input, compression, 0, PEEK_BYTES, &buffers, |chunk| {
                 first = Some(chunk);
                 false
             })?;
             Ok(first.is_some_and(|chunk| {
-                jsonl::parse(chunk, &input.path, &options.columns)
+                jsonl::parse(&chunk, &input.path, &options.columns)
                     .rows
                     .present[index]
             }))

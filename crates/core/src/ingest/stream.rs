@@ -71,7 +71,7 @@ impl Task {
     /// on disk).
     fn bytes(&self) -> usize {
         match self {
-            Task::Chunk(chunk) => chunk.bytes.len(),
+            Task::Chunk(chunk) => chunk.len,
             Task::Slice(_, slice) => slice.bytes,
             Task::Problem(..) => 0,
         }
@@ -310,9 +310,11 @@ fn read_blocks_with<W: Send, R: Send, E: From<Error> + Send>(
     let chunk_bytes = options.limits.chunk_bytes;
     let columns = &options.columns;
     let paths: Vec<PathBuf> = inputs.iter().map(|i| i.path.clone()).collect();
+    // Chunk buffers go back to the reader once parsed.
+    let buffers = &jsonl::ChunkBuffers::new(chunk_bytes);
     std::thread::scope(|scope| -> std::result::Result<(), E> {
         let (send, receive) = sync_channel::<Result<Task>>(2 * threads);
-        let reader = scope.spawn(move || produce(inputs, chunk_bytes, columns, send));
+        let reader = scope.spawn(move || produce(inputs, chunk_bytes, buffers, columns, send));
         let mut state = Progress {
             total_bytes,
             pass: pass_number,
@@ -346,7 +348,7 @@ fn read_blocks_with<W: Send, R: Send, E: From<Error> + Send>(
                     s.spawn(|_| {
                         new_parsed = tasks
                             .into_par_iter()
-                            .map(|task| parse_task(task, &paths, columns))
+                            .map(|task| parse_task(task, &paths, columns, buffers))
                             .collect();
                     });
                     s.spawn(|_| new_results = process(to_process));
@@ -405,6 +407,7 @@ fn next_tasks(receive: &Receiver<Result<Task>>, n: usize, bytes: usize) -> Resul
 fn produce(
     inputs: &[Input],
     chunk_bytes: usize,
+    buffers: &jsonl::ChunkBuffers,
     columns: &crate::schema::ColumnMap,
     send: std::sync::mpsc::SyncSender<Result<Task>>,
 ) -> Result<()> {
@@ -413,10 +416,11 @@ fn produce(
         let sent = match input.format {
             Format::Jsonl(compression) => {
                 let mut open = true;
-                let read = jsonl::read_chunks(input, compression, file, chunk_bytes, |chunk| {
-                    open = send.send(Ok(Task::Chunk(chunk))).is_ok();
-                    open
-                });
+                let read =
+                    jsonl::read_chunks(input, compression, file, chunk_bytes, buffers, |chunk| {
+                        open = send.send(Ok(Task::Chunk(chunk))).is_ok();
+                        open
+                    });
                 match read {
                     Ok(()) => open,
                     Err(e) => {
@@ -446,11 +450,17 @@ fn produce(
     Ok(())
 }
 
-fn parse_task(task: Task, paths: &[PathBuf], columns: &crate::schema::ColumnMap) -> Result<Block> {
+fn parse_task(
+    task: Task,
+    paths: &[PathBuf],
+    columns: &crate::schema::ColumnMap,
+    buffers: &jsonl::ChunkBuffers,
+) -> Result<Block> {
     match task {
         Task::Chunk(chunk) => {
-            let path = &paths[chunk.file as usize];
-            Ok(jsonl::parse(chunk, path, columns))
+            let block = jsonl::parse(&chunk, &paths[chunk.file as usize], columns);
+            buffers.give(chunk.buffer);
+            Ok(block)
         }
         Task::Slice(plan, slice) => parquet::read_slice(&paths[plan.file as usize], &plan, slice),
         Task::Problem(file, e) => Ok(Block {
