@@ -118,27 +118,29 @@ impl GroupGraph {
         }
         for &t in &group.trajs {
             let traj = &batch.trajs[t as usize];
+            // The node of the next step's observation, found as this step's target: each text is
+            // hashed once (a state with no text is a node of its own each time, so not carried).
+            let mut carried = None;
             for (k, &row) in traj.rows.iter().enumerate() {
                 let r = row as usize;
-                let source = node_for(
-                    &mut graph,
-                    &mut by_key,
-                    obs.and_then(|o| o.get(r)),
-                    row,
-                    false,
-                );
+                let source = carried.take().unwrap_or_else(|| {
+                    node_for(
+                        &mut graph,
+                        &mut by_key,
+                        obs.and_then(|o| o.get(r)),
+                        row,
+                        false,
+                    )
+                });
                 let logged_next = next_obs.and_then(|o| o.get(r));
                 let last = k + 1 == traj.rows.len();
                 let target = if logged_next == Some("success") || (last && traj.success) {
                     *success.get_or_insert_with(|| graph.add_node(NodeKind::Success))
                 } else if !last {
-                    node_for(
-                        &mut graph,
-                        &mut by_key,
-                        obs.and_then(|o| o.get(traj.rows[k + 1] as usize)),
-                        traj.rows[k + 1],
-                        false,
-                    )
+                    let key = obs.and_then(|o| o.get(traj.rows[k + 1] as usize));
+                    let node = node_for(&mut graph, &mut by_key, key, traj.rows[k + 1], false);
+                    carried = key.map(|_| node);
+                    node
                 } else if let Some(next) = logged_next {
                     node_for(&mut graph, &mut by_key, Some(next), row, true)
                 } else {

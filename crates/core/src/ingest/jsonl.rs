@@ -51,8 +51,9 @@ pub(crate) struct ChunkBuffers {
 }
 
 impl ChunkBuffers {
-    /// More than the chunks in flight at once (two rounds of two per core).
-    const KEEP: usize = 64;
+    /// Enough for the reader to find one ready while the parsers give theirs back; more would
+    /// sit idle (4 MiB each) while windows take memory.
+    const KEEP: usize = 4;
 
     pub fn new(chunk_bytes: usize) -> Self {
         ChunkBuffers {
