@@ -56,15 +56,37 @@ pub(crate) fn scan<'a>(
     Some(end)
 }
 
-/// Whether `bytes` hold a control character (below U+0020) other than `allowed`: simd-json rejects
-/// one in a string, and whitespace between tokens is seldom a tab or a carriage return, so such a
-/// line is left to the general path. Compared 64 bytes at a time, without a branch per byte.
-pub(crate) fn has_control(bytes: &[u8], allowed: u8) -> bool {
+/// Whether `bytes` hold a control character (below U+0020) other than a line break: simd-json
+/// rejects one in a string, and whitespace between tokens is seldom a tab or a carriage return,
+/// so such a line is left to the general path. Compared 64 bytes at a time, without a branch per
+/// byte.
+pub(crate) fn has_control(bytes: &[u8]) -> bool {
     bytes.chunks(64).any(|chunk| {
         chunk
             .iter()
-            .fold(false, |found, &b| found | (b < 0x20 && b != allowed))
+            .fold(false, |found, &b| found | (b < 0x20 && b != b'\n'))
     })
+}
+
+/// Whether what follows an object on its line lets it stand alone: only spaces (the scanned text
+/// holds no other whitespace, [`has_control`]).
+pub(crate) fn ends_line(rest: &[u8]) -> bool {
+    rest.iter().all(|&b| b == b' ')
+}
+
+/// [`scan`] on one line (no line break) checked on its own: whether it is valid UTF-8 with no
+/// control character, holding one flat object of plain values and nothing after it but spaces.
+pub(crate) fn scan_line<'a>(
+    line: &'a [u8],
+    scratch: &'a mut Scratch,
+    nodes: &mut Vec<Node<'a>>,
+) -> bool {
+    match std::str::from_utf8(line) {
+        Ok(text) if !has_control(line) => {
+            scan(text, scratch, nodes).is_some_and(|end| ends_line(&line[end..]))
+        }
+        _ => false,
+    }
 }
 
 /// An empty vector of nodes for another line, keeping the allocation (the collect happens in
@@ -317,11 +339,7 @@ mod tests {
     fn ours(line: &str) -> Option<Vec<Node<'static>>> {
         let mut scratch = Scratch::default();
         let mut nodes = Vec::new();
-        if has_control(line.as_bytes(), b'\n') {
-            return None;
-        }
-        let end = scan(line, &mut scratch, &mut nodes)?;
-        line[end..].trim().is_empty().then(|| owned(&nodes))
+        scan_line(line.as_bytes(), &mut scratch, &mut nodes).then(|| owned(&nodes))
     }
 
     /// Bitwise equality (floats by their bits: -0.0 is not 0.0).

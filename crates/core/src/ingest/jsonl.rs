@@ -567,28 +567,43 @@ pub(crate) fn parse(chunk: &Chunk, path: &Path, columns: &ColumnMap) -> Block {
     };
     let mut buffers = simd_json::Buffers::default();
     let mut copy: Vec<u8> = Vec::new();
-    let (mut scratch, mut line_scratch) = (flat::Scratch::default(), flat::Scratch::default());
+    let mut scratch = flat::Scratch::default();
     let mut spare: Vec<Node<'static>> = Vec::new();
     // A chunk of valid UTF-8 with no control character but line breaks (most are) is checked
     // once, and the scanner reads each line's object from where the line starts, so the line
     // break is looked for only after it; in another chunk each line is checked and scanned alone.
     let clean = std::str::from_utf8(bytes)
         .ok()
-        .filter(|_| !flat::has_control(bytes, b'\n'));
+        .filter(|_| !flat::has_control(bytes));
     let mut start = 0;
     let mut line_no = first_line;
     while start < bytes.len() {
-        let mut nodes = flat::recycle(std::mem::take(&mut spare));
-        let object_end = match clean {
-            Some(text) => flat::scan(&text[start..], &mut scratch, &mut nodes).map(|n| start + n),
-            None => None,
+        let line_break =
+            |from: usize| memchr::memchr(b'\n', &bytes[from..]).map_or(bytes.len(), |p| from + p);
+        let without_cr = |end: usize| {
+            if end > start && bytes[end - 1] == b'\r' {
+                end - 1
+            } else {
+                end
+            }
         };
-        let from = object_end.unwrap_or(start);
-        let end = memchr::memchr(b'\n', &bytes[from..]).map_or(bytes.len(), |p| from + p);
-        let mut line_end = end;
-        if line_end > start && bytes[line_end - 1] == b'\r' {
-            line_end -= 1;
-        }
+        // The common line is scanned in place; a line the scanner leaves is parsed by simd-json
+        // (which gives the same nodes where both read it), and the serde path decides the rest.
+        let mut nodes = flat::recycle(std::mem::take(&mut spare));
+        let (end, scanned) = match clean {
+            Some(text) => {
+                let object_end = flat::scan(&text[start..], &mut scratch, &mut nodes);
+                let end = line_break(start + object_end.unwrap_or(0));
+                let ends = |n| flat::ends_line(&bytes[start + n..without_cr(end)]);
+                (end, object_end.is_some_and(ends))
+            }
+            None => {
+                let end = line_break(start);
+                let line = &bytes[start..without_cr(end)];
+                (end, flat::scan_line(line, &mut scratch, &mut nodes))
+            }
+        };
+        let line_end = without_cr(end);
         let this_line = line_no;
         line_no += 1;
         let range = start..line_end;
@@ -609,20 +624,6 @@ pub(crate) fn parse(chunk: &Chunk, path: &Path, columns: &ColumnMap) -> Block {
                 rows.reserve_text_at_rate(end + 1, bytes.len());
             }
             pushed
-        };
-        // The common line is scanned in place; a line the scanner leaves is parsed by simd-json
-        // (which gives the same nodes where both read it), and the serde path decides the rest.
-        let scanned = match object_end {
-            Some(to) => bytes[to..line_end].iter().all(|&b| b == b' '),
-            None => std::str::from_utf8(&bytes[range.clone()])
-                .ok()
-                .filter(|line| !flat::has_control(line.as_bytes(), b'\n'))
-                .and_then(|line| flat::scan(line, &mut line_scratch, &mut nodes))
-                .is_some_and(|n| {
-                    bytes[range.start + n..line_end]
-                        .iter()
-                        .all(u8::is_ascii_whitespace)
-                }),
         };
         if scanned {
             let pushed = fast_row(&nodes, &mut rows, &mut uses, &mut names);
