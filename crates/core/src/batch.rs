@@ -9,23 +9,28 @@ use crate::error::{Error, Result};
 use crate::schema::columns::*;
 use polars::prelude::*;
 
+/// Indices held inline up to four (as many as a `Vec`'s own size holds): a log of single-row
+/// groups builds a group and a trajectory per row, and each would otherwise allocate.
+pub type Indices = smallvec::SmallVec<[u32; 4]>;
+
 /// One group: the rollouts of one task from one start state, within one iteration.
 #[derive(Clone, Debug)]
 pub struct Group {
-    pub id: String,
+    /// Inline up to 23 bytes, like `Indices`.
+    pub id: PlSmallStr,
     pub iteration: Option<i64>,
     /// Trajectory indices, in first-appearance order.
-    pub trajs: Vec<u32>,
+    pub trajs: Indices,
     pub n_rows: usize,
 }
 
 /// One rollout.
 #[derive(Clone, Debug)]
 pub struct Traj {
-    pub id: String,
+    pub id: PlSmallStr,
     pub group: u32,
     /// Row indices in step order.
-    pub rows: Vec<u32>,
+    pub rows: Indices,
     pub episode_return: f64,
     pub success: bool,
 }
@@ -115,9 +120,9 @@ impl StepBatch {
                 _ => {
                     let new_group = |groups: &mut Vec<Group>| {
                         groups.push(Group {
-                            id: gid.to_string(),
+                            id: gid.into(),
                             iteration: it,
-                            trajs: Vec::new(),
+                            trajs: Indices::new(),
                             n_rows: 0,
                         });
                         (groups.len() - 1) as u32
@@ -140,9 +145,9 @@ impl StepBatch {
                     };
                     let t = *traj_index.entry((it, tid)).or_insert_with(|| {
                         trajs.push(Traj {
-                            id: tid.to_string(),
+                            id: tid.into(),
                             group: g,
-                            rows: Vec::new(),
+                            rows: Indices::new(),
                             episode_return: 0.0,
                             success: false,
                         });
@@ -524,8 +529,8 @@ mod tests {
         // Trajectories: a (row 0) = 0, b (row 1) = 1, c (row 3) = 2.
         let ids: Vec<&str> = b.trajs.iter().map(|t| t.id.as_str()).collect();
         assert_eq!(ids, ["a", "b", "c"]);
-        assert_eq!(b.groups[0].trajs, vec![0, 1]);
-        assert_eq!(b.groups[1].trajs, vec![2]);
+        assert_eq!(b.groups[0].trajs[..], [0, 1]);
+        assert_eq!(b.groups[1].trajs[..], [2]);
         assert_eq!(
             b.trajs.iter().map(|t| t.group).collect::<Vec<_>>(),
             [0, 0, 1]
@@ -533,9 +538,9 @@ mod tests {
         assert_eq!(b.group_of_row, vec![0, 0, 0, 1, 0, 0]);
         assert_eq!(b.traj_of_row, vec![0, 1, 0, 2, 1, 0]);
         // a's rows by step: step 0 = row 2, step 1 = row 0, step 2 = row 5.
-        assert_eq!(b.trajs[0].rows, vec![2, 0, 5]);
-        assert_eq!(b.trajs[1].rows, vec![1, 4]);
-        assert_eq!(b.trajs[2].rows, vec![3]);
+        assert_eq!(b.trajs[0].rows[..], [2, 0, 5]);
+        assert_eq!(b.trajs[1].rows[..], [1, 4]);
+        assert_eq!(b.trajs[2].rows[..], [3]);
         // Position within the trajectory, per row.
         assert_eq!(b.position, vec![1, 0, 0, 0, 1, 2]);
         // group_rows: trajectory by trajectory, each in step order.
@@ -631,8 +636,8 @@ mod tests {
         );
         assert_eq!((b.groups[0].n_rows, b.groups[1].n_rows), (2, 1));
         assert_eq!(b.trajs.len(), 2);
-        assert_eq!(b.trajs[0].rows, vec![0, 2]);
-        assert_eq!(b.trajs[1].rows, vec![1]);
+        assert_eq!(b.trajs[0].rows[..], [0, 2]);
+        assert_eq!(b.trajs[1].rows[..], [1]);
         assert_eq!(b.group_of_row, vec![0, 1, 0]);
         assert_eq!(b.traj_of_row, vec![0, 1, 0]);
         // Returns stay per iteration: iteration 0's trajectory R = 0 + 1 = 1, iteration 1's = 1;

@@ -153,11 +153,45 @@ impl GroupGraph {
         }
         let n = graph.node_count();
         let mut distance = vec![f64::INFINITY; n];
-        if let Some(s) = success {
-            let reached = petgraph::algo::dijkstra(Reversed(&graph), s, None, |e| e.weight().cost);
-            for (node, d) in reached {
-                distance[node.index()] = d;
+        match (success, costs) {
+            (Some(s), Some(_)) => {
+                let reached =
+                    petgraph::algo::dijkstra(Reversed(&graph), s, None, |e| e.weight().cost);
+                for (node, d) in reached {
+                    distance[node.index()] = d;
+                }
             }
+            // Every step costs 1: a breadth-first search gives Dijkstra's distances (whole
+            // numbers, exact in f64) without its heap, over each node's sources laid out
+            // together (a group of 1M steps has 1M edges; petgraph's edge lists jump through
+            // memory).
+            (Some(s), None) => {
+                let mut first = vec![0usize; n + 1];
+                for &(_, _, target) in &endpoints {
+                    first[target.index() + 1] += 1;
+                }
+                for i in 0..n {
+                    first[i + 1] += first[i];
+                }
+                let mut sources = vec![0u32; endpoints.len()];
+                let mut next = first.clone();
+                for &(_, source, target) in &endpoints {
+                    sources[next[target.index()]] = source.index() as u32;
+                    next[target.index()] += 1;
+                }
+                distance[s.index()] = 0.0;
+                let mut queue = std::collections::VecDeque::from([s.index()]);
+                while let Some(node) = queue.pop_front() {
+                    for &before in &sources[first[node]..first[node + 1]] {
+                        let before = before as usize;
+                        if distance[before].is_infinite() {
+                            distance[before] = distance[node] + 1.0;
+                            queue.push_back(before);
+                        }
+                    }
+                }
+            }
+            (None, _) => {}
         }
         let reaches_success: Vec<bool> = distance.iter().map(|d| d.is_finite()).collect();
         let d_max = distance
@@ -383,6 +417,51 @@ mod tests {
         assert_eq!(g.distance[state(&g, &b, "B").index()], 1.0);
         assert_eq!(g.distance[state(&g, &b, "A").index()], 1.5);
         assert_eq!(g.d_max, 1.5);
+    }
+
+    #[test]
+    fn unit_costs_give_dijkstras_distances() {
+        // 60 trajectories wandering over 25 states (revisits, cycles, dead ends), a third of
+        // them successful: without a cost column the distances come from a breadth-first
+        // search; with costs of 1 logged, from Dijkstra. They must agree node for node.
+        let mut owned = Vec::new();
+        let mut state = 7u64;
+        for t in 0..60 {
+            let steps = 2 + t % 9;
+            for step in 0..steps {
+                state = state
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
+                let reward = if step + 1 == steps && t % 3 == 0 {
+                    1.0
+                } else {
+                    0.0
+                };
+                owned.push((
+                    format!("t{t}"),
+                    step as i64,
+                    format!("S{}", (state >> 33) % 25),
+                    reward,
+                ));
+            }
+        }
+        let rows: Vec<Row> = owned
+            .iter()
+            .map(|(t, step, obs, reward)| ("g", t.as_str(), *step, obs.as_str(), *reward, true))
+            .collect();
+        let unit = batch(&rows);
+        let costs = Column::new(COST.into(), vec![1.0; rows.len()]);
+        let logged = batch_with_columns(&rows, vec![costs]);
+        let (bfs, dijkstra) = (GroupGraph::build(&unit, 0), GroupGraph::build(&logged, 0));
+        assert!(bfs.success.is_some());
+        assert!(bfs.reaches_success.iter().any(|&r| !r), "a dead end");
+        assert!(
+            bfs.distance.iter().any(|&d| d > 2.0),
+            "paths longer than two steps"
+        );
+        assert_eq!(bfs.distance, dijkstra.distance);
+        assert_eq!(bfs.reaches_success, dijkstra.reaches_success);
+        assert_eq!(bfs.d_max, dijkstra.d_max);
     }
 
     #[test]

@@ -41,9 +41,10 @@ pub fn trajectories(
         .enumerate()
         .map(|(i, t)| {
             let first = t.rows.first().map_or(0, |&r| r as usize);
-            let key = columns[0]
-                .and_then(|c| c.get(first))
-                .map_or_else(|| batch.groups[t.group as usize].id.clone(), str::to_string);
+            let key = columns[0].and_then(|c| c.get(first)).map_or_else(
+                || batch.groups[t.group as usize].id.to_string(),
+                str::to_string,
+            );
             let mut steps: Vec<StepText> = t
                 .rows
                 .iter()

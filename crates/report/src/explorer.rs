@@ -214,7 +214,7 @@ impl Selector {
             Vec::new()
         } else {
             (0..n)
-                .filter(|&g| self.named.contains(&batch.groups[g].id))
+                .filter(|&g| self.named.contains(batch.groups[g].id.as_str()))
                 .collect()
         };
         let wanted: BTreeSet<usize> = named
@@ -293,7 +293,7 @@ impl Selector {
                     })
                     .collect();
                 Trajectory {
-                    id: traj.id.clone(),
+                    id: traj.id.to_string(),
                     success: traj.success,
                     episode_return: traj.episode_return,
                     length: traj.rows.len(),
@@ -303,7 +303,7 @@ impl Selector {
             .collect::<Vec<_>>();
         let successes = trajectories.iter().filter(|t| t.success).count();
         Group {
-            id: group.id.clone(),
+            id: group.id.to_string(),
             iteration: group.iteration,
             task: batch
                 .tasks()

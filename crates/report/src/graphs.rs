@@ -128,7 +128,7 @@ impl Picker {
         };
         let mut wanted: Vec<(usize, Telling)> = (0..batch.groups.len())
             .filter(|&g| match &self.choice {
-                Choice::Named(id) => &batch.groups[g].id == id,
+                Choice::Named(id) => batch.groups[g].id == id,
                 Choice::All | Choice::Top(_) => true,
             })
             .map(|g| (g, telling(g)))
@@ -146,7 +146,7 @@ impl Picker {
                 let graph = GroupGraph::build(batch, g);
                 Drawn {
                     telling,
-                    id: group.id.clone(),
+                    id: group.id.to_string(),
                     iteration: group.iteration,
                     why: match self.choice {
                         Choice::Top(_) => telling.why(label),
@@ -156,7 +156,7 @@ impl Picker {
                 }
             })
             .collect();
-        let ids = batch.groups.iter().map(|g| g.id.clone()).collect();
+        let ids = batch.groups.iter().map(|g| g.id.to_string()).collect();
         (drawn, ids)
     }
 }

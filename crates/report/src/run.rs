@@ -138,7 +138,7 @@ impl Read {
                 let units: Vec<Unit> = batch
                     .groups
                     .iter()
-                    .map(|g| (g.iteration, by_group.then(|| g.id.clone())))
+                    .map(|g| (g.iteration, by_group.then(|| g.id.to_string())))
                     .collect();
                 Ok(Looked {
                     candidates,

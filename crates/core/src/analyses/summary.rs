@@ -291,22 +291,45 @@ fn add_rate<K: Ord>(map: &mut BTreeMap<K, (usize, usize)>, key: K, n: usize, hit
 
 /// Rates counted under keys that are cheap to compare (an iteration, a borrowed task), then
 /// keyed as the summary shows them: one text per key, not one per trajectory or group.
-struct KeyedRates<K>(BTreeMap<K, (usize, usize)>);
+/// Consecutive adds of one key (the groups of an iteration, the trajectories of a task) are
+/// counted as a run before they go to the map: one look-up per run, not per group.
+struct KeyedRates<K> {
+    counts: BTreeMap<K, (usize, usize)>,
+    run: Option<(K, usize, usize)>,
+}
 
 impl<K: Ord> KeyedRates<K> {
     fn new() -> Self {
-        KeyedRates(BTreeMap::new())
+        KeyedRates {
+            counts: BTreeMap::new(),
+            run: None,
+        }
     }
 
     fn add(&mut self, key: K, hit: bool) {
-        let e = self.0.entry(key).or_default();
-        e.0 += 1;
-        e.1 += hit as usize;
+        match &mut self.run {
+            Some((run_key, n, hits)) if *run_key == key => {
+                *n += 1;
+                *hits += hit as usize;
+            }
+            run => {
+                if let Some((key, n, hits)) = run.replace((key, 1, hit as usize)) {
+                    add_rate(&mut self.counts, key, n, hits);
+                }
+            }
+        }
+    }
+
+    fn into_counts(mut self) -> BTreeMap<K, (usize, usize)> {
+        if let Some((key, n, hits)) = self.run.take() {
+            add_rate(&mut self.counts, key, n, hits);
+        }
+        self.counts
     }
 
     fn into_rates(self, name: impl Fn(K) -> String) -> BTreeMap<String, (usize, usize)> {
         let mut rates = BTreeMap::new();
-        for (key, (n, hit)) in self.0 {
+        for (key, (n, hit)) in self.into_counts() {
             add_rate(&mut rates, name(key), n, hit);
         }
         rates
@@ -319,8 +342,37 @@ fn iteration_key(iteration: Option<i64>) -> String {
 }
 
 /// A window's part of the summary; HISR's `hisr` parameters segment it for the segment
-/// statistics, as the method would.
+/// statistics, as the method would. The state graphs, most of the work, are drawn beside the rest
+/// (a window of one large group is otherwise summarised on one core).
 pub fn summary_part(batch: &StepBatch, hisr: &hisr::Params) -> SummaryPart {
+    let ((graph, clusters, clusters_per_iteration), mut part) = rayon::join(
+        || graph_part(batch),
+        || summary_part_but_graphs(batch, hisr),
+    );
+    part.tally.graph = graph;
+    part.tally.clusters = clusters;
+    part.tally.clusters_per_iteration = clusters_per_iteration;
+    part
+}
+
+/// The state graphs' statistics, with the exact anchor clusters' sizes that come with them (one
+/// cluster per state node), overall and per iteration.
+fn graph_part(batch: &StepBatch) -> (GraphBuilder, SizeCounts, BTreeMap<i64, SizeCounts>) {
+    let (mut clusters, mut per_iteration) = (SizeCounts::default(), BTreeMap::new());
+    let has_iteration = batch.has_iteration();
+    let graph = GraphBuilder::of(batch, |iteration, size| {
+        clusters.add(size);
+        if has_iteration {
+            per_iteration
+                .entry(iteration.unwrap_or(0))
+                .or_insert_with(SizeCounts::default)
+                .add(size);
+        }
+    });
+    (graph, clusters, per_iteration)
+}
+
+fn summary_part_but_graphs(batch: &StepBatch, hisr: &hisr::Params) -> SummaryPart {
     let tasks = batch.tasks();
     let task_of_row = |r: usize| tasks.and_then(|c| c.get(r)).unwrap_or("(none)");
     let mut part = SummaryPart {
@@ -329,7 +381,12 @@ pub fn summary_part(batch: &StepBatch, hisr: &hisr::Params) -> SummaryPart {
             has_iteration: batch.has_iteration(),
             valid_logged: batch.has(crate::schema::columns::VALID),
             obs_logged: batch.has(crate::schema::columns::OBS),
-            iterations: batch.groups.iter().map(|g| g.iteration).collect(),
+            // Groups come iteration by iteration: one insert per run.
+            iterations: batch
+                .groups
+                .chunk_by(|a, b| a.iteration == b.iteration)
+                .map(|run| run[0].iteration)
+                .collect(),
             trajectories: batch.trajs.len(),
             successes: batch.trajs.iter().filter(|t| t.success).count(),
             rows: batch.len(),
@@ -360,7 +417,7 @@ pub fn summary_part(batch: &StepBatch, hisr: &hisr::Params) -> SummaryPart {
         tally.lengths[1 - traj.success as usize].add(traj.rows.len());
     }
     tally.success_by_task = success_by_task.into_rates(str::to_string);
-    tally.success_by_iteration = success_by_iteration.0;
+    tally.success_by_iteration = success_by_iteration.into_counts();
     let valid = batch.valid();
     tally.invalid = valid.iter().filter(|&&v| !v).count();
     if tally.has_tasks {
@@ -379,7 +436,7 @@ pub fn summary_part(batch: &StepBatch, hisr: &hisr::Params) -> SummaryPart {
         tally.zero_std += flat as usize;
         zero_std_by_iteration.add(g.iteration, flat);
     }
-    tally.zero_std_by_iteration = zero_std_by_iteration.0;
+    tally.zero_std_by_iteration = zero_std_by_iteration.into_counts();
     for g in &batch.groups {
         let s = g
             .trajs
@@ -395,18 +452,6 @@ pub fn summary_part(batch: &StepBatch, hisr: &hisr::Params) -> SummaryPart {
         }
         tally.degenerate_steps += g.n_rows;
     }
-    // The exact anchor clusters come with the state graphs (one per state node).
-    let (clusters, per_iteration) = (&mut tally.clusters, &mut tally.clusters_per_iteration);
-    let has_iteration = tally.has_iteration;
-    tally.graph = GraphBuilder::of(batch, |iteration, size| {
-        clusters.add(size);
-        if has_iteration {
-            per_iteration
-                .entry(iteration.unwrap_or(0))
-                .or_default()
-                .add(size);
-        }
-    });
     part
 }
 

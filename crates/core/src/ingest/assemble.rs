@@ -10,13 +10,13 @@
 //! [`Closing::Exact`], where each unit closes right after its last row. Either way every window
 //! holds exactly the rows the whole-input batch would give that unit.
 
-use super::rows::{Origin, Rows, UnitRows};
+use super::ids::{id, Id, IdTable, Probe};
+use super::rows::{Origin, Rows, Runs, UnitRows};
 use super::IngestReport;
 use crate::batch::StepBatch;
 use crate::error::{Error, Location, Reason, Result, Unit as LineUnit};
 use crate::schema::{columns::*, field_index, FIELDS};
 use polars::prelude::PlHashMap as HashMap;
-use std::hash::{BuildHasher, BuildHasherDefault, Hash, Hasher};
 use std::path::PathBuf;
 use std::sync::Arc;
 
@@ -89,9 +89,10 @@ struct OpenUnit {
 }
 
 /// A closed, checked unit: its rows and which of them are kept.
+#[derive(Default)]
 struct Closed {
     rows: UnitRows,
-    keep: Vec<usize>,
+    keep: Kept,
     first_seq: u64,
 }
 
@@ -130,45 +131,6 @@ fn location(paths: &[PathBuf], origin: Origin, column: Option<&str>) -> Location
     }
 }
 
-/// A 128-bit identity of a unit or trajectory key: maps hold these instead of the ids, so that
-/// every unit and trajectory seen costs a few bytes, however long its id.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-struct Id(u64, u64);
-
-fn id<T: Hash>(value: &T) -> Id {
-    // One fast fixed hasher, twice (the second salted).
-    let state = polars::prelude::PlSeedableRandomStateQuality::fixed();
-    let a = state.hash_one(value);
-    let b = state.hash_one((0x9e37_79b9_7f4a_7c15_u64, value));
-    Id(a, b)
-}
-
-impl Hash for Id {
-    fn hash<H: Hasher>(&self, state: &mut H) {
-        state.write_u64(self.0);
-    }
-}
-
-/// An identity is already a hash: its first half serves as the map's hash as it is.
-#[derive(Default)]
-struct IdHasher(u64);
-
-impl Hasher for IdHasher {
-    fn write(&mut self, _: &[u8]) {
-        unreachable!("an Id hashes as one u64");
-    }
-
-    fn write_u64(&mut self, value: u64) {
-        self.0 = value;
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-type IdMap<V> = std::collections::HashMap<Id, V, BuildHasherDefault<IdHasher>>;
-
 /// The place of a free slot.
 const FREE: u32 = u32::MAX;
 
@@ -182,6 +144,7 @@ enum State {
 }
 
 /// What is kept of every trajectory seen, to catch one in two groups.
+#[derive(Clone, Copy, Default)]
 struct TrajSeen {
     group: Id,
     first: Origin,
@@ -209,7 +172,7 @@ pub(crate) struct Assembler {
     open: Vec<OpenUnit>,
     /// Every unit seen, with its slot: a unit is open while its slot holds it. One look-up per
     /// unit and one per trajectory, whatever the number of units, and none when a unit closes.
-    units: IdMap<u32>,
+    units: IdTable<u32>,
     /// Each slot's place in `open` (closing a unit moves the last open one into its place), or
     /// [`FREE`]; slots of closed units are reused.
     slot_place: Vec<u32>,
@@ -220,7 +183,7 @@ pub(crate) struct Assembler {
     held: u64,
     /// Every trajectory seen, by the identity of (iteration, traj_id). Whether it is open is
     /// its unit's state.
-    trajs: IdMap<TrajSeen>,
+    trajs: IdTable<TrajSeen>,
     /// Bytes of input in all (on disk; 0 when unknown) and read so far: `units` and `trajs` are
     /// sized for the whole input at the rate seen so far, not doubled their way there (each
     /// doubling moves every entry, a million for a log of single-row groups).
@@ -251,6 +214,21 @@ struct Fields {
 
 /// (iteration, traj_id) of a row.
 type TrajKey<'a> = (Option<i64>, &'a str);
+
+/// The rows of a unit that are kept, inline for the common one-row unit.
+type Kept = smallvec::SmallVec<[usize; 2]>;
+
+/// The identities of a row's group, unit and trajectory.
+#[derive(Clone, Copy)]
+struct RowIds {
+    group: Id,
+    unit: Id,
+    traj: Id,
+}
+
+/// Rows whose identities are worked out, and their slots fetched, ahead of placing them: enough
+/// for the fetches to overlap, few enough that their slots stay in the first-level cache.
+const AHEAD: usize = 64;
 
 /// A window goes out once this many bytes of closed units are ready.
 const WINDOW_BYTES: usize = 8 << 20;
@@ -285,12 +263,12 @@ impl Assembler {
             },
             paths: paths.into(),
             open: Vec::new(),
-            units: IdMap::default(),
+            units: IdTable::new(),
             slot_place: Vec::new(),
             rows_of: Vec::new(),
             free_slots: Vec::new(),
             held: 0,
-            trajs: IdMap::default(),
+            trajs: IdTable::new(),
             input_bytes: 0,
             read_bytes: 0,
             last_row: LastRow::default(),
@@ -325,12 +303,8 @@ impl Assembler {
         let scale = self.input_bytes as f64 / self.read_bytes as f64;
         let expected = |seen: usize| (seen as f64 * scale) as usize;
         let (units, trajs) = (expected(self.units.len()), expected(self.trajs.len()));
-        if units > self.units.capacity() {
-            self.units.reserve(units - self.units.len());
-        }
-        if trajs > self.trajs.capacity() {
-            self.trajs.reserve(trajs - self.trajs.len());
-        }
+        self.units.reserve(units.saturating_sub(self.units.len()));
+        self.trajs.reserve(trajs.saturating_sub(self.trajs.len()));
     }
 
     fn location(&self, origin: Origin, column: Option<&str>) -> Location {
@@ -390,34 +364,39 @@ impl Assembler {
         }
         let f = &self.field;
         let (gf, tf, itf) = (f.group, f.traj, f.iteration);
-        for r in 0..rows.len() {
-            let seq = self.next_seq;
-            self.next_seq += 1;
-            self.position += per_row;
-            let it = rows.int(itf, r);
-            let gid = rows.text(gf, r);
-            let tid = rows.text(tf, r);
-            let origin = rows.origin[r];
+        let mut ids = Vec::with_capacity(AHEAD);
+        for start in (0..rows.len()).step_by(AHEAD) {
+            let batch = start..rows.len().min(start + AHEAD);
+            self.row_ids(&rows, batch.clone(), &mut ids);
+            for (r, &row_ids) in batch.zip(&ids) {
+                let seq = self.next_seq;
+                self.next_seq += 1;
+                self.position += per_row;
+                let it = rows.int(itf, r);
+                let gid = rows.text(gf, r);
+                let tid = rows.text(tf, r);
+                let origin = rows.origin[r];
 
-            let last = &self.last_row;
-            let same = last
-                .unit
-                .filter(|_| last.it == it && last.gid == gid && last.tid == tid);
-            let u = match same {
-                Some(u) => u,
-                None => match self.place(it, gid, tid, seq, origin)? {
-                    Ok(u) => u,
-                    Err(Some(flow)) => return Ok(flow),
-                    Err(None) => continue,
-                },
-            };
-            let unit = &mut self.open[u];
-            self.rows_of[unit.slot as usize].push(&rows, r, seq, per_row as usize);
-            self.held += per_row;
-            unit.last_position = self.position;
-            unit.touched = true;
-            if unit.last_seq == Some(seq) {
-                self.close(u)?;
+                let last = &self.last_row;
+                let same = last
+                    .unit
+                    .filter(|_| last.it == it && last.gid == gid && last.tid == tid);
+                let u = match same {
+                    Some(u) => u,
+                    None => match self.place(it, gid, tid, row_ids, seq, origin)? {
+                        Ok(u) => u,
+                        Err(Some(flow)) => return Ok(flow),
+                        Err(None) => continue,
+                    },
+                };
+                let unit = &mut self.open[u];
+                self.rows_of[unit.slot as usize].push(&rows, r, seq, per_row as usize);
+                self.held += per_row;
+                unit.last_position = self.position;
+                unit.touched = true;
+                if unit.last_seq == Some(seq) {
+                    self.close(u)?;
+                }
             }
         }
         self.reserve_for_input();
@@ -454,6 +433,35 @@ impl Assembler {
         Ok(Flow::Continue)
     }
 
+    /// The identities of rows `batch`, into `ids`, with their slots in `units` and `trajs`
+    /// asked for: by the time [`Assembler::place`] looks them up they are in cache. A row of the
+    /// trajectory of the row before repeats its identities without hashing.
+    fn row_ids(&self, rows: &Rows, batch: std::ops::Range<usize>, ids: &mut Vec<RowIds>) {
+        let (gf, tf, itf) = (self.field.group, self.field.traj, self.field.iteration);
+        let key = |r| (rows.int(itf, r), rows.text(gf, r), rows.text(tf, r));
+        ids.clear();
+        let mut previous = None;
+        for r in batch {
+            let (it, gid, tid) = key(r);
+            let row_ids = match previous {
+                Some((before, row_ids)) if before == (it, gid, tid) => row_ids,
+                _ => {
+                    let group = id(&(it, gid));
+                    let row_ids = RowIds {
+                        group,
+                        unit: self.unit_id(it, group),
+                        traj: id(&(it, tid)),
+                    };
+                    self.units.prefetch(row_ids.unit);
+                    self.trajs.prefetch(row_ids.traj);
+                    row_ids
+                }
+            };
+            ids.push(row_ids);
+            previous = Some(((it, gid, tid), row_ids));
+        }
+    }
+
     /// The open unit of a row that does not continue the previous row's trajectory: `Err(None)`
     /// when the row was rejected, `Err(Some(restart))` when a closed unit reappears.
     fn place(
@@ -461,19 +469,27 @@ impl Assembler {
         it: Option<i64>,
         gid: &str,
         tid: &str,
+        ids: RowIds,
         seq: u64,
         origin: Origin,
     ) -> Result<std::result::Result<usize, Option<Flow>>> {
+        let RowIds { group, unit, traj } = ids;
         // A trajectory belongs to one group.
-        let group = id(&(it, gid));
-        let unit_id = self.unit_id(it, group);
-        let state = self.state(unit_id);
-        let traj = id(&(it, tid));
-        match self.trajs.get(&traj) {
+        let state = self.state(unit);
+        let seen = match self.trajs.find(traj) {
+            Probe::Found(at) => Some(*self.trajs.value(at)),
+            Probe::Vacant(at) => {
+                if state != State::Closed {
+                    let first = origin;
+                    self.trajs.insert_at(at, traj, TrajSeen { group, first });
+                }
+                None
+            }
+        };
+        match seen {
             Some(seen) if seen.group != group => {
-                let first = seen.first;
                 let first_gid = self.open_group_of(self.unit_id(it, seen.group), it, tid);
-                let e = self.two_groups(origin, tid, gid, first_gid.as_deref(), first);
+                let e = self.two_groups(origin, tid, gid, first_gid.as_deref(), seen.first);
                 self.reject(e, 1)?;
                 return Ok(Err(None));
             }
@@ -487,19 +503,11 @@ impl Assembler {
             None if state == State::Closed => {
                 return Ok(Err(Some(self.reappears(self.key(it, gid), origin))));
             }
-            None => {
-                self.trajs.insert(
-                    traj,
-                    TrajSeen {
-                        group,
-                        first: origin,
-                    },
-                );
-            }
+            None => {}
         }
         let u = match state {
             State::Open(u) => u,
-            _ => self.open_unit(unit_id, it, gid, seq),
+            _ => self.open_unit(unit, it, gid, seq),
         };
         self.last_row.it = it;
         self.last_row.gid.clear();
@@ -511,7 +519,7 @@ impl Assembler {
     }
 
     fn state(&self, unit: Id) -> State {
-        let Some(&slot) = self.units.get(&unit) else {
+        let Some(&slot) = self.units.get(unit) else {
             return State::New;
         };
         match self.slot_place[slot as usize] {
@@ -527,7 +535,7 @@ impl Assembler {
         match self.kind {
             UnitKind::Group => group,
             UnitKind::Iteration => id(&it),
-            UnitKind::All => Id(0, 0),
+            UnitKind::All => id(&()),
         }
     }
 
@@ -636,7 +644,7 @@ impl Assembler {
 
     /// The checks of a closed unit, as the whole-input batch would make them: padding duplicates
     /// dropped, duplicate steps and step gaps rejected. Returns the rows kept.
-    fn check(&mut self, rows: &UnitRows) -> Result<Vec<usize>> {
+    fn check(&mut self, rows: &UnitRows) -> Result<Kept> {
         let n = rows.len();
         let (tf, sf, itf) = (self.field.traj, self.field.step, self.field.iteration);
         if n == 1 {
@@ -645,9 +653,9 @@ impl Assembler {
             let steps = [(rows.int(sf, 0).unwrap_or_default(), 0)];
             if let Some(e) = self.step_gap(rows, rows.text(tf, 0), &steps) {
                 self.reject(e, 1)?;
-                return Ok(Vec::new());
+                return Ok(Kept::new());
             }
-            return Ok(vec![0]);
+            return Ok(Kept::from_slice(&[0]));
         }
         // Each row's trajectory, numbered in order of first appearance; a row of the trajectory
         // before looks nothing up, and the tables below key on numbers, not ids.
@@ -678,23 +686,26 @@ impl Assembler {
             .collect();
         drop(number);
 
+        // Every row as (trajectory, step, row), sorted: the rows of one (trajectory, step) come
+        // together, the first in the input first, and each trajectory's steps in order (no table
+        // of a key per row, no vector per trajectory).
+        let mut entries: Vec<(u32, i64, usize)> = (0..n)
+            .map(|row| (traj_of[row], rows.int(sf, row).unwrap_or_default(), row))
+            .collect();
+        entries.sort_unstable();
         let mut keep = vec![true; n];
-        // Sized for a key per row: a large unit's table never grows.
-        let mut first_of_step: HashMap<(u32, i64), usize> =
-            HashMap::with_capacity_and_hasher(n, Default::default());
         let mut rejects = Vec::new();
-        for (row, kept) in keep.iter_mut().enumerate() {
-            let step = rows.int(sf, row).unwrap_or_default();
-            match first_of_step.get(&(traj_of[row], step)) {
-                None => {
-                    first_of_step.insert((traj_of[row], step), row);
-                }
-                Some(&first) if rows.rows_equal(first, row) => {
+        for same_step in entries.chunk_by(|a, b| (a.0, a.1) == (b.0, b.1)) {
+            let (_, step, first) = same_step[0];
+            for &(_, _, row) in &same_step[1..] {
+                keep[row] = false;
+                if rows.rows_equal(first, row) {
                     self.report.padding_duplicates += 1;
-                    *kept = false;
+                    continue;
                 }
-                Some(&first) => {
-                    rejects.push(Error::input(
+                rejects.push((
+                    row,
+                    Error::input(
                         self.location(rows.origin(row), Some(STEP)),
                         Reason::DuplicateStep,
                         format!(
@@ -703,24 +714,18 @@ impl Assembler {
                             rows.text(tf, row),
                             self.location(rows.origin(first), None)
                         ),
-                    ));
-                    *kept = false;
-                }
+                    ),
+                ));
             }
         }
-        drop(first_of_step);
-        for e in rejects {
+        // In input order, as the rows came.
+        rejects.sort_unstable_by_key(|&(row, _)| row);
+        for (_, e) in rejects {
             self.reject(e, 1)?;
         }
 
-        // Steps must be contiguous from 0 or 1 within each trajectory. The kept rows as
-        // (trajectory, step, row), sorted: each trajectory's (step, row) in order, without a
-        // vector per trajectory.
-        let mut entries: Vec<(u32, i64, usize)> = (0..n)
-            .filter(|&row| keep[row])
-            .map(|row| (traj_of[row], rows.int(sf, row).unwrap_or_default(), row))
-            .collect();
-        entries.sort_unstable();
+        // Steps must be contiguous from 0 or 1 within each trajectory: the kept rows' entries.
+        entries.retain(|&(_, _, row)| keep[row]);
         let steps: Vec<(i64, usize)> = entries.iter().map(|&(_, step, row)| (step, row)).collect();
         let mut gaps: Vec<(Error, Vec<usize>)> = Vec::new();
         let mut start = 0;
@@ -794,8 +799,18 @@ impl Assembler {
         if units.is_empty() {
             return None;
         }
-        // Each unit has its own first row: an unstable sort gives the same order.
-        units.sort_unstable_by_key(|u| u.first_seq);
+        // Each unit has its own first row: an unstable sort gives the same order. The keys are
+        // sorted, then the units moved once (a window can hold 50k units of one row).
+        let mut order: Vec<(u64, usize)> = units
+            .iter()
+            .enumerate()
+            .map(|(i, u)| (u.first_seq, i))
+            .collect();
+        order.sort_unstable();
+        let units: Vec<Closed> = order
+            .into_iter()
+            .map(|(_, i)| std::mem::take(&mut units[i]))
+            .collect();
         let present = self
             .emitted_present
             .get_or_insert_with(|| self.present.clone())
@@ -833,18 +848,15 @@ pub(crate) struct Pending {
 
 impl Pending {
     pub fn build(self) -> Result<Window> {
-        let runs: Vec<Vec<(&Rows, Vec<usize>)>> =
-            self.units.iter().map(|u| u.rows.runs(&u.keep)).collect();
-        let parts: Vec<(&Rows, &[usize])> = runs
-            .iter()
-            .flatten()
-            .map(|(rows, selection)| (*rows, selection.as_slice()))
-            .collect();
-        let frame = Rows::frame(&parts, &self.present)?;
+        let mut runs = Runs::default();
+        for u in &self.units {
+            runs.push(&u.rows, &u.keep);
+        }
+        let frame = Rows::frame(&runs.parts(), &self.present)?;
         let seq: Vec<u64> = self
             .units
             .iter()
-            .flat_map(|u| u.keep.iter().map(|&r| u.rows.seq[r]))
+            .flat_map(|u| u.keep.iter().map(|&r| u.rows.seq(r)))
             .collect();
         let origin: Vec<Origin> = self
             .units
@@ -1175,7 +1187,7 @@ mod tests {
         let (window, report) = assemble(&lines, UnitKind::Group, false).unwrap();
         assert_eq!(window.batch.groups.len(), 1);
         assert_eq!(window.batch.groups[0].id, "1");
-        assert_eq!(window.batch.trajs[0].rows, vec![0, 1]);
+        assert_eq!(window.batch.trajs[0].rows[..], [0, 1]);
         assert_eq!(report.notes.len(), 1);
         assert!(
             report.notes[0].starts_with("`group_id` is a number on some rows and a string"),

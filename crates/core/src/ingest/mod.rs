@@ -18,6 +18,7 @@
 mod assemble;
 mod files;
 mod flat;
+mod ids;
 mod jsonl;
 mod parquet;
 mod rows;

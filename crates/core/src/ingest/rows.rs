@@ -12,9 +12,10 @@ use super::Cell;
 use crate::schema::{Kind, FIELDS};
 use polars::prelude::*;
 use polars_arrow::array::{Array as _, Utf8ViewArray, View};
+use smallvec::SmallVec;
 
 /// Where a row came from: file index and 1-based line (JSONL) or 0-based row (Parquet).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Origin {
     pub file: u32,
     pub line: u64,
@@ -349,19 +350,17 @@ impl Rows {
     /// A polars frame of the rows `selection` of each part, in order: one column per field in
     /// `present` (nulls where a row has no value), required floats without nulls.
     pub fn frame(parts: &[(&Rows, &[usize])], present: &[bool]) -> PolarsResult<DataFrame> {
+        use rayon::prelude::*;
         let height: usize = parts.iter().map(|(_, s)| s.len()).sum();
-        let mut columns = Vec::new();
-        for (i, field) in FIELDS.iter().enumerate() {
-            if !present[i] {
-                continue;
-            }
+        // A column per task: a window of one large group is otherwise built on one core.
+        let column = |(i, field): (usize, &crate::schema::Field)| -> PolarsResult<Column> {
             let values = || {
                 parts.iter().flat_map(move |(rows, selection)| {
                     selection.iter().map(move |&r| rows.get(i, r))
                 })
             };
             let name: PlSmallStr = field.name.into();
-            let column = match field.kind {
+            Ok(match field.kind {
                 Kind::Key | Kind::Text => text_column(name, parts, i, height)?,
                 Kind::Int => Column::new(
                     name,
@@ -399,9 +398,14 @@ impl Rows {
                         })
                         .collect::<Vec<_>>(),
                 ),
-            };
-            columns.push(column);
-        }
+            })
+        };
+        let columns = FIELDS
+            .par_iter()
+            .enumerate()
+            .filter(|&(i, _)| present[i])
+            .map(column)
+            .collect::<PolarsResult<Vec<_>>>()?;
         DataFrame::new(height, columns)
     }
 }
@@ -491,15 +495,23 @@ fn text_column(
 }
 
 /// The rows of one unit: references into the blocks they were parsed in (no copy), with each
-/// row's place in the input.
+/// row's place in the input. A unit of one row (logs of single-row groups close a unit per row)
+/// holds its block and row inline, without an allocation.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct UnitRows {
-    blocks: Vec<std::sync::Arc<Rows>>,
-    /// (block, row in block).
-    refs: Vec<(u32, u32)>,
-    pub seq: Vec<u64>,
+    blocks: SmallVec<[std::sync::Arc<Rows>; 1]>,
+    refs: SmallVec<[RowRef; 1]>,
     /// Estimated heap bytes of the referenced rows.
     pub bytes: usize,
+}
+
+/// A row of a unit: its block (an index into the unit's blocks), its row in that block, and its
+/// sequence number.
+#[derive(Clone, Copy, Debug)]
+struct RowRef {
+    block: u32,
+    row: u32,
+    seq: u64,
 }
 
 impl UnitRows {
@@ -511,8 +523,11 @@ impl UnitRows {
                 self.blocks.len() - 1
             }
         };
-        self.refs.push((b as u32, row as u32));
-        self.seq.push(seq);
+        self.refs.push(RowRef {
+            block: b as u32,
+            row: row as u32,
+            seq,
+        });
         self.bytes += bytes;
     }
 
@@ -521,8 +536,12 @@ impl UnitRows {
     }
 
     fn at(&self, i: usize) -> (&Rows, usize) {
-        let (b, r) = self.refs[i];
-        (&self.blocks[b as usize], r as usize)
+        let RowRef { block, row, .. } = self.refs[i];
+        (&self.blocks[block as usize], row as usize)
+    }
+
+    pub fn seq(&self, i: usize) -> u64 {
+        self.refs[i].seq
     }
 
     pub fn text(&self, field: usize, i: usize) -> &str {
@@ -545,19 +564,39 @@ impl UnitRows {
         let ((a, ra), (b, rb)) = (self.at(i), self.at(j));
         (0..FIELDS.len()).all(|f| a.get(f, ra) == b.get(f, rb))
     }
+}
 
-    /// Rows `keep` (in order) as runs of one block each, for [`Rows::frame`].
-    pub fn runs(&self, keep: &[usize]) -> Vec<(&Rows, Vec<usize>)> {
-        let mut out: Vec<(u32, Vec<usize>)> = Vec::new();
+/// The kept rows of a window's units, in order, as runs of rows of one block each, for
+/// [`Rows::frame`]. A run goes on across units: a window of single-row units whose rows were
+/// parsed in one block is one run, not one per unit.
+#[derive(Default)]
+pub(crate) struct Runs<'a> {
+    rows: Vec<usize>,
+    /// Each run's block and the end of its rows in `rows`.
+    ends: Vec<(&'a Rows, usize)>,
+}
+
+impl<'a> Runs<'a> {
+    pub fn push(&mut self, unit: &'a UnitRows, keep: &[usize]) {
         for &i in keep {
-            let (b, r) = self.refs[i];
-            match out.last_mut() {
-                Some((last, rows)) if *last == b => rows.push(r as usize),
-                _ => out.push((b, vec![r as usize])),
+            let (block, row) = unit.at(i);
+            match self.ends.last_mut() {
+                Some((last, end)) if std::ptr::eq(*last, block) => *end += 1,
+                _ => self.ends.push((block, self.rows.len() + 1)),
             }
+            self.rows.push(row);
         }
-        out.into_iter()
-            .map(|(b, rows)| (&*self.blocks[b as usize], rows))
+    }
+
+    pub fn parts(&self) -> Vec<(&'a Rows, &[usize])> {
+        let mut start = 0;
+        self.ends
+            .iter()
+            .map(|&(block, end)| {
+                let part = (block, &self.rows[start..end]);
+                start = end;
+                part
+            })
             .collect()
     }
 }
@@ -588,16 +627,30 @@ mod tests {
         let mut unit = UnitRows::default();
         unit.push(&block, 1, 8, 10);
         unit.push(&block, 0, 7, 10);
-        assert_eq!((unit.seq.clone(), unit.bytes), (vec![8, 7], 20));
+        assert_eq!((unit.seq(0), unit.seq(1), unit.bytes), (8, 7, 20));
         assert_eq!(unit.text(0, 0), "é-ü");
         assert_eq!(unit.origin(1), Origin { file: 0, line: 1 });
         assert!(!unit.rows_equal(0, 1) && unit.rows_equal(1, 1));
-        let runs = unit.runs(&[1, 0]);
-        let parts: Vec<(&Rows, &[usize])> = runs.iter().map(|(r, s)| (*r, s.as_slice())).collect();
+
+        // Runs go on across units while the block stays the same.
+        let mut other_rows = Rows::default();
+        other_rows.push(9, Origin { file: 1, line: 1 }, &a);
+        let other_block = std::sync::Arc::new(other_rows);
+        let (mut same_block, mut other) = (UnitRows::default(), UnitRows::default());
+        same_block.push(&block, 1, 10, 10);
+        other.push(&other_block, 0, 9, 10);
+        let mut runs = Runs::default();
+        runs.push(&unit, &[1, 0]);
+        runs.push(&same_block, &[0]);
+        runs.push(&other, &[0]);
+        let parts = runs.parts();
+        let selections: Vec<&[usize]> = parts.iter().map(|&(_, s)| s).collect();
+        assert_eq!(selections, vec![&[0, 1, 1][..], &[0][..]]);
+        assert!(std::ptr::eq(parts[0].0, &*block) && std::ptr::eq(parts[1].0, &*other_block));
         let frame = Rows::frame(&parts, &block.present).unwrap();
-        assert_eq!(frame.height(), 2);
         let ids = frame.column("group_id").unwrap().str().unwrap().clone();
-        assert_eq!((ids.get(0), ids.get(1)), (Some("g1"), Some("é-ü")));
+        let ids: Vec<_> = ids.iter().collect();
+        assert_eq!(ids, vec![Some("g1"), Some("é-ü"), Some("é-ü"), Some("g1")]);
     }
 
     #[test]

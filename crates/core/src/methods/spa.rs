@@ -484,7 +484,7 @@ mod tests {
         let mut out: Vec<_> = (0..b.len())
             .map(|row| {
                 let traj = &b.trajs[b.traj_of_row[row] as usize].id;
-                (traj.clone(), steps.get(row).unwrap(), c[row], r[row])
+                (traj.to_string(), steps.get(row).unwrap(), c[row], r[row])
             })
             .collect();
         out.sort_by(|x, y| (&x.0, x.1).cmp(&(&y.0, y.1)));
