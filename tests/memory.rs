@@ -199,7 +199,8 @@ fn peak_memory_does_not_grow_with_the_log() {
 
 /// A log of single-row groups: what grows is only what is kept of every unit and trajectory
 /// seen, to catch one that comes back (a 128-bit identity each, the trajectory's group and first
-/// row: 72 bytes, in tables kept between 3/8 and 3/4 full: up to 192 bytes a group).
+/// row: 72 bytes, in tables at most 3/4 full and sized ahead for the whole log: ~150 bytes a
+/// group at the end).
 #[test]
 fn peak_memory_grows_only_by_the_groups_seen_with_single_row_groups() {
     assert_flat(
