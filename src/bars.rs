@@ -6,8 +6,13 @@ use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
 use std::time::Duration;
 
+/// Whether to show progress: on a terminal, and not when printing JSON.
+fn shown(json: bool) -> bool {
+    !json && std::io::stderr().is_terminal()
+}
+
 pub fn spinner(message: &str, json: bool) -> ProgressBar {
-    if json || !std::io::stderr().is_terminal() {
+    if !shown(json) {
         return ProgressBar::hidden();
     }
     let bar = ProgressBar::new_spinner();
@@ -22,7 +27,7 @@ pub fn spinner(message: &str, json: bool) -> ProgressBar {
 
 /// A bar of the input bytes read, with the rate and rows so far.
 pub fn reading(json: bool) -> ProgressBar {
-    if json || !std::io::stderr().is_terminal() {
+    if !shown(json) {
         return ProgressBar::hidden();
     }
     let bar = ProgressBar::new(0);
@@ -34,6 +39,29 @@ pub fn reading(json: bool) -> ProgressBar {
     );
     bar.enable_steady_tick(Duration::from_millis(120));
     bar
+}
+
+/// A bar of training passes (each training trajectory once per epoch, in every fit), with the
+/// time left.
+pub fn passes(message: &str, json: bool) -> ProgressBar {
+    if !shown(json) {
+        return ProgressBar::hidden();
+    }
+    let bar = ProgressBar::new(0);
+    bar.set_style(
+        ProgressStyle::with_template(
+            "{spinner} {msg} {bar:30} {pos}/{len} trajectory passes (eta {eta}) [{elapsed}]",
+        )
+        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+    );
+    bar.set_message(message.to_string());
+    bar.enable_steady_tick(Duration::from_millis(120));
+    bar
+}
+
+pub fn update_passes(bar: &ProgressBar, p: credit_train::signal::Passes) {
+    bar.set_length(p.total as u64);
+    bar.set_position(p.done as u64);
 }
 
 pub fn update(bar: &ProgressBar, p: Progress) {

@@ -148,7 +148,13 @@ fn peak_rss_kb(run: &Run, args: &[&str]) -> i64 {
 
 /// Runs each command on a log of `shape` with `small` rows and on one with 4× as many, and
 /// asserts that the peak RSS of the larger stays within 1.25× of the smaller's, plus
-/// `per_extra_group` bytes for each group the larger log has more.
+/// [`LEVEL_OFF_KB`], plus `per_extra_group` bytes for each group the larger log has more.
+/// The allocator's pages still grow from the smaller log to the larger before they level off
+/// (not per-row state: 1M to 4M rows adds almost nothing); on ~130 MB peaks the larger log's
+/// lowest run has come out at up to 1.27× the smaller's, in builds before and after #25's
+/// group-cost work alike. A leak of 80 bytes a row still fails.
+const LEVEL_OFF_KB: f64 = 24.0 * 1024.0;
+
 fn assert_flat(shape: Shape, small: usize, per_extra_group: usize, commands: &[&[&str]]) {
     let run = Run::new();
     let large = 4 * small;
@@ -171,7 +177,7 @@ fn assert_flat(shape: Shape, small: usize, per_extra_group: usize, commands: &[&
             command[0]
         );
         assert!(
-            (b as f64) <= 1.25 * a as f64 + allowance_kb,
+            (b as f64) <= 1.25 * a as f64 + LEVEL_OFF_KB + allowance_kb,
             "{}: peak RSS grew from {a} KB ({small} rows) to {b} KB ({large} rows)",
             command[0]
         );

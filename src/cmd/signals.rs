@@ -106,7 +106,8 @@ pub fn train(args: ProgressArgs, readout: Readout) -> Result<ExitCode> {
         Readout::Step => "the progress estimator",
         Readout::SegmentEnd => "the segment reward model",
     };
-    let bar = crate::bars::spinner(&format!("training {what}"), json);
+    let bar = crate::bars::passes(&format!("training {what}"), json);
+    let mut progress = |p| crate::bars::update_passes(&bar, p);
     // The model's files go into the folder output once it is trained.
     let save = |save: &dyn Fn(&Path) -> credit_train::Result<()>| -> Result<()> {
         let out = OutputDir::open(&args.out, command, &read)?;
@@ -116,12 +117,12 @@ pub fn train(args: ProgressArgs, readout: Readout) -> Result<ExitCode> {
     };
     let report = match &estimator {
         Estimator::Backbone(opts) => {
-            let (model, report) = train_backbone_progress(&trajs, opts)?;
+            let (model, report) = train_backbone_progress(&trajs, opts, &mut progress)?;
             save(&|dir| model.save(dir))?;
             report
         }
         Estimator::Small(opts) => {
-            let (model, report) = train_progress(&trajs, opts)?;
+            let (model, report) = train_progress(&trajs, opts, &mut progress)?;
             save(&|dir| model.save(dir))?;
             report
         }

@@ -80,7 +80,7 @@ fn main() {
         ..ProgressTrain::default()
     };
     let started = Instant::now();
-    let (model, _) = match train_progress(&trajs, &opts) {
+    let (model, _) = match train_progress(&trajs, &opts, &mut |_| {}) {
         Ok(trained) => trained,
         Err(e) => {
             eprintln!("progress: {e}");

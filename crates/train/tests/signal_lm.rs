@@ -8,7 +8,7 @@ use candle_core::DType;
 use credit_train::lora::{LoraConfig, Target};
 use credit_train::rng::SplitMix64;
 use credit_train::signal::lm::{train_backbone_progress, BackboneTrain};
-use credit_train::signal::{load_step_model, Readout, StepText, Trajectory};
+use credit_train::signal::{load_step_model, Passes, Readout, StepText, Trajectory};
 use credit_train::test_support::{self, BYTE_LEVEL_VOCAB};
 use credit_train::{Config, DeviceKind};
 
@@ -68,7 +68,11 @@ fn backbone_estimator_learns_the_known_per_step_progress() {
         ..BackboneTrain::new(backbone.clone())
     };
     let trajs = synthetic(6, 3, 3);
-    let (model, report) = train_backbone_progress(&trajs, &opts).unwrap();
+    let mut last = None;
+    let (model, report) = train_backbone_progress(&trajs, &opts, &mut |p| last = Some(p)).unwrap();
+    // 3 folds and the final fit: 3 passes over the 18 trajectories per epoch.
+    let total = 8 * 3 * 18;
+    assert_eq!(last, Some(Passes { done: total, total }));
     let held = report.heldout.as_ref().expect("cross-validated");
     assert_eq!(
         (held.split_by.as_str(), held.folds, held.trajectories),

@@ -40,9 +40,16 @@ fn synthetic(n_tasks: usize, per_task: usize, seed: u64) -> Vec<Trajectory> {
 #[test]
 fn learns_the_known_per_step_progress() {
     let trajs = synthetic(40, 4, 7);
-    let (model, report) = train_progress(&trajs, &small()).expect("train");
+    let mut passes = Vec::new();
+    let (model, report) = train_progress(&trajs, &small(), &mut |p| passes.push(p)).expect("train");
     let held = report.heldout.as_ref().expect("cross-validated");
     assert_eq!((held.split_by.as_str(), held.folds), ("task", 5));
+    // Each of 5 folds trains on the 4/5 of the trajectories not its own, then the final fit on
+    // all: 5 passes over the 160 trajectories per epoch, counted as the updates go.
+    let total = small().epochs * 5 * 160;
+    assert!(passes.iter().all(|p| p.total == total));
+    assert!(passes.windows(2).all(|w| w[0].done < w[1].done));
+    assert_eq!(passes.last().map(|p| p.done), Some(total));
     assert_eq!((held.trajectories, report.trajectories), (160, 160));
     let (first, last) = (report.epoch_loss[0], *report.epoch_loss.last().unwrap());
     assert!(last < 0.25 * first, "loss {first} → {last}");
@@ -101,7 +108,7 @@ fn segment_end_readout_learns_the_known_segment_rewards() {
         readout: Readout::SegmentEnd,
         ..small()
     };
-    let (model, report) = train_progress(&trajs, &opts).expect("train");
+    let (model, report) = train_progress(&trajs, &opts, &mut |_| {}).expect("train");
     assert_eq!(model.config().readout, Readout::SegmentEnd);
     let held = report.heldout.as_ref().expect("cross-validated");
     assert!(
@@ -121,13 +128,13 @@ fn segment_end_readout_learns_the_known_segment_rewards() {
 #[test]
 fn degenerate_inputs_are_errors_not_panics() {
     let opts = ProgressTrain::default();
-    assert!(train_progress(&[], &opts).is_err());
+    assert!(train_progress(&[], &opts, &mut |_| {}).is_err());
     let empty = Trajectory {
         key: "a".into(),
         steps: Vec::new(),
         ret: 1.0,
     };
-    assert!(train_progress(&[empty], &opts).is_err());
+    assert!(train_progress(&[empty], &opts, &mut |_| {}).is_err());
     for bad in [
         ProgressTrain {
             lr: f64::NAN,
@@ -138,7 +145,7 @@ fn degenerate_inputs_are_errors_not_panics() {
             ..ProgressTrain::default()
         },
     ] {
-        assert!(train_progress(&synthetic(2, 2, 1), &bad).is_err());
+        assert!(train_progress(&synthetic(2, 2, 1), &bad, &mut |_| {}).is_err());
     }
     // No readout anywhere (a segment-end model on trajectories without segment ends).
     let mut silent = synthetic(2, 2, 1);
@@ -146,6 +153,6 @@ fn degenerate_inputs_are_errors_not_panics() {
         .iter_mut()
         .flat_map(|t| &mut t.steps)
         .for_each(|s| s.readout = false);
-    assert!(train_progress(&silent, &ProgressTrain::default()).is_err());
+    assert!(train_progress(&silent, &ProgressTrain::default(), &mut |_| {}).is_err());
     assert!(ProgressModel::load(std::path::Path::new("/nonexistent/dir")).is_err());
 }

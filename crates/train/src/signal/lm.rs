@@ -14,8 +14,8 @@
 //! `[1]`) and `config.json` (`model_type: credit-progress-lm`, the backbone's path, σ_R, …).
 
 use super::shared::{
-    calibration, folds, return_scale, trainable, ProgressReport, Readout, StepModel, StepText,
-    Trajectory, CONFIG,
+    calibration, folds, return_scale, trainable, PassCounter, Passes, ProgressReport, Readout,
+    StepModel, StepText, Trajectory, CONFIG,
 };
 use crate::arch::Config;
 use crate::device::DeviceKind;
@@ -359,6 +359,7 @@ fn fit(
     model_config: &Config,
     config: &BackboneConfig,
     opts: &BackboneTrain,
+    trained_on: &mut dyn FnMut(usize),
 ) -> Result<(BackboneProgress, Vec<f64>)> {
     let est = BackboneProgress::fresh(base, model_config, config.clone(), opts)?;
     let trained = est.trained();
@@ -382,16 +383,19 @@ fn fit(
         let mut grads = gradients(&store, &trained)?;
         clip_grad_norm(&mut grads, opts.max_grad_norm)?;
         optim.step(&grads, opts.lr)?;
+        trained_on(chunk.len());
         Ok(value)
     })?;
     Ok((est, epoch_loss))
 }
 
 /// Cross-validates by task (when `opts.folds` > 1 and there are two folds or more), then trains
-/// the estimator to keep on every trajectory that has a readout and a finite return.
+/// the estimator to keep on every trajectory that has a readout and a finite return. `progress`
+/// is told the [`Passes`] made after each update.
 pub fn train_backbone_progress(
     trajs: &[Trajectory],
     opts: &BackboneTrain,
+    progress: &mut dyn FnMut(Passes),
 ) -> Result<(BackboneProgress, ProgressReport)> {
     opts.check()?;
     let started = Instant::now();
@@ -435,12 +439,25 @@ pub fn train_backbone_progress(
     let (opts, checkpointing) = &checkpointing(opts, &model_config, &examples);
     let keys: Vec<&str> = usable.iter().map(|t| t.key.as_str()).collect();
     let (fold_of, k, split_by) = folds(&keys, opts.folds);
+    let mut passes = PassCounter::new(examples.len(), k, opts.epochs, progress);
+    let mut fit_on = |train: &[usize]| {
+        let trained_on = &mut |n| passes.add(n);
+        fit(
+            &examples,
+            train,
+            &base,
+            &model_config,
+            &config,
+            opts,
+            trained_on,
+        )
+    };
     let heldout = if k >= 2 {
         let (mut predicted, mut constant) = (vec![0.0; examples.len()], vec![0.0; examples.len()]);
         for fold in 0..k {
             let (held, train): (Vec<usize>, Vec<usize>) =
                 (0..examples.len()).partition(|&i| fold_of[i] == fold);
-            let (est, _) = fit(&examples, &train, &base, &model_config, &config, opts)?;
+            let (est, _) = fit_on(&train)?;
             let mean = train.iter().map(|&i| returns[i]).sum::<f64>() / train.len() as f64;
             for &i in &held {
                 predicted[i] = est
@@ -457,7 +474,7 @@ pub fn train_backbone_progress(
         None
     };
     let all: Vec<usize> = (0..examples.len()).collect();
-    let (est, epoch_loss) = fit(&examples, &all, &base, &model_config, &config, opts)?;
+    let (est, epoch_loss) = fit_on(&all)?;
     let report = ProgressReport {
         readout: opts.readout,
         trajectories: examples.len(),

@@ -17,7 +17,9 @@ pub mod lm;
 pub mod ngram;
 mod shared;
 
-pub use shared::{HeldOut, ProgressReport, Readout, StepModel, StepText, Trajectory, CONFIG};
+pub use shared::{
+    HeldOut, Passes, ProgressReport, Readout, StepModel, StepText, Trajectory, CONFIG,
+};
 
 use crate::device::DeviceKind;
 use crate::error::{Error, Result};

@@ -13,8 +13,8 @@
 //! held-out calibration is K-fold by task (every task held out once, pooled), not one split.
 
 use super::shared::{
-    calibration, folds, return_scale, salted_hash, trainable, ProgressReport, Readout, StepModel,
-    StepText, Trajectory, CONFIG,
+    calibration, folds, return_scale, salted_hash, trainable, PassCounter, Passes, ProgressReport,
+    Readout, StepModel, StepText, Trajectory, CONFIG,
 };
 use crate::error::{Context, Error, Result};
 use crate::optim::{clip_grad_norm, gradients, shuffled_epochs, AdamW, AdamWConfig};
@@ -440,6 +440,7 @@ fn fit(
     train: &[usize],
     config: &ProgressConfig,
     opts: &ProgressTrain,
+    trained_on: &mut dyn FnMut(usize),
 ) -> Result<(ProgressModel, Vec<f64>)> {
     let model = ProgressModel::new(config.clone(), opts.seed)?;
     let mut optim = AdamW::new(
@@ -476,6 +477,7 @@ fn fit(
         let mut grads = gradients(&store, &model.params)?;
         clip_grad_norm(&mut grads, opts.max_grad_norm)?;
         optim.step(&grads, opts.lr)?;
+        trained_on(chunk.len());
         Ok(value)
     })?;
     Ok((model, epoch_loss))
@@ -543,10 +545,12 @@ fn check_width(hidden: usize, buckets: usize) -> Result<()> {
 }
 
 /// Cross-validates (when `opts.folds` > 1 and there are at least two folds), then trains the
-/// model to keep on every trajectory that has steps, a readout and a finite return.
+/// model to keep on every trajectory that has steps, a readout and a finite return. `progress`
+/// is told the [`Passes`] made after each update.
 pub fn train_progress(
     trajs: &[Trajectory],
     opts: &ProgressTrain,
+    progress: &mut dyn FnMut(Passes),
 ) -> Result<(ProgressModel, ProgressReport)> {
     opts.check()?;
     let started = Instant::now();
@@ -578,12 +582,13 @@ pub fn train_progress(
         .collect();
     let keys: Vec<&str> = usable.iter().map(|t| t.key.as_str()).collect();
     let (fold_of, k, split_by) = folds(&keys, opts.folds);
+    let mut passes = PassCounter::new(examples.len(), k, opts.epochs, progress);
     let heldout = if k >= 2 {
         let (mut predicted, mut constant) = (vec![0.0; examples.len()], vec![0.0; examples.len()]);
         for fold in 0..k {
             let (held, train): (Vec<usize>, Vec<usize>) =
                 (0..examples.len()).partition(|&i| fold_of[i] == fold);
-            let (model, _) = fit(&examples, &train, &config, opts)?;
+            let (model, _) = fit(&examples, &train, &config, opts, &mut |n| passes.add(n))?;
             let mean = train.iter().map(|&i| returns[i]).sum::<f64>() / train.len() as f64;
             for &i in &held {
                 predicted[i] = predicted_return(&model, &examples[i])?;
@@ -595,7 +600,7 @@ pub fn train_progress(
         None
     };
     let all: Vec<usize> = (0..examples.len()).collect();
-    let (model, epoch_loss) = fit(&examples, &all, &config, opts)?;
+    let (model, epoch_loss) = fit(&examples, &all, &config, opts, &mut |n| passes.add(n))?;
     let report = ProgressReport {
         readout: opts.readout,
         trajectories: examples.len(),

@@ -141,6 +141,39 @@ pub(super) fn folds(keys: &[&str], wanted: usize) -> (Vec<usize>, usize, &'stati
     (assignment, k, if by_task { "task" } else { "trajectory" })
 }
 
+/// How far training has gone: trajectory passes made (each training trajectory once per epoch,
+/// in every fit: each cross-validation fold's and the final one's) of all the run makes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Passes {
+    pub done: usize,
+    pub total: usize,
+}
+
+/// Counts [`Passes`] for a run of `k` cross-validation folds (none below 2) and a final fit over
+/// `n` trajectories, telling `report` after each update.
+pub(super) struct PassCounter<'a> {
+    passes: Passes,
+    report: &'a mut dyn FnMut(Passes),
+}
+
+impl<'a> PassCounter<'a> {
+    pub fn new(n: usize, k: usize, epochs: usize, report: &'a mut dyn FnMut(Passes)) -> Self {
+        // Between them the folds train on each trajectory k − 1 times an epoch (all folds but
+        // its own), and the final fit once more.
+        let fits = if k >= 2 { k } else { 1 };
+        let total = epochs * fits * n;
+        PassCounter {
+            passes: Passes { done: 0, total },
+            report,
+        }
+    }
+
+    pub fn add(&mut self, trajectories: usize) {
+        self.passes.done += trajectories;
+        (self.report)(self.passes);
+    }
+}
+
 /// R̂ (`predicted`) and the fold's mean return (`constant`) against R (`truth`).
 pub(super) fn calibration(
     predicted: &[f64],
