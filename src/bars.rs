@@ -27,34 +27,32 @@ pub fn spinner(message: &str, json: bool) -> ProgressBar {
 
 /// A bar of the input bytes read, with the rate and rows so far.
 pub fn reading(json: bool) -> ProgressBar {
-    if !shown(json) {
-        return ProgressBar::hidden();
-    }
-    let bar = ProgressBar::new(0);
-    bar.set_style(
-        ProgressStyle::with_template(
-            "{spinner} {msg} {bytes}/{total_bytes} ({bytes_per_sec}, eta {eta}) [{elapsed}]",
-        )
-        .unwrap_or_else(|_| ProgressStyle::default_bar()),
-    );
-    bar.enable_steady_tick(Duration::from_millis(120));
-    bar
+    bar(
+        "{spinner} {msg} {bytes}/{total_bytes} ({bytes_per_sec}, eta {eta}) [{elapsed}]",
+        json,
+    )
 }
 
 /// A bar of training passes (each training trajectory once per epoch, in every fit), with the
 /// time left.
 pub fn passes(message: &str, json: bool) -> ProgressBar {
+    let bar = bar(
+        "{spinner} {msg} {bar:30} {pos}/{len} trajectory passes (eta {eta}) [{elapsed}]",
+        json,
+    );
+    bar.set_message(message.to_string());
+    bar
+}
+
+/// A bar of `template` whose length is set as the work goes; hidden where nothing is shown.
+fn bar(template: &str, json: bool) -> ProgressBar {
     if !shown(json) {
         return ProgressBar::hidden();
     }
     let bar = ProgressBar::new(0);
     bar.set_style(
-        ProgressStyle::with_template(
-            "{spinner} {msg} {bar:30} {pos}/{len} trajectory passes (eta {eta}) [{elapsed}]",
-        )
-        .unwrap_or_else(|_| ProgressStyle::default_bar()),
+        ProgressStyle::with_template(template).unwrap_or_else(|_| ProgressStyle::default_bar()),
     );
-    bar.set_message(message.to_string());
     bar.enable_steady_tick(Duration::from_millis(120));
     bar
 }
