@@ -215,6 +215,9 @@ struct Fields {
 /// (iteration, traj_id) of a row.
 type TrajKey<'a> = (Option<i64>, &'a str);
 
+/// (iteration, group_id, traj_id) of a row.
+type RowKey<'a> = (Option<i64>, &'a str, &'a str);
+
 /// The rows of a unit that are kept, inline for the common one-row unit.
 type Kept = smallvec::SmallVec<[usize; 2]>;
 
@@ -362,19 +365,14 @@ impl Assembler {
         for unit in &mut self.open {
             unit.touched = false;
         }
-        let f = &self.field;
-        let (gf, tf, itf) = (f.group, f.traj, f.iteration);
         let mut ids = Vec::with_capacity(AHEAD);
         for start in (0..rows.len()).step_by(AHEAD) {
             let batch = start..rows.len().min(start + AHEAD);
             self.row_ids(&rows, batch.clone(), &mut ids);
-            for (r, &row_ids) in batch.zip(&ids) {
+            for (r, &((it, gid, tid), row_ids)) in batch.zip(&ids) {
                 let seq = self.next_seq;
                 self.next_seq += 1;
                 self.position += per_row;
-                let it = rows.int(itf, r);
-                let gid = rows.text(gf, r);
-                let tid = rows.text(tf, r);
                 let origin = rows.origin[r];
 
                 let last = &self.last_row;
@@ -433,18 +431,23 @@ impl Assembler {
         Ok(Flow::Continue)
     }
 
-    /// The identities of rows `batch`, into `ids`, with their slots in `units` and `trajs`
-    /// asked for: by the time [`Assembler::place`] looks them up they are in cache. A row of the
-    /// trajectory of the row before repeats its identities without hashing.
-    fn row_ids(&self, rows: &Rows, batch: std::ops::Range<usize>, ids: &mut Vec<RowIds>) {
+    /// The keys and identities of rows `batch`, into `ids`, with their slots in `units` and
+    /// `trajs` asked for: by the time [`Assembler::place`] looks them up they are in cache. A row
+    /// of the trajectory of the row before repeats its identities without hashing.
+    fn row_ids<'r>(
+        &self,
+        rows: &'r Rows,
+        batch: std::ops::Range<usize>,
+        ids: &mut Vec<(RowKey<'r>, RowIds)>,
+    ) {
         let (gf, tf, itf) = (self.field.group, self.field.traj, self.field.iteration);
-        let key = |r| (rows.int(itf, r), rows.text(gf, r), rows.text(tf, r));
         ids.clear();
-        let mut previous = None;
+        let mut previous: Option<(RowKey, RowIds)> = None;
         for r in batch {
-            let (it, gid, tid) = key(r);
+            let key = (rows.int(itf, r), rows.text(gf, r), rows.text(tf, r));
+            let (it, gid, tid) = key;
             let row_ids = match previous {
-                Some((before, row_ids)) if before == (it, gid, tid) => row_ids,
+                Some((before, row_ids)) if before == key => row_ids,
                 _ => {
                     let group = id(&(it, gid));
                     let row_ids = RowIds {
@@ -457,8 +460,8 @@ impl Assembler {
                     row_ids
                 }
             };
-            ids.push(row_ids);
-            previous = Some(((it, gid, tid), row_ids));
+            ids.push((key, row_ids));
+            previous = Some((key, row_ids));
         }
     }
 
