@@ -7,7 +7,7 @@ Usage:
     /work/venv-torch/bin/pip install --no-cache-dir torch transformers peft gguf
     python3 bench/gguf_train.py step  --model SmolLM2-135M-Instruct.Q4_1.gguf [--credit target/release/credit]
     python3 bench/gguf_train.py train --model SmolLM2-135M-Instruct.Q4_1.gguf [--steps 12]
-    [--torch-python /work/venv-torch/bin/python] [--work DIR] [--threads 2]
+    [--torch-python /work/venv-torch/bin/python] [--work DIR] [--threads 2] [--device cuda]
 
 `step`: the samples come from credit itself (`--handoff`: token ids of prompt + action, the
 action's start, the advantage), so both sides see the same B sequences of the same lengths.
@@ -20,6 +20,13 @@ with `torch.set_num_threads(threads)`, with and without gradient checkpointing. 
 the real (unpadded) tokens over the step's wall time; the first step of each side is reported
 apart (it includes allocator warm-up). Peak RSS is the child's `ru_maxrss` (wait4), model load
 and credit's reference scoring included.
+
+`--device cuda` (a `cuda` build of credit, and a PyTorch that sees the GPU): credit trains with
+`--device cuda` (bf16 frozen base and activations, f32 adapters and optimizer state), PyTorch
+loads the base in bf16 (PEFT keeps its adapters in f32) and synchronises before each clock
+reading; each child's peak GPU memory is the most `nvidia-smi` reports in use during its run,
+less what was in use before it (sampled every 50 ms; the CUDA context included), and PyTorch's
+own `max_memory_allocated` is printed beside it. Held-out scoring stays f32.
 
 `train`: TextWorld held out by task: the logs of two of the three tasks are the training input
 (GRPO advantages within those groups), the third task's rows are scored before (the GGUF base,
@@ -40,13 +47,50 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(HERE)
 
 
+def gpu_used_mib():
+    out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+                         capture_output=True, text=True, check=True).stdout
+    return int(out.split()[0])
+
+
+class GpuPeak:
+    """The most GPU memory in use while it runs, less what was in use when it started (MiB)."""
+
+    def __init__(self):
+        import threading
+        self.base = self.peak = gpu_used_mib()
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self.sample, daemon=True)
+        self.thread.start()
+
+    def sample(self):
+        while not self.stop.wait(0.05):
+            self.peak = max(self.peak, gpu_used_mib())
+
+    def finish(self):
+        self.stop.set()
+        self.thread.join()
+        return self.peak - self.base
+
+
+GPU = {"on": False}
+
+
 def run_measured(cmd, log):
-    """Runs cmd, returns (returncode, wall_s, peak_rss_mib) of that child alone."""
+    """Runs cmd, returns (returncode, wall_s, peak_rss_mib) of that child alone; with
+    --device cuda, the child's peak GPU memory is kept in GPU["last_mib"]."""
     t0 = time.time()
+    gpu = GpuPeak() if GPU["on"] else None
     with open(log, "w") as f:
         p = subprocess.Popen(cmd, stdout=f, stderr=subprocess.STDOUT)
         _, status, ru = os.wait4(p.pid, 0)
+    if gpu:
+        GPU["last_mib"] = gpu.finish()
     return os.waitstatus_to_exitcode(status), time.time() - t0, ru.ru_maxrss / 1024
+
+
+def gpu_note():
+    return f", peak GPU memory {GPU['last_mib']} MiB" if GPU["on"] else ""
 
 
 def handoff(a, fixture, out, max_samples=None, extra=()):
@@ -68,17 +112,18 @@ def read_metrics(d):
 
 # ---------------------------------------------------------------- PyTorch side (child process)
 
-def load_hf(model, dtype_f32=True):
+def load_hf(model, dtype=None):
     import torch
     from transformers import AutoModelForCausalLM
+    dtype = dtype or torch.float32
     if os.path.isdir(model):
-        return AutoModelForCausalLM.from_pretrained(model, torch_dtype=torch.float32)
+        return AutoModelForCausalLM.from_pretrained(model, torch_dtype=dtype)
     return AutoModelForCausalLM.from_pretrained(
         os.path.dirname(os.path.abspath(model)), gguf_file=os.path.basename(model),
-        torch_dtype=torch.float32)
+        torch_dtype=dtype)
 
 
-def batch_tensors(samples):
+def batch_tensors(samples, device="cpu"):
     import torch
     T = max(len(s["input_ids"]) for s in samples)
     ids = torch.zeros(len(samples), T, dtype=torch.long)
@@ -86,7 +131,7 @@ def batch_tensors(samples):
     for i, s in enumerate(samples):
         ids[i, : len(s["input_ids"])] = torch.tensor(s["input_ids"])
         mask[i, : len(s["input_ids"])] = 1
-    return ids, mask
+    return ids.to(device), mask.to(device)
 
 
 def action_logprobs(backbone, lm_head, samples, ids, mask):
@@ -100,9 +145,10 @@ def action_logprobs(backbone, lm_head, samples, ids, mask):
             rows.append(i)
             pos.append(t - 1)
             tgt.append(s["input_ids"][t])
-    logits = lm_head(h[torch.tensor(rows), torch.tensor(pos)])
-    lp = torch.log_softmax(logits, dim=-1).gather(1, torch.tensor(tgt)[:, None])[:, 0]
-    return lp, torch.tensor(rows)
+    on = lambda x: torch.tensor(x, device=ids.device)
+    logits = lm_head(h[on(rows), on(pos)]).float()
+    lp = torch.log_softmax(logits, dim=-1).gather(1, on(tgt)[:, None])[:, 0]
+    return lp, on(rows)
 
 
 def torch_step(args):
@@ -112,8 +158,10 @@ def torch_step(args):
     torch.manual_seed(0)
     with open(args.samples) as f:
         samples = [json.loads(l) for l in f][1:]
+    cuda = args.device == "cuda"
+    sync = torch.cuda.synchronize if cuda else (lambda: None)
     t0 = time.time()
-    model = load_hf(args.model)
+    model = load_hf(args.model, torch.bfloat16 if cuda else torch.float32).to(args.device)
     load_s = time.time() - t0
     load_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
     cfg = LoraConfig(r=8, lora_alpha=16, lora_dropout=0.05, task_type="CAUSAL_LM",
@@ -127,11 +175,12 @@ def torch_step(args):
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.AdamW(params, lr=1e-6, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01)
     inner = model.base_model.model  # LlamaForCausalLM
-    ids, mask = batch_tensors(samples)
-    adv = torch.tensor([s["advantage"] for s in samples])
+    ids, mask = batch_tensors(samples, args.device)
+    adv = torch.tensor([s["advantage"] for s in samples], device=args.device)
     tokens = int(mask.sum())
     steps = []
     for _ in range(args.steps):
+        sync()
         t = time.time()
         lp, rows = action_logprobs(inner.model, inner.lm_head, samples, ids, mask)
         # on-policy PPO surrogate (r = 1) with the token mean, as credit's first update
@@ -141,11 +190,13 @@ def torch_step(args):
         loss.backward()
         torch.nn.utils.clip_grad_norm_(params, 1.0)
         opt.step()
+        sync()
         dt = time.time() - t
         steps.append({"loss": float(loss.detach()), "step_s": dt, "tokens_per_s": tokens / dt})
     print(json.dumps({"load_s": load_s, "load_rss_mib": load_rss, "tokens": tokens, "padded_tokens": int(ids.numel()),
                       "trainable": sum(p.numel() for p in params),
                       "attn": inner.config._attn_implementation, "torch": torch.__version__,
+                      "gpu_allocated_mib": torch.cuda.max_memory_allocated() / 2**20 if cuda else None,
                       "steps": steps}))
 
 
@@ -156,12 +207,12 @@ def torch_eval(args):
         samples = [json.loads(l) for l in f]
     out = {}
     for name, path in (("before", args.model), ("after", args.merged)):
-        model = load_hf(path).eval()
+        model = load_hf(path).to(args.device).eval()
         per = []
         with torch.no_grad():
             for i in range(0, len(samples), 8):
                 chunk = samples[i: i + 8]
-                ids, mask = batch_tensors(chunk)
+                ids, mask = batch_tensors(chunk, args.device)
                 lp, rows = action_logprobs(model.model, model.lm_head, chunk, ids, mask)
                 for j in range(len(chunk)):
                     per.append(float(lp[rows == j].mean()))
@@ -186,7 +237,7 @@ def cmd_step(a):
         cmd = [a.credit, "train", "policy", fixture, "--model", a.model, "--method", "grpo",
                "--lora-rank", "8", "--max-prompt-tokens", str(a.max_prompt_tokens),
                "--max-samples", str(a.batch), "--batch-size", str(a.batch),
-               "--steps", str(a.steps), "--out", out]
+               "--steps", str(a.steps), "--out", out, *a.device_flag]
         if ckpt:
             cmd.append("--checkpoint-layers")
         print("$", " ".join(cmd), flush=True)
@@ -196,16 +247,16 @@ def cmd_step(a):
             res["credit"][ckpt] = {"rc": rc, "rss_mib": rss}
             continue
         m = read_metrics(out)
-        res["credit"][ckpt] = {"wall_s": wall, "rss_mib": rss, "steps": m}
-        print(f"  wall {wall:.0f} s, peak RSS {rss:.0f} MiB; per step: " + ", ".join(
+        res["credit"][ckpt] = {"wall_s": wall, "rss_mib": rss, "steps": m, "gpu_mib": GPU.get("last_mib")}
+        print(f"  wall {wall:.0f} s, peak RSS {rss:.0f} MiB{gpu_note()}; per step: " + ", ".join(
             f"{x['tokens']} tokens {x['tokens_per_s']:.1f} tok/s" for x in m), flush=True)
-    if not os.path.exists(a.torch_python):
+    if not shutil.which(a.torch_python):
         print(f"no PyTorch ({a.torch_python} missing): credit alone")
         return res
     for ckpt in (False, True):
         cmd = [a.torch_python, __file__, "_torch_step", "--model", a.model, "--samples",
                os.path.join(work, "step.jsonl"), "--steps", str(a.steps + 1),
-               "--threads", str(a.threads)] + (["--checkpoint"] if ckpt else [])
+               "--threads", str(a.threads), "--device", a.device] + (["--checkpoint"] if ckpt else [])
         print("$", " ".join(cmd), flush=True)
         log = os.path.join(work, f"torch-ckpt{int(ckpt)}.log")
         rc, wall, rss = run_measured(cmd, log)
@@ -215,9 +266,10 @@ def cmd_step(a):
             print(f"  torch failed (rc {rc}):\n{text[-2000:]}")
             continue
         r = json.loads(text.strip().splitlines()[-1])
-        r.update(wall_s=wall, rss_mib=rss)
+        r.update(wall_s=wall, rss_mib=rss, gpu_mib=GPU.get("last_mib"))
         res["torch"][ckpt] = r
-        print(f"  wall {wall:.0f} s, peak RSS {rss:.0f} MiB ({r['load_rss_mib']:.0f} MiB after loading), {r['tokens']} tokens "
+        allocated = f" (allocated {r['gpu_allocated_mib']:.0f} MiB)" if r["gpu_allocated_mib"] else ""
+        print(f"  wall {wall:.0f} s, peak RSS {rss:.0f} MiB ({r['load_rss_mib']:.0f} MiB after loading){gpu_note()}{allocated}, {r['tokens']} tokens "
               f"({r['padded_tokens']} padded), attn {r['attn']}, torch {r['torch']}; per step: "
               + ", ".join(f"{x['tokens_per_s']:.1f} tok/s" for x in r["steps"]), flush=True)
     return res
@@ -253,7 +305,7 @@ def cmd_train(a):
     cmd = [a.credit, "train", "policy", train_file, "--model", a.model, "--method", "grpo",
            "--lora-rank", "8", "--max-prompt-tokens", str(a.max_prompt_tokens),
            "--batch-size", str(a.batch), "--steps", str(a.steps), "--lr", str(a.lr),
-           "--merge", "--out", out]
+           "--merge", "--out", out, *a.device_flag]
     if a.checkpoint_layers:
         cmd.append("--checkpoint-layers")
     if a.max_samples:
@@ -263,7 +315,7 @@ def cmd_train(a):
     if rc != 0:
         sys.exit(f"credit failed (rc {rc}), see {out}.log")
     m = read_metrics(out)
-    print(f"wall {wall:.0f} s, peak RSS {rss:.0f} MiB")
+    print(f"wall {wall:.0f} s, peak RSS {rss:.0f} MiB{gpu_note()}")
     print("step  loss        pg_loss     kl          grad_norm  tokens  tok/s")
     for x in m:
         print(f"{x['step']:>4}  {x['loss']:+.3e}  {x['pg_loss']:+.3e}  {x.get('kl', float('nan')):.3e}"
@@ -273,7 +325,8 @@ def cmd_train(a):
         for s in ev:
             f.write(json.dumps(s) + "\n")
     cmd = [a.torch_python, __file__, "_torch_eval", "--model", a.model, "--merged",
-           os.path.join(out, "merged"), "--samples", evfile, "--threads", str(a.threads)]
+           os.path.join(out, "merged"), "--samples", evfile, "--threads", str(a.threads),
+           "--device", a.device]
     print("$", " ".join(cmd), flush=True)
     p = subprocess.run(cmd, capture_output=True, text=True)
     if p.returncode != 0:
@@ -298,6 +351,7 @@ def main():
     ap.add_argument("--torch-python", default="/work/venv-torch/bin/python")
     ap.add_argument("--work", default=None, help="scratch folder (default: a new one in /tmp, removed)")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     ap.add_argument("--batch", type=int, default=None, help="step: 4; train: 8")
     ap.add_argument("--steps", type=int, default=None, help="step: 2; train: 12")
     ap.add_argument("--max-prompt-tokens", type=int, default=256)
@@ -314,6 +368,8 @@ def main():
         return torch_step(a)
     if a.what == "_torch_eval":
         return torch_eval(a)
+    GPU["on"] = a.device == "cuda"
+    a.device_flag = ["--device", a.device] if a.device == "cuda" else []
     a.credit = os.path.abspath(a.credit)
     a.model = os.path.abspath(a.model)
     a.batch = a.batch or (4 if a.what == "step" else 8)

@@ -452,6 +452,29 @@ fn progress_estimator_on_sokoban_beats_the_constant_predictor() {
         "held-out MSE {mse} vs constant {constant}"
     );
     assert!(f(&held["pearson"]) > 0.5, "{held}");
+    // The step order counts every pair of steps in one trajectory whose logged rewards differ
+    // (counted here from the file), and the held-out ĉ_t order most of them as the rewards do.
+    let mut rewards: std::collections::HashMap<String, Vec<f64>> = Default::default();
+    for line in std::fs::read_to_string(&logs).unwrap().lines() {
+        let row: serde_json::Value = serde_json::from_str(line).unwrap();
+        rewards
+            .entry(row["traj_uid"].as_str().unwrap().to_string())
+            .or_default()
+            .push(f(&row["reward"]));
+    }
+    let pairs: u64 = rewards
+        .values()
+        .map(|r| {
+            let mut n = 0;
+            for (i, a) in r.iter().enumerate() {
+                n += r[i + 1..].iter().filter(|b| *b != a).count() as u64;
+            }
+            n
+        })
+        .sum();
+    let order = &held["step_order"];
+    assert_eq!(order["pairs"].as_u64(), Some(pairs), "{order}");
+    assert!(f(&order["agreement"]) > 0.7, "{order}");
 }
 
 /// Where `hisr.segments = rule` closes segments in the TextWorld fixture, recomputed here: after

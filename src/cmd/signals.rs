@@ -218,6 +218,13 @@ fn print_report(
         ),
         None => outln!("held out: - (fewer than two folds)"),
     }
+    if let Some(order) = report.heldout.as_ref().and_then(|h| h.step_order.as_ref()) {
+        outln!(
+            "held-out step order: ĉ_t ranks {:.3} of {} step pairs of different logged reward as the rewards do (0.5 = chance)",
+            order.agreement,
+            order.pairs
+        );
+    }
     outln!("saved to {}", args.out.display());
     Ok(ExitCode::Ok)
 }

@@ -9,7 +9,7 @@
 use anyhow::{bail, Context, Result};
 use credit_core::methods::hisr;
 use credit_core::run::Fill;
-use credit_core::schema::columns::{ACTION, PROGRESS, SEGMENT_REWARD, TASK};
+use credit_core::schema::columns::{ACTION, PROGRESS, REWARD, SEGMENT_REWARD, TASK};
 use credit_core::StepBatch;
 use credit_train::signal::{load_step_model, Readout, StepModel, StepText, Trajectory};
 use credit_train::DeviceKind;
@@ -29,6 +29,7 @@ pub fn trajectories(
     };
     // The model reads what the policy read: `policy_obs` beside a logged state, else the state.
     let columns = [batch.texts(TASK), batch.policy_texts(), batch.texts(ACTION)];
+    let rewards = batch.f64s(REWARD)?;
     let text = |column: usize, r: u32| {
         columns[column]
             .and_then(|c| c.get(r as usize))
@@ -53,6 +54,7 @@ pub fn trajectories(
                     obs: text(1, r),
                     action: text(2, r),
                     readout: segments.is_none(),
+                    reward: rewards[r as usize],
                 })
                 .collect();
             for range in segments.iter().flat_map(|s| &s[i]) {

@@ -67,6 +67,7 @@ fn main() {
                         obs: text(&mut rng, 60),
                         action: text(&mut rng, 4),
                         readout: true,
+                        reward: 0.0,
                     })
                     .collect(),
                 ret: rng.below(2) as f64,

@@ -28,6 +28,7 @@ fn synthetic(n_tasks: usize, per_task: usize, seed: u64) -> Vec<Trajectory> {
                         obs: format!("room {}", rng.below(5)),
                         action: format!("go {}", if good { "yes" } else { "no" }),
                         readout: true,
+                        reward: if good { 1.0 } else { 0.0 },
                     }
                 })
                 .collect();
@@ -86,6 +87,9 @@ fn backbone_estimator_learns_the_known_per_step_progress() {
         held.mse,
         held.constant_mse
     );
+    // The held-out ĉ_t put the rewarded steps above the others.
+    let order = held.step_order.as_ref().expect("steps of different reward");
+    assert!(order.agreement > 0.9, "{order:?}");
 
     let probe = &synthetic(1, 3, 99)[2].steps;
     let c = credit_train::signal::StepModel::predict(&model, probe).unwrap();

@@ -24,6 +24,7 @@ fn synthetic(n_tasks: usize, per_task: usize, seed: u64) -> Vec<Trajectory> {
                         obs: format!("room {} you see a door", rng.below(7)),
                         action: format!("{verb} {} thing {t}", if good { "good" } else { "bad" }),
                         readout: true,
+                        reward: if good { 1.0 } else { 0.0 },
                     }
                 })
                 .collect();
@@ -61,6 +62,9 @@ fn learns_the_known_per_step_progress() {
         held.constant_mse
     );
     assert!(held.pearson.unwrap() > 0.8, "{report:?}");
+    // Held out, "good" steps still get more credit than the others in their trajectory.
+    let order = held.step_order.as_ref().expect("steps of different reward");
+    assert!(order.pairs > 100 && order.agreement > 0.9, "{order:?}");
 
     // The per-step readout: ≈1 on "good" steps, ≈0 on the others.
     let probe = &synthetic(3, 1, 99)[2];
@@ -117,6 +121,8 @@ fn segment_end_readout_learns_the_known_segment_rewards() {
         held.mse,
         held.constant_mse
     );
+    // A segment's readout is its reward, not a step's: no step order.
+    assert!(held.step_order.is_none());
     let probe = &trajs[3];
     let r = model.predict(&probe.steps).unwrap();
     for (s, r) in probe.steps.iter().zip(&r).filter(|(s, _)| s.readout) {

@@ -14,8 +14,8 @@
 //! `[1]`) and `config.json` (`model_type: credit-progress-lm`, the backbone's path, σ_R, …).
 
 use super::shared::{
-    calibration, folds, return_scale, trainable, PassCounter, Passes, ProgressReport, Readout,
-    StepModel, StepText, Trajectory, CONFIG,
+    folds, return_scale, trainable, HeldOutPredictions, PassCounter, Passes, ProgressReport,
+    Readout, StepModel, StepText, Trajectory, CONFIG,
 };
 use crate::arch::Config;
 use crate::device::DeviceKind;
@@ -453,23 +453,23 @@ pub fn train_backbone_progress(
         )
     };
     let heldout = if k >= 2 {
-        let (mut predicted, mut constant) = (vec![0.0; examples.len()], vec![0.0; examples.len()]);
+        let mut predictions = HeldOutPredictions::new(examples.len());
         for fold in 0..k {
             let (held, train): (Vec<usize>, Vec<usize>) =
                 (0..examples.len()).partition(|&i| fold_of[i] == fold);
             let (est, _) = fit_on(&train)?;
             let mean = train.iter().map(|&i| returns[i]).sum::<f64>() / train.len() as f64;
             for &i in &held {
-                predicted[i] = est
-                    .predicted_returns(&[&examples[i]], Pass::Score)?
-                    .squeeze(0)
-                    .and_then(|r| r.to_scalar::<f32>())
-                    .map(f64::from)
+                let steps: Vec<&[u32]> = examples[i].ids.iter().map(Vec::as_slice).collect();
+                let values: Vec<f32> = est
+                    .values(&steps, Pass::Score)?
+                    .to_vec1()
                     .ctx("held-out prediction")?;
-                constant[i] = mean;
+                let values: Vec<f64> = values.into_iter().map(f64::from).collect();
+                predictions.record(i, &usable[i].steps, &values, mean);
             }
         }
-        Some(calibration(&predicted, &constant, &returns, k, split_by))
+        Some(predictions.calibration(&returns, k, split_by, opts.readout))
     } else {
         None
     };

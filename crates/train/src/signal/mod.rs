@@ -18,7 +18,7 @@ pub mod ngram;
 mod shared;
 
 pub use shared::{
-    HeldOut, Passes, ProgressReport, Readout, StepModel, StepText, Trajectory, CONFIG,
+    HeldOut, Passes, ProgressReport, Readout, StepModel, StepOrder, StepText, Trajectory, CONFIG,
 };
 
 use crate::device::DeviceKind;

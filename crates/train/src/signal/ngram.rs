@@ -13,8 +13,8 @@
 //! held-out calibration is K-fold by task (every task held out once, pooled), not one split.
 
 use super::shared::{
-    calibration, folds, return_scale, salted_hash, trainable, PassCounter, Passes, ProgressReport,
-    Readout, StepModel, StepText, Trajectory, CONFIG,
+    folds, return_scale, salted_hash, trainable, HeldOutPredictions, PassCounter, Passes,
+    ProgressReport, Readout, StepModel, StepText, Trajectory, CONFIG,
 };
 use crate::error::{Context, Error, Result};
 use crate::optim::{clip_grad_norm, gradients, shuffled_epochs, AdamW, AdamWConfig};
@@ -483,19 +483,19 @@ fn fit(
     Ok((model, epoch_loss))
 }
 
-/// R̂ of one trajectory under `model`.
-fn predicted_return(model: &ProgressModel, example: &Example) -> Result<f64> {
+/// ĉ after every step of one trajectory under `model`.
+fn step_values(model: &ProgressModel, example: &Example) -> Result<Vec<f64>> {
     let packed = Packed::new(
         &[(&example.features, &example.traj.steps)],
         None,
         model.config.text_width(),
         &model.device,
     )?;
-    let r = model
-        .predicted_returns(&packed)
-        .and_then(|r| r.squeeze(0)?.to_scalar::<f32>())
+    let c: Vec<f32> = model
+        .forward(&packed)
+        .and_then(|c| c.to_vec1())
         .ctx("held-out prediction")?;
-    Ok(f64::from(r))
+    Ok(c.into_iter().map(f64::from).collect())
 }
 
 impl ProgressTrain {
@@ -584,18 +584,18 @@ pub fn train_progress(
     let (fold_of, k, split_by) = folds(&keys, opts.folds);
     let mut passes = PassCounter::new(examples.len(), k, opts.epochs, progress);
     let heldout = if k >= 2 {
-        let (mut predicted, mut constant) = (vec![0.0; examples.len()], vec![0.0; examples.len()]);
+        let mut predictions = HeldOutPredictions::new(examples.len());
         for fold in 0..k {
             let (held, train): (Vec<usize>, Vec<usize>) =
                 (0..examples.len()).partition(|&i| fold_of[i] == fold);
             let (model, _) = fit(&examples, &train, &config, opts, &mut |n| passes.add(n))?;
             let mean = train.iter().map(|&i| returns[i]).sum::<f64>() / train.len() as f64;
             for &i in &held {
-                predicted[i] = predicted_return(&model, &examples[i])?;
-                constant[i] = mean;
+                let values = step_values(&model, &examples[i])?;
+                predictions.record(i, &examples[i].traj.steps, &values, mean);
             }
         }
-        Some(calibration(&predicted, &constant, &returns, k, split_by))
+        Some(predictions.calibration(&returns, k, split_by, opts.readout))
     } else {
         None
     };

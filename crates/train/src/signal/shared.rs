@@ -21,6 +21,9 @@ pub struct StepText {
     /// Whether the model reads out a value after this step: every step for SPA, a segment's last
     /// step for the SPRM.
     pub readout: bool,
+    /// The logged step reward r_t. Never an input: held-out ĉ_t are ranked against it
+    /// ([`StepOrder`]).
+    pub reward: f64,
 }
 
 /// One trajectory: its split key (task, else group), steps in order and outcome R.
@@ -82,6 +85,77 @@ pub struct HeldOut {
     pub pearson: Option<f64>,
     /// Predicting each fold's training mean R for all its held-out trajectories.
     pub constant_mse: f64,
+    /// How held-out ĉ_t order each trajectory's steps against the logged step rewards (SPA's
+    /// per-step readout only; `None` when no trajectory has two steps of different reward).
+    pub step_order: Option<StepOrder>,
+}
+
+/// Of the pairs of steps in one trajectory whose logged rewards differ, the share that the
+/// held-out ĉ_t put in the same order (a tie in ĉ counts half): 0.5 is chance, 1 every pair in
+/// order. Σ ĉ against R cannot tell whether the credit lands on the right steps; this can, where
+/// the environment logs step rewards.
+#[derive(Clone, Debug, Serialize)]
+pub struct StepOrder {
+    pub pairs: u64,
+    pub agreement: f64,
+}
+
+/// [`StepOrder`] over `trajectories`: each one's (logged reward, held-out ĉ) per step, pairs
+/// taken within a trajectory only. Non-finite values are left out. O(n log n) per trajectory:
+/// steps sorted by reward, ĉ ranks counted in a Fenwick tree of the steps of lower reward.
+pub(super) fn step_order(trajectories: &[Vec<(f64, f64)>]) -> Option<StepOrder> {
+    let (mut pairs, mut agreeing) = (0u64, 0.0f64);
+    for steps in trajectories {
+        let mut steps: Vec<(f64, f64)> = steps
+            .iter()
+            .copied()
+            .filter(|(r, c)| r.is_finite() && c.is_finite())
+            .collect();
+        let mut ranks: Vec<f64> = steps.iter().map(|s| s.1).collect();
+        ranks.sort_unstable_by(f64::total_cmp);
+        ranks.dedup();
+        let rank = |c: f64| ranks.partition_point(|&x| x < c);
+        steps.sort_unstable_by(|a, b| a.0.total_cmp(&b.0));
+        // below[k]: steps of lower reward seen so far whose ĉ has rank ≤ k (1-based tree).
+        let mut below = vec![0u64; ranks.len() + 1];
+        let count_up_to = |tree: &[u64], mut k: usize| {
+            let mut n = 0;
+            while k > 0 {
+                n += tree[k];
+                k &= k - 1;
+            }
+            n
+        };
+        let mut seen = 0u64;
+        let mut start = 0;
+        while start < steps.len() {
+            let end = start
+                + steps[start..]
+                    .iter()
+                    .take_while(|s| s.0 == steps[start].0)
+                    .count();
+            for &(_, c) in &steps[start..end] {
+                let k = rank(c);
+                let lower = count_up_to(&below, k);
+                let tied = count_up_to(&below, k + 1) - lower;
+                pairs += seen;
+                agreeing += lower as f64 + 0.5 * tied as f64;
+            }
+            for &(_, c) in &steps[start..end] {
+                let mut k = rank(c) + 1;
+                while k < below.len() {
+                    below[k] += 1;
+                    k += k & k.wrapping_neg();
+                }
+            }
+            seen += (end - start) as u64;
+            start = end;
+        }
+    }
+    (pairs > 0).then(|| StepOrder {
+        pairs,
+        agreement: agreeing / pairs as f64,
+    })
 }
 
 /// FNV-1a 64 of `text`, started from the offset basis XOR `salt`: one independent hash per salt.
@@ -174,25 +248,59 @@ impl<'a> PassCounter<'a> {
     }
 }
 
-/// R̂ (`predicted`) and the fold's mean return (`constant`) against R (`truth`).
-pub(super) fn calibration(
-    predicted: &[f64],
-    constant: &[f64],
-    truth: &[f64],
-    folds: usize,
-    split_by: &str,
-) -> HeldOut {
-    let n = truth.len() as f64;
-    let mean_of = |f: &dyn Fn(usize) -> f64| (0..truth.len()).map(f).sum::<f64>() / n;
-    HeldOut {
-        folds,
-        split_by: split_by.to_string(),
-        trajectories: truth.len(),
-        mse: mean_of(&|i| (predicted[i] - truth[i]).powi(2)),
-        mae: mean_of(&|i| (predicted[i] - truth[i]).abs()),
-        acc_at_0_1: mean_of(&|i| f64::from((predicted[i] - truth[i]).abs() <= 0.1)),
-        pearson: pearson(predicted, truth),
-        constant_mse: mean_of(&|i| (constant[i] - truth[i]).powi(2)),
+/// The held-out predictions of a cross-validation, gathered fold by fold.
+pub(super) struct HeldOutPredictions {
+    /// R̂ of each trajectory: Σ of its readouts.
+    predicted: Vec<f64>,
+    /// The mean R of the trajectories its fold trained on.
+    constant: Vec<f64>,
+    /// (logged r_t, ĉ_t) of each readout step, per trajectory.
+    steps: Vec<Vec<(f64, f64)>>,
+}
+
+impl HeldOutPredictions {
+    pub fn new(trajectories: usize) -> Self {
+        HeldOutPredictions {
+            predicted: vec![0.0; trajectories],
+            constant: vec![0.0; trajectories],
+            steps: vec![Vec::new(); trajectories],
+        }
+    }
+
+    /// Trajectory `i`, predicted by a fold's model: its `values` after every one of `steps`, and
+    /// the mean return the fold trained on.
+    pub fn record(&mut self, i: usize, steps: &[StepText], values: &[f64], train_mean: f64) {
+        let readouts = steps.iter().zip(values).filter(|(s, _)| s.readout);
+        self.predicted[i] = readouts.clone().map(|(_, v)| v).sum();
+        self.constant[i] = train_mean;
+        self.steps[i] = readouts.map(|(s, &v)| (s.reward, v)).collect();
+    }
+
+    /// R̂ and the constant against R (`truth`); the step order for SPA's per-step readout.
+    pub fn calibration(
+        &self,
+        truth: &[f64],
+        folds: usize,
+        split_by: &str,
+        readout: Readout,
+    ) -> HeldOut {
+        let (predicted, constant) = (&self.predicted, &self.constant);
+        let n = truth.len() as f64;
+        let mean_of = |f: &dyn Fn(usize) -> f64| (0..truth.len()).map(f).sum::<f64>() / n;
+        HeldOut {
+            folds,
+            split_by: split_by.to_string(),
+            trajectories: truth.len(),
+            mse: mean_of(&|i| (predicted[i] - truth[i]).powi(2)),
+            mae: mean_of(&|i| (predicted[i] - truth[i]).abs()),
+            acc_at_0_1: mean_of(&|i| f64::from((predicted[i] - truth[i]).abs() <= 0.1)),
+            pearson: pearson(predicted, truth),
+            constant_mse: mean_of(&|i| (constant[i] - truth[i]).powi(2)),
+            step_order: match readout {
+                Readout::Step => step_order(&self.steps),
+                Readout::SegmentEnd => None,
+            },
+        }
     }
 }
 
@@ -238,5 +346,58 @@ mod tests {
         ] {
             assert_eq!(salted_hash(salt, text), want, "salt {salt:#x}, {text:?}");
         }
+    }
+
+    #[test]
+    fn step_order_counts_pairs_of_different_reward_within_trajectories() {
+        // Rewards 0, 0, 1, 2 with ĉ 0.1, 0.3, 0.3, 0.2: the five pairs of different reward score
+        // 1 (0.1 < 0.3), ½ (0.3 = 0.3), 1 (0.1 < 0.2), 0 (0.3 > 0.2), 0 (0.3 > 0.2). A second
+        // trajectory of equal rewards adds no pair; NaN steps are left out.
+        let order = step_order(&[
+            vec![
+                (0.0, 0.1),
+                (0.0, 0.3),
+                (1.0, 0.3),
+                (2.0, 0.2),
+                (f64::NAN, 9.0),
+            ],
+            vec![(1.0, 0.5), (1.0, 0.7)],
+        ])
+        .unwrap();
+        assert_eq!(order.pairs, 5);
+        assert!((order.agreement - 2.5 / 5.0).abs() < 1e-12, "{order:?}");
+        assert!(step_order(&[vec![(1.0, 0.5), (1.0, 0.7)]]).is_none());
+    }
+
+    #[test]
+    fn step_order_equals_the_count_over_all_pairs() {
+        let mut rng = crate::rng::SplitMix64(3);
+        let trajectories: Vec<Vec<(f64, f64)>> = (0..30)
+            .map(|_| {
+                (0..rng.below(40))
+                    .map(|_| (rng.below(4) as f64, rng.below(6) as f64 / 5.0))
+                    .collect()
+            })
+            .collect();
+        let (mut pairs, mut agreeing) = (0u64, 0.0);
+        for steps in &trajectories {
+            for a in steps {
+                for b in steps {
+                    if a.0 < b.0 {
+                        pairs += 1;
+                        agreeing += if a.1 < b.1 {
+                            1.0
+                        } else if a.1 == b.1 {
+                            0.5
+                        } else {
+                            0.0
+                        };
+                    }
+                }
+            }
+        }
+        let order = step_order(&trajectories).unwrap();
+        assert_eq!(order.pairs, pairs);
+        assert!((order.agreement - agreeing / pairs as f64).abs() < 1e-12);
     }
 }
