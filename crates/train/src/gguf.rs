@@ -10,8 +10,9 @@
 //!   template and special tokens ([`Gguf::tokenizer_config`]).
 //!
 //! The base is dequantised rather than kept quantised: it is frozen under LoRA, so a quantised
-//! matmul would only save memory (SmolLM2-135M is 540 MB in f32), and candle's `QMatMul` has no
-//! backward pass to carry the gradient to the activations below it.
+//! matmul would only save memory (SmolLM2-135M is 540 MB in f32), candle's `QMatMul` has no
+//! backward pass to carry the gradient to the activations below it, and on the CPU its product is
+//! 4.5–5.6× slower at training lengths and off by up to 5.7e-3 (`benches/quantised_base.rs`).
 //!
 //! Only the Llama architecture with a GPT-2-style byte-level BPE tokenizer is read; other
 //! architectures, SentencePiece vocabularies and pre-tokenizers not listed in
