@@ -386,15 +386,21 @@ fn read_blocks_with<W: Send, R: Send, E: From<Error> + Send>(
 
 /// Takes the next round of tasks: at least `n` of them and `bytes` of input between them (many
 /// small files make small tasks, and each round costs the same however little it holds), or
-/// what is left. An empty list means the input has ended.
+/// what is left. A Parquet slice counts as two tasks: it decodes to twice a chunk's bytes and
+/// more (`parquet::SLICE_BYTES`), and a round of one slice per thread holds as much as the two
+/// chunks per thread of JSONL. An empty list means the input has ended.
 fn next_tasks(receive: &Receiver<Result<Task>>, n: usize, bytes: usize) -> Result<Vec<Task>> {
     let mut tasks = Vec::with_capacity(n);
-    let mut taken = 0;
-    while tasks.len() < n || taken < bytes {
+    let (mut counted, mut taken) = (0, 0);
+    while counted < n || taken < bytes {
         match receive.recv() {
             Ok(task) => {
                 let task = task?;
                 taken += task.bytes();
+                counted += match task {
+                    Task::Slice(..) => 2,
+                    Task::Chunk(_) | Task::Problem(..) => 1,
+                };
                 tasks.push(task);
             }
             Err(_) => break,
