@@ -32,7 +32,7 @@ enum Part {
 /// first): where the object ends, or `None` when it is not a flat object of plain values, or not
 /// valid JSON. A line break ends the search (the object must lie in one line); what follows the
 /// object is for the caller to check. `text` must hold no control character but line breaks
-/// ([`has_control`]): simd-json rejects them in strings, and the string scan looks for none.
+/// ([`clean_text`]): simd-json rejects them in strings, and the string scan looks for none.
 pub(crate) fn scan<'a>(
     text: &'a str,
     scratch: &'a mut Scratch,
@@ -56,20 +56,32 @@ pub(crate) fn scan<'a>(
     Some(end)
 }
 
-/// Whether `bytes` hold a control character (below U+0020) other than a line break: simd-json
-/// rejects one in a string, and whitespace between tokens is seldom a tab or a carriage return,
-/// so such a line is left to the general path. Compared 64 bytes at a time, without a branch per
-/// byte.
-pub(crate) fn has_control(bytes: &[u8]) -> bool {
-    bytes.chunks(64).any(|chunk| {
-        chunk
-            .iter()
-            .fold(false, |found, &b| found | (b < 0x20 && b != b'\n'))
-    })
+/// `bytes` as text when they are valid UTF-8 holding no control character (below U+0020) other
+/// than a line break: simd-json rejects one in a string, and whitespace between tokens is seldom
+/// a tab or a carriage return, so text with one is left to the general path. One pass, 64 bytes
+/// at a time without a branch per byte, finds control characters and whether every byte is ASCII
+/// (most logs are, and ASCII is UTF-8); the UTF-8 check runs only where a byte is not.
+pub(crate) fn clean_text(bytes: &[u8]) -> Option<&str> {
+    let mut any = 0u8;
+    for chunk in bytes.chunks(64) {
+        let (or, control) = chunk.iter().fold((0u8, false), |(or, control), &b| {
+            (or | b, control | (b < 0x20 && b != b'\n'))
+        });
+        if control {
+            return None;
+        }
+        any |= or;
+    }
+    if any.is_ascii() {
+        // SAFETY: every byte is below 0x80, and ASCII is valid UTF-8.
+        Some(unsafe { std::str::from_utf8_unchecked(bytes) })
+    } else {
+        std::str::from_utf8(bytes).ok()
+    }
 }
 
 /// Whether what follows an object on its line lets it stand alone: only spaces (the scanned text
-/// holds no other whitespace, [`has_control`]).
+/// holds no other whitespace, [`clean_text`]).
 pub(crate) fn ends_line(rest: &[u8]) -> bool {
     rest.iter().all(|&b| b == b' ')
 }
@@ -81,11 +93,9 @@ pub(crate) fn scan_line<'a>(
     scratch: &'a mut Scratch,
     nodes: &mut Vec<Node<'a>>,
 ) -> bool {
-    match std::str::from_utf8(line) {
-        Ok(text) if !has_control(line) => {
-            scan(text, scratch, nodes).is_some_and(|end| ends_line(&line[end..]))
-        }
-        _ => false,
+    match clean_text(line) {
+        Some(text) => scan(text, scratch, nodes).is_some_and(|end| ends_line(&line[end..])),
+        None => false,
     }
 }
 
@@ -166,7 +176,7 @@ fn word(
 }
 
 /// The string whose text starts at `from` (after its opening quote): where it ends (after the
-/// closing quote). The line holds no control character ([`has_control`]).
+/// closing quote). The line holds no control character ([`clean_text`]).
 fn string(line: &str, from: usize, scratch: &mut Scratch) -> Option<usize> {
     let bytes = line.as_bytes();
     let mut at = from + memchr::memchr3(b'"', b'\\', b'\n', &bytes[from..])?;
@@ -351,6 +361,38 @@ mod tests {
                 }
                 _ => x == y,
             })
+    }
+
+    #[test]
+    fn clean_text_is_valid_utf8_without_control_characters_but_line_breaks() {
+        let long = "x".repeat(100);
+        for (bytes, clean) in [
+            (&b"{\"a\": 1}\n{\"b\": \"caf\xc3\xa9\"}\n"[..], true),
+            (b"plain ascii\n", true),
+            (b"", true),
+            (b"a\tb", false),
+            (b"a\r\n", false),
+            (b"\x00", false),
+            (b"caf\xc3", false),
+            (b"\xff\n", false),
+        ] {
+            assert_eq!(clean_text(bytes).is_some(), clean, "{bytes:?}");
+            assert_eq!(
+                clean_text(bytes),
+                std::str::from_utf8(bytes)
+                    .ok()
+                    .filter(|t| !t.bytes().any(|b| b < 0x20 && b != b'\n'))
+            );
+        }
+        // A control character or a non-ASCII byte past the first 64 bytes is seen too.
+        assert!(clean_text(format!("{long}\u{1}").as_bytes()).is_none());
+        assert_eq!(
+            clean_text(format!("{long}é").as_bytes()),
+            Some(&*format!("{long}é"))
+        );
+        let mut bad = long.into_bytes();
+        bad.push(0xc3);
+        assert!(clean_text(&bad).is_none());
     }
 
     #[test]

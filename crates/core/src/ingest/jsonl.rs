@@ -572,9 +572,7 @@ pub(crate) fn parse(chunk: &Chunk, path: &Path, columns: &ColumnMap) -> Block {
     // A chunk of valid UTF-8 with no control character but line breaks (most are) is checked
     // once, and the scanner reads each line's object from where the line starts, so the line
     // break is looked for only after it; in another chunk each line is checked and scanned alone.
-    let clean = std::str::from_utf8(bytes)
-        .ok()
-        .filter(|_| !flat::has_control(bytes));
+    let clean = flat::clean_text(bytes);
     let mut start = 0;
     let mut line_no = first_line;
     while start < bytes.len() {
