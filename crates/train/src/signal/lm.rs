@@ -204,6 +204,16 @@ impl BackboneProgress {
             .ctx("progress head")
     }
 
+    /// ĉ of every step of one trajectory (token ids), scored without a graph.
+    fn step_values(&self, ids: &[Vec<u32>]) -> Result<Vec<f64>> {
+        let steps: Vec<&[u32]> = ids.iter().map(Vec::as_slice).collect();
+        let c: Vec<f32> = self
+            .values(&steps, Pass::Score)?
+            .to_vec1()
+            .ctx("progress forward pass")?;
+        Ok(c.into_iter().map(f64::from).collect())
+    }
+
     /// R̂ of each trajectory, `[B]`: Σ of ĉ over its readout steps.
     fn predicted_returns(&self, batch: &[&Example], pass: Pass) -> Result<Tensor> {
         let steps: Vec<&[u32]> = batch
@@ -323,12 +333,7 @@ impl StepModel for BackboneProgress {
             .iter()
             .map(|s| step_ids(&self.tokenizer, s, self.config.max_step_tokens))
             .collect::<Result<Vec<_>>>()?;
-        let refs: Vec<&[u32]> = ids.iter().map(Vec::as_slice).collect();
-        let c: Vec<f32> = self
-            .values(&refs, Pass::Score)?
-            .to_vec1()
-            .ctx("progress forward pass")?;
-        Ok(c.into_iter().map(f64::from).collect())
+        self.step_values(&ids)
     }
 }
 
@@ -460,12 +465,7 @@ pub fn train_backbone_progress(
             let (est, _) = fit_on(&train)?;
             let mean = train.iter().map(|&i| returns[i]).sum::<f64>() / train.len() as f64;
             for &i in &held {
-                let steps: Vec<&[u32]> = examples[i].ids.iter().map(Vec::as_slice).collect();
-                let values: Vec<f32> = est
-                    .values(&steps, Pass::Score)?
-                    .to_vec1()
-                    .ctx("held-out prediction")?;
-                let values: Vec<f64> = values.into_iter().map(f64::from).collect();
+                let values = est.step_values(&examples[i].ids)?;
                 predictions.record(i, &usable[i].steps, &values, mean);
             }
         }

@@ -331,9 +331,13 @@ impl ProgressModel {
         if steps.is_empty() {
             return Ok(Vec::new());
         }
-        let features = trajectory_features(steps, &self.config);
+        self.step_values(&trajectory_features(steps, &self.config), steps)
+    }
+
+    /// [`ProgressModel::predict`] of a trajectory whose features are worked out already.
+    fn step_values(&self, features: &[Sparse], steps: &[StepText]) -> Result<Vec<f64>> {
         let packed = Packed::new(
-            &[(&features, steps)],
+            &[(features, steps)],
             None,
             self.config.text_width(),
             &self.device,
@@ -483,21 +487,6 @@ fn fit(
     Ok((model, epoch_loss))
 }
 
-/// ĉ after every step of one trajectory under `model`.
-fn step_values(model: &ProgressModel, example: &Example) -> Result<Vec<f64>> {
-    let packed = Packed::new(
-        &[(&example.features, &example.traj.steps)],
-        None,
-        model.config.text_width(),
-        &model.device,
-    )?;
-    let c: Vec<f32> = model
-        .forward(&packed)
-        .and_then(|c| c.to_vec1())
-        .ctx("held-out prediction")?;
-    Ok(c.into_iter().map(f64::from).collect())
-}
-
 impl ProgressTrain {
     /// Checks every flag before any work; messages name the `credit train progress|sprm` flag
     /// and its valid range (`--buckets 0` would divide by zero when hashing).
@@ -591,8 +580,9 @@ pub fn train_progress(
             let (model, _) = fit(&examples, &train, &config, opts, &mut |n| passes.add(n))?;
             let mean = train.iter().map(|&i| returns[i]).sum::<f64>() / train.len() as f64;
             for &i in &held {
-                let values = step_values(&model, &examples[i])?;
-                predictions.record(i, &examples[i].traj.steps, &values, mean);
+                let Example { features, traj } = &examples[i];
+                let values = model.step_values(features, &traj.steps)?;
+                predictions.record(i, &traj.steps, &values, mean);
             }
         }
         Some(predictions.calibration(&returns, k, split_by, opts.readout))
