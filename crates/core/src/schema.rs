@@ -657,13 +657,11 @@ impl ColumnMap {
             .get(source)
             .map_or(String::new(), |o| format!("{o}: "));
         // The closest name by difflib's ratio, from 0.6 as Python's `get_close_matches`.
-        let matcher = crate::methods::sequence_matcher::Matcher::new(source);
+        use crate::methods::sequence_matcher::{Matcher, Text};
+        let matcher = Matcher::new(Text::new(source));
         let nearest = seen
             .iter()
-            .map(|name| {
-                let text = crate::methods::sequence_matcher::Text::new(name);
-                (matcher.ratio(&text), name)
-            })
+            .map(|name| (matcher.ratio(&Text::new(name)), name))
             .filter(|(ratio, _)| *ratio >= 0.6)
             .max_by(|a, b| a.0.total_cmp(&b.0));
         let hint = match nearest {

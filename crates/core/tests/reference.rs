@@ -256,7 +256,7 @@ fn difflib_ratios_match_cpython() {
     for (i, line) in text.lines().enumerate() {
         let row: serde_json::Value = serde_json::from_str(line).unwrap();
         let (a, b) = (row["a"].as_str().unwrap(), row["b"].as_str().unwrap());
-        let got = Matcher::new(b).ratio(&Text::new(a));
+        let got = Matcher::new(Text::new(b)).ratio(&Text::new(a));
         assert_eq!(got, row["ratio"].as_f64().unwrap(), "pair {i}");
         n += 1;
     }

@@ -123,20 +123,24 @@ fn group_clusters(
         let k = match index.get(text) {
             Some(&k) => k,
             None => {
-                let found = similarity.and_then(|threshold| {
-                    let text = Text::new(text);
+                // Prepared once: to compare with the representatives, and as one itself.
+                let prepared = similarity.map(|threshold| (threshold, Text::new(text)));
+                let found = prepared.as_ref().and_then(|(threshold, prepared)| {
                     representatives
                         .iter()
-                        .find(|(_, rep)| similar(&text, rep, threshold, &mut scratch))
+                        .find(|(_, rep)| similar(prepared, rep, *threshold, &mut scratch))
                         .map(|(k, _)| *k)
                 });
-                let k = found.unwrap_or_else(|| {
-                    clusters.push(Vec::new());
-                    if similarity.is_some() {
-                        representatives.push((clusters.len() - 1, Matcher::new(text)));
+                let k = match found {
+                    Some(k) => k,
+                    None => {
+                        clusters.push(Vec::new());
+                        if let Some((_, prepared)) = prepared {
+                            representatives.push((clusters.len() - 1, Matcher::new(prepared)));
+                        }
+                        clusters.len() - 1
                     }
-                    clusters.len() - 1
-                });
+                };
                 index.insert(text, k);
                 k
             }

@@ -16,6 +16,9 @@ pub struct Text {
     histogram: Vec<(char, u32, u32)>,
     /// Positions of each element in turn, ascending within an element.
     positions: Vec<u32>,
+    /// For ASCII text, where each element's positions start (element 128: the end): its range
+    /// without a search, and the multiset intersection of two such texts in one pass.
+    ascii_starts: Option<Box<[u32; 129]>>,
 }
 
 impl Text {
@@ -29,6 +32,7 @@ impl Text {
         };
         let mut positions = vec![0u32; chars.len()];
         let mut histogram = Vec::new();
+        let mut ascii_starts = None;
         if ascii {
             let mut starts = [0u32; 129];
             for &c in &chars {
@@ -40,6 +44,7 @@ impl Text {
                 }
                 starts[c + 1] += starts[c];
             }
+            ascii_starts = Some(Box::new(starts));
             for (i, &c) in chars.iter().enumerate() {
                 positions[starts[c as usize] as usize] = i as u32;
                 starts[c as usize] += 1;
@@ -63,7 +68,56 @@ impl Text {
             chars,
             histogram,
             positions,
+            ascii_starts,
         }
+    }
+
+    /// Where `element`'s positions are, if it occurs.
+    fn find(&self, element: char) -> Option<(u32, u32)> {
+        let range = match (&self.ascii_starts, element.is_ascii()) {
+            (Some(starts), true) => (starts[element as usize], starts[element as usize + 1]),
+            (Some(_), false) => return None,
+            (None, _) => {
+                let k = (self
+                    .histogram
+                    .binary_search_by_key(&element, |&(c, _, _)| c))
+                .ok()?;
+                (self.histogram[k].1, self.histogram[k].2)
+            }
+        };
+        (range.0 < range.1).then_some(range)
+    }
+
+    /// The size of the multiset intersection of the two texts (what difflib's `quick_ratio`
+    /// counts: an upper bound of the matches).
+    fn intersection(&self, other: &Text) -> usize {
+        if let (Some(x), Some(y)) = (&self.ascii_starts, &other.ascii_starts) {
+            // Summed in u32 (no text is 2³² long), which vectorises without widening.
+            return (0..128)
+                .map(|c| (x[c + 1] - x[c]).min(y[c + 1] - y[c]))
+                .sum::<u32>() as usize;
+        }
+        let (mut x, mut y) = (
+            self.histogram.iter().peekable(),
+            other.histogram.iter().peekable(),
+        );
+        let mut common = 0;
+        while let (Some(&&(cx, fx, tx)), Some(&&(cy, fy, ty))) = (x.peek(), y.peek()) {
+            match cx.cmp(&cy) {
+                std::cmp::Ordering::Less => {
+                    x.next();
+                }
+                std::cmp::Ordering::Greater => {
+                    y.next();
+                }
+                std::cmp::Ordering::Equal => {
+                    common += (tx - fx).min(ty - fy) as usize;
+                    x.next();
+                    y.next();
+                }
+            }
+        }
+        common
     }
 
     fn len(&self) -> usize {
@@ -75,15 +129,33 @@ impl Text {
     }
 }
 
+/// A non-popular element of `b`: its range in `b.positions`, and its range in
+/// [`Matcher::pair_end_positions`].
+#[derive(Clone, Copy)]
+struct NonPopular {
+    element: char,
+    positions: (u32, u32),
+    pair_ends: (u32, u32),
+}
+
 /// A prepared `b` (the second sequence) to compare many `a`s against.
 pub struct Matcher {
     b: Text,
     /// Each element of `b` where it is non-popular (in difflib's `b2j`), [`NONE`] where popular:
     /// one comparison tells whether a cell pairs a non-popular element.
     keys: Vec<u32>,
-    /// Elements occurring more often than this in `b` are popular.
-    most: u32,
+    /// Each non-popular element of `b`, ascending.
+    non_popular: Vec<NonPopular>,
+    /// For ASCII `b`, each element's place in `non_popular` ([`POPULAR`] for one that is not
+    /// there), found without a search.
+    ascii_non_popular: Option<Box<[u8; 128]>>,
+    /// The positions `j` of `b` where `b[j - 1]` and `b[j]` are both non-popular (the only ones
+    /// where a run of two or more cells can end), grouped by `b[j]`, ascending within an element.
+    pair_end_positions: Vec<u32>,
 }
+
+/// Not a place in [`Matcher::non_popular`]: an ASCII text has at most 128 elements.
+const POPULAR: u8 = u8::MAX;
 
 /// No element: above every code point.
 const NONE: u32 = u32::MAX;
@@ -96,19 +168,34 @@ fn calculate_ratio(matches: usize, length: usize) -> f64 {
     }
 }
 
-/// A non-popular element of `b` that `a` has: its ranges of positions in `a` and in `b`.
-type Shared = ((u32, u32), (u32, u32));
+/// Ranges `alo..ahi` of `a` and `blo..bhi` of `b`.
+type Range = (usize, usize, usize, usize);
 
 /// Buffers reused across comparisons, so that a comparison allocates nothing once warm.
 #[derive(Default)]
 pub struct Scratch {
-    shared: Vec<Shared>,
-    queue: Vec<(usize, usize, usize, usize)>,
+    /// Which positions of `a` are rows, a bit each.
+    marks: Vec<u64>,
+    /// Each position of `a` whose element is a non-popular one of `b`, ascending: the rows of
+    /// difflib's table that have cells.
+    rows: Vec<u32>,
+    /// The cells `(i, j)` where a run of two or more can end, ascending: `a[i - 1] == b[j - 1]`
+    /// and `a[i] == b[j]`, both non-popular.
+    pair_cells: Vec<(u32, u32)>,
+    /// Ranges still to search, each with its parts of `rows` and `pair_cells`.
+    queue: Vec<(Range, Parts)>,
+}
+
+/// A range's parts of [`Scratch::rows`] (`rows.0..rows.1`: its rows) and [`Scratch::pair_cells`]
+/// (`cells.0..cells.1`: the cells whose row and the row before are its rows).
+#[derive(Clone, Copy)]
+struct Parts {
+    rows: (usize, usize),
+    cells: (usize, usize),
 }
 
 impl Matcher {
-    pub fn new(b: &str) -> Self {
-        let b = Text::new(b);
+    pub fn new(b: Text) -> Self {
         let n = b.len();
         let most = if n >= 200 {
             (n / 100 + 1) as u32
@@ -123,37 +210,87 @@ impl Matcher {
                 }
             }
         }
-        Matcher { b, keys, most }
+        let mut pair_end_positions = Vec::new();
+        let non_popular: Vec<_> = (b.histogram.iter())
+            .filter(|&&(_, from, to)| to - from <= most)
+            .map(|&(c, from, to)| {
+                let start = pair_end_positions.len() as u32;
+                pair_end_positions.extend(
+                    (b.at((from, to)).iter()).filter(|&&j| j > 0 && keys[j as usize - 1] != NONE),
+                );
+                NonPopular {
+                    element: c,
+                    positions: (from, to),
+                    pair_ends: (start, pair_end_positions.len() as u32),
+                }
+            })
+            .collect();
+        let ascii_non_popular = b.ascii_starts.as_ref().map(|_| {
+            let mut places = Box::new([POPULAR; 128]);
+            for (k, np) in non_popular.iter().enumerate() {
+                places[np.element as usize] = k as u8;
+            }
+            places
+        });
+        Matcher {
+            b,
+            keys,
+            non_popular,
+            ascii_non_popular,
+            pair_end_positions,
+        }
     }
 
-    /// The size of the multiset intersection of `a` and `b` (difflib's `quick_ratio` counts it,
-    /// an upper bound of the matches), listing in `s` the non-popular elements both have.
-    fn pair_up(&self, a: &Text, s: &mut Scratch) -> usize {
-        s.shared.clear();
-        let (mut x, mut y) = (
-            a.histogram.iter().peekable(),
-            self.b.histogram.iter().peekable(),
-        );
-        let mut matches = 0;
-        while let (Some(&&(ca, fa, ta)), Some(&&(cb, fb, tb))) = (x.peek(), y.peek()) {
-            match ca.cmp(&cb) {
-                std::cmp::Ordering::Less => {
-                    x.next();
-                }
-                std::cmp::Ordering::Greater => {
-                    y.next();
-                }
-                std::cmp::Ordering::Equal => {
-                    matches += (ta - fa).min(tb - fb) as usize;
-                    if tb - fb <= self.most {
-                        s.shared.push(((fa, ta), (fb, tb)));
-                    }
-                    x.next();
-                    y.next();
+    /// Lists in `s` the rows of `a` that have cells and the cells where runs of two or more can
+    /// end, both in the order of `a`: marked a bit per position, element by element, and read
+    /// off in order, where a sort would cost more.
+    fn pair_up(&self, a: &Text, s: &mut Scratch) {
+        s.rows.clear();
+        s.pair_cells.clear();
+        s.marks.clear();
+        s.marks.resize(a.len().div_ceil(64), 0);
+        let marks = &mut s.marks[..];
+        for &NonPopular { element: c, .. } in &self.non_popular {
+            if let Some(pa) = a.find(c) {
+                for &i in a.at(pa) {
+                    marks[i as usize / 64] |= 1 << (i % 64);
                 }
             }
         }
-        matches
+        for (w, &word) in s.marks.iter().enumerate() {
+            let mut bits = word;
+            while bits != 0 {
+                let i = w * 64 + bits.trailing_zeros() as usize;
+                bits &= bits - 1;
+                s.rows.push(i as u32);
+                if i == 0 {
+                    continue;
+                }
+                let before = a.chars[i - 1];
+                // Most non-popular elements follow popular ones: no run of two ends there.
+                if let Some(places) = &self.ascii_non_popular {
+                    if !before.is_ascii() || places[before as usize] == POPULAR {
+                        continue;
+                    }
+                }
+                let before = before as u32;
+                let ends = self.non_popular(a.chars[i]).pair_ends;
+                for &j in &self.pair_end_positions[ends.0 as usize..ends.1 as usize] {
+                    if self.keys[j as usize - 1] == before {
+                        s.pair_cells.push((i as u32, j));
+                    }
+                }
+            }
+        }
+    }
+
+    /// The entry of `non_popular` for an element that is in it.
+    fn non_popular(&self, c: char) -> NonPopular {
+        let place = match &self.ascii_non_popular {
+            Some(places) => places[c as usize] as usize,
+            None => (self.non_popular).partition_point(|np| np.element < c),
+        };
+        self.non_popular[place]
     }
 
     /// `difflib.SequenceMatcher(None, a, b).ratio()`.
@@ -175,22 +312,64 @@ impl Matcher {
         mut stop: impl FnMut(usize, usize) -> bool,
     ) -> (usize, usize) {
         let (la, lb) = (a.len(), self.b.len());
+        let (ac, bc) = (&a.chars, &self.b.chars);
         s.queue.clear();
-        s.queue.push((0, la, 0, lb));
+        let whole = Parts {
+            rows: (0, s.rows.len()),
+            cells: (0, s.pair_cells.len()),
+        };
+        s.queue.push(((0, la, 0, lb), whole));
         let (mut matched, mut open) = (0, la.min(lb));
         // The blocks' total does not depend on the order ranges are searched in.
-        while let Some((alo, ahi, blo, bhi)) = s.queue.pop() {
+        while let Some((range @ (alo, ahi, blo, bhi), parts)) = s.queue.pop() {
             open -= (ahi - alo).min(bhi - blo);
-            let (i, j, k) = self.find_longest_match(a, &s.shared, (alo, ahi, blo, bhi));
+            let (i, j, k) = self.find_longest_match(
+                a,
+                &s.rows[parts.rows.0..parts.rows.1],
+                &s.pair_cells[parts.cells.0..parts.cells.1],
+                range,
+            );
             if k > 0 {
                 matched += k;
-                if alo < i && blo < j {
-                    s.queue.push((alo, i, blo, j));
-                    open += (i - alo).min(j - blo);
-                }
-                if i + k < ahi && j + k < bhi {
-                    s.queue.push((i + k, ahi, j + k, bhi));
-                    open += (ahi - i - k).min(bhi - j - k);
+                // The ranges either side of the block take the range's rows and pair cells before
+                // and after it: both lists ascend.
+                let (rows, cells) = (
+                    &s.rows[parts.rows.0..parts.rows.1],
+                    &s.pair_cells[parts.cells.0..parts.cells.1],
+                );
+                // Left: rows before `i`, cells whose row is too. Right: rows from `i + k`, cells
+                // whose row is after it (the row before is then in the range too).
+                let rows_before = |at: usize| rows.partition_point(|&r| (r as usize) < at);
+                let cells_before = |at: usize| cells.partition_point(|&(r, _)| (r as usize) < at);
+                let (r0, c0) = (parts.rows.0, parts.cells.0);
+                let sides = [
+                    (
+                        (alo, i, blo, j),
+                        (r0, r0 + rows_before(i)),
+                        (c0, c0 + cells_before(i)),
+                    ),
+                    (
+                        (i + k, ahi, j + k, bhi),
+                        (r0 + rows_before(i + k), parts.rows.1),
+                        (c0 + cells_before(i + k + 1), parts.cells.1),
+                    ),
+                ];
+                for (side @ (lo, hi, blo, bhi), side_rows, side_cells) in sides {
+                    if lo >= hi || blo >= bhi {
+                        continue;
+                    }
+                    if side_rows.0 == side_rows.1 {
+                        // No cells: difflib's block is the common start, and the range after it
+                        // has none either and starts unequal.
+                        matched += common_prefix(&ac[lo..hi], &bc[blo..bhi]);
+                        continue;
+                    }
+                    let side_parts = Parts {
+                        rows: side_rows,
+                        cells: side_cells,
+                    };
+                    s.queue.push((side, side_parts));
+                    open += (hi - lo).min(bhi - blo);
                 }
             }
             if stop(matched, open) {
@@ -205,50 +384,49 @@ impl Matcher {
     ///
     /// difflib grows runs of non-popular matches row by row of `a` (`j2len`) and keeps the first
     /// cell, in (i, j) order, where a run reaches the greatest length: the earliest end of a
-    /// longest run. Here only the cells pairing equal non-popular elements are visited, element by
-    /// element, and each that ends a run (within the ranges) measures it backwards: most elements
-    /// of `a` are popular or absent in `b`, and cost nothing.
+    /// longest run. Here a run of two or more can only end at one of the pair cells
+    /// ([`Matcher::pair_up`]), which are few (most non-popular elements stand between popular
+    /// ones); each in range that ends its run measures it backwards, in (i, j) order, so the
+    /// first to reach a length is the earliest. Where none is in range every run is one cell long
+    /// and the first cell in (i, j) order wins: the first row in range with an element in `b`'s
+    /// range, at that element's first position there.
     fn find_longest_match(
         &self,
         a: &Text,
-        shared: &[Shared],
-        (alo, ahi, blo, bhi): (usize, usize, usize, usize),
+        rows: &[u32],
+        pair_cells: &[(u32, u32)],
+        (alo, ahi, blo, bhi): Range,
     ) -> (usize, usize, usize) {
         let (ac, bc, keys) = (&a.chars, &self.b.chars, &self.keys);
         // Whether (i, j) is a cell of difflib's table: a[i] equals a non-popular b[j].
         let cell = |i: usize, j: usize| ac[i] as u32 == keys[j];
-        // a's element at `i` when within the range, else one that pairs with nothing.
-        let key = |i: usize| match i >= alo && i < ahi {
-            true => ac[i] as u32,
-            false => NONE - 1,
-        };
         // The best run's length and its last cell.
         let (mut best, mut endi, mut endj) = (0, alo, blo);
-        for &(pa, pb) in shared {
-            let js = within(self.b.at(pb), blo, bhi);
-            if js.is_empty() {
+        for &(i, j) in pair_cells {
+            let (i, j) = (i as usize, j as usize);
+            if j <= blo || j >= bhi {
                 continue;
             }
-            for &i in within(a.at(pa), alo, ahi) {
-                let i = i as usize;
-                let (before, after) = (key(i.wrapping_sub(1)), key(i + 1));
-                for &j in js {
-                    let j = j as usize;
-                    // Not the end of its run: the next cell is in range too.
-                    if j + 1 < bhi && keys[j + 1] == after {
-                        continue;
-                    }
-                    let mut k = 1;
-                    if j > blo && keys[j - 1] == before {
-                        k = 2;
-                        while i >= alo + k && j >= blo + k && cell(i - k, j - k) {
-                            k += 1;
-                        }
-                    }
-                    if k > best || (k == best && (i, j) < (endi, endj)) {
-                        (best, endi, endj) = (k, i, j);
-                    }
-                }
+            // Not the end of its run: the next cell is in range too.
+            if i + 1 < ahi && j + 1 < bhi && cell(i + 1, j + 1) {
+                continue;
+            }
+            let mut k = 2;
+            while i >= alo + k && j >= blo + k && cell(i - k, j - k) {
+                k += 1;
+            }
+            if k > best {
+                (best, endi, endj) = (k, i, j);
+            }
+        }
+        if best == 0 {
+            let first = rows.iter().find_map(|&i| {
+                let pb = self.non_popular(ac[i as usize]).positions;
+                let j = within(self.b.at(pb), blo, bhi).first()?;
+                Some((i as usize, *j as usize))
+            });
+            if let Some((i, j)) = first {
+                (best, endi, endj) = (1, i, j);
             }
         }
         let (besti, bestj, bestsize) = match best {
@@ -273,7 +451,7 @@ fn common_prefix(x: &[char], y: &[char]) -> usize {
     let whole = x
         .chunks_exact(16)
         .zip(y.chunks_exact(16))
-        .take_while(|(p, q)| p == q)
+        .take_while(|(p, q)| same(p, q))
         .count()
         * 16;
     whole
@@ -284,12 +462,21 @@ fn common_prefix(x: &[char], y: &[char]) -> usize {
             .count()
 }
 
+/// Whether two chunks are equal, compared without a branch per element (vectorised, where a
+/// slice comparison calls `memcmp` for each chunk).
+fn same(p: &[char], q: &[char]) -> bool {
+    p.iter()
+        .zip(q)
+        .fold(0, |differ, (x, y)| differ | (*x as u32 ^ *y as u32))
+        == 0
+}
+
 /// How many elements `x` and `y` share at their end.
 fn common_suffix(x: &[char], y: &[char]) -> usize {
     let whole = x
         .rchunks_exact(16)
         .zip(y.rchunks_exact(16))
-        .take_while(|(p, q)| p == q)
+        .take_while(|(p, q)| same(p, q))
         .count()
         * 16;
     whole
@@ -329,12 +516,13 @@ fn within(positions: &[u32], lo: usize, hi: usize) -> &[u32] {
 /// so far plus the ranges left can each settle it without the other matches.
 pub fn similar(a: &Text, b: &Matcher, threshold: f64, scratch: &mut Scratch) -> bool {
     let need = fewest_matches(a.len() + b.b.len(), threshold);
-    a.len().min(b.b.len()) >= need
-        && b.pair_up(a, scratch) >= need
-        && b.match_blocks(a, scratch, |matched, open| {
+    a.len().min(b.b.len()) >= need && a.intersection(&b.b) >= need && {
+        b.pair_up(a, scratch);
+        b.match_blocks(a, scratch, |matched, open| {
             matched >= need || matched + open < need
         })
         .0 >= need
+    }
 }
 
 /// The least `m` with `calculate_ratio(m, total) ≥ threshold` (`total + 1` when none is).
@@ -354,7 +542,7 @@ mod tests {
     use super::*;
 
     fn ratio(a: &str, b: &str) -> f64 {
-        Matcher::new(b).ratio(&Text::new(a))
+        Matcher::new(Text::new(b)).ratio(&Text::new(a))
     }
 
     #[test]
@@ -458,13 +646,34 @@ mod tests {
         };
         let mut scratch = Scratch::default();
         let (mut above, mut below) = (0, 0);
-        for round in 0..3000 {
-            let alphabet: Vec<char> = match round % 3 {
-                0 => "ab c".chars().collect(),
-                1 => "abcdefgh ijk.,\n".chars().collect(),
-                _ => "xy z√é".chars().collect(),
+        // Rounds 3 and 4: long texts of a few frequent elements and many rare ones, ASCII and
+        // not, so that autojunk leaves some elements popular and others not, and runs of
+        // non-popular ones (the pair cells) occur.
+        let rare_ascii = "bcdfghjklmnpqrsuvwxyzBCDFGHJKLMNPQRSTVWXYZ0123456789.,;:!?-()";
+        let rare_other = "bcdfghjklmnpqrsuvwxyz√éüß中文字αβγδ€£→←0123456789";
+        for round in 0..5000 {
+            let (frequent, alphabet): (Vec<char>, Vec<char>) = match round % 5 {
+                0 => (vec![], "ab c".chars().collect()),
+                1 => (vec![], "abcdefgh ijk.,\n".chars().collect()),
+                2 => (vec![], "xy z√é".chars().collect()),
+                3 => ("etaoi ".chars().collect(), rare_ascii.chars().collect()),
+                _ => ("etaoi ".chars().collect(), rare_other.chars().collect()),
             };
-            let len = [next(12), next(150), 150 + next(300)][round % 3];
+            let len = [
+                next(12),
+                next(150),
+                150 + next(300),
+                200 + next(600),
+                200 + next(600),
+            ][round % 5];
+            let alphabet: Vec<char> = match frequent.is_empty() {
+                true => alphabet,
+                // Three in five draws from the frequent few.
+                false => (frequent.iter().cycle().take(3 * alphabet.len() / 2))
+                    .chain(&alphabet)
+                    .copied()
+                    .collect(),
+            };
             let a: String = (0..len).map(|_| alphabet[next(alphabet.len())]).collect();
             // An edited copy: each element kept, dropped, replaced or followed by another.
             let mut b = String::new();
@@ -481,7 +690,7 @@ mod tests {
                 }
             }
             let (a, b) = if next(4) == 0 { (b, a) } else { (a, b) };
-            let (text, matcher) = (Text::new(&a), Matcher::new(&b));
+            let (text, matcher) = (Text::new(&a), Matcher::new(Text::new(&b)));
             let r = plain_ratio(&a, &b);
             assert_eq!(matcher.ratio(&text), r, "{a:?} {b:?}");
             let up = f64::from_bits(r.to_bits() + 1);
@@ -499,7 +708,7 @@ mod tests {
                 }
             }
         }
-        assert!(above > 3000 && below > 3000, "{above} {below}");
+        assert!(above > 5000 && below > 5000, "{above} {below}");
     }
 
     #[test]
@@ -508,18 +717,18 @@ mod tests {
         // Lengths: 2·3/13 < 0.5 whatever the order.
         assert!(!similar(
             &Text::new("abc"),
-            &Matcher::new("abcdefghij"),
+            &Matcher::new(Text::new("abcdefghij")),
             0.5,
             &mut scratch
         ));
         // Same elements, reversed: the multiset bound passes (1.0), the ratio is 2·1/6.
-        let (a, m) = (Text::new("abc"), Matcher::new("cba"));
+        let (a, m) = (Text::new("abc"), Matcher::new(Text::new("cba")));
         assert_eq!(m.ratio(&a), 1.0 / 3.0);
         assert!(similar(&a, &m, 1.0 / 3.0, &mut scratch));
         assert!(!similar(&a, &m, 0.34, &mut scratch));
         assert!(similar(
             &Text::new(""),
-            &Matcher::new(""),
+            &Matcher::new(Text::new("")),
             0.99,
             &mut scratch
         ));
