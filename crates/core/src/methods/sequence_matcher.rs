@@ -489,7 +489,8 @@ fn common_suffix(x: &[char], y: &[char]) -> usize {
 }
 
 /// The part of ascending `positions` in `lo..hi`, searched for only where it is neither none
-/// nor all of them: the first search covers both texts, and later ones mostly miss an element.
+/// nor all of them: a range of `b` mostly holds all or none of a non-popular element's few
+/// positions.
 fn within(positions: &[u32], lo: usize, hi: usize) -> &[u32] {
     let (Some(&first), Some(&last)) = (positions.first(), positions.last()) else {
         return positions;
