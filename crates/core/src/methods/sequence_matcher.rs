@@ -202,17 +202,16 @@ impl Matcher {
         } else {
             u32::MAX
         };
+        let non_popular = (b.histogram.iter()).filter(|&&(_, from, to)| to - from <= most);
         let mut keys = vec![NONE; n];
-        for &(c, from, to) in &b.histogram {
-            if to - from <= most {
-                for &j in b.at((from, to)) {
-                    keys[j as usize] = c as u32;
-                }
+        for &(c, from, to) in non_popular.clone() {
+            for &j in b.at((from, to)) {
+                keys[j as usize] = c as u32;
             }
         }
+        // Every key is set before the pair ends, which read the key before each position.
         let mut pair_end_positions = Vec::new();
-        let non_popular: Vec<_> = (b.histogram.iter())
-            .filter(|&&(_, from, to)| to - from <= most)
+        let non_popular: Vec<_> = non_popular
             .map(|&(c, from, to)| {
                 let start = pair_end_positions.len() as u32;
                 pair_end_positions.extend(
@@ -323,20 +322,15 @@ impl Matcher {
         // The blocks' total does not depend on the order ranges are searched in.
         while let Some((range @ (alo, ahi, blo, bhi), parts)) = s.queue.pop() {
             open -= (ahi - alo).min(bhi - blo);
-            let (i, j, k) = self.find_longest_match(
-                a,
+            let (rows, cells) = (
                 &s.rows[parts.rows.0..parts.rows.1],
                 &s.pair_cells[parts.cells.0..parts.cells.1],
-                range,
             );
+            let (i, j, k) = self.find_longest_match(a, rows, cells, range);
             if k > 0 {
                 matched += k;
                 // The ranges either side of the block take the range's rows and pair cells before
                 // and after it: both lists ascend.
-                let (rows, cells) = (
-                    &s.rows[parts.rows.0..parts.rows.1],
-                    &s.pair_cells[parts.cells.0..parts.cells.1],
-                );
                 // Left: rows before `i`, cells whose row is too. Right: rows from `i + k`, cells
                 // whose row is after it (the row before is then in the range too).
                 let rows_before = |at: usize| rows.partition_point(|&r| (r as usize) < at);
