@@ -5,6 +5,7 @@ Usage:
     python3 -m venv /tmp/bench && /tmp/bench/bin/pip install polars pyarrow
     cargo build --release
     /tmp/bench/bin/python bench/scale.py --rows 1000000 10000000 [--data DIR] [--credit target/release/credit]
+        [--before OLD_BINARY] [--repeat 5] [--skip compare graph report]
 
 For each size it generates the log once with bench/synth_scale.py (JSONL, and Parquet when pyarrow
 is importable; deterministic), then runs, each as its own process: polars.read_ndjson and
@@ -12,10 +13,16 @@ polars.read_parquet on the same files, and credit analyze, advantages (grpo,rloo
 graphgpo), GiGPO alone and with verl-agent's similarity groups (θ = 0.95), compare, graph --top 1
 and report; with `--before BIN`, an earlier build runs every command beside it, in the same run. It prints wall time, rows/s, MB/s of the input,
 peak RSS (from wait4) and the ratio to polars, as a Markdown table.
+
+On a shared 2-core machine one run of a command varies by 5-10%, as much as the margins the goals
+ask for. `--repeat N` runs the whole list N times in rounds (polars, the earlier build and this one
+take turns, so a slow spell of the machine falls on all of them) and prints each command's median
+wall time with its range, the median peak RSS, and every ratio from the medians.
 """
 import argparse
 import atexit
 import os
+import statistics
 import shutil
 import subprocess
 import sys
@@ -39,8 +46,16 @@ def measure(argv, env=None):
 
 
 def polars_read(kind, path):
-    code = f"import polars as pl; pl.read_{kind}({path!r})"
-    return measure([sys.executable, "-c", code])
+    return [sys.executable, "-c", f"import polars as pl; pl.read_{kind}({path!r})"]
+
+
+def timing(runs):
+    """The median wall time of `runs` (seconds, RSS MB), its range when there are several, and the
+    median peak RSS."""
+    walls = [w for w, _ in runs]
+    wall = statistics.median(walls)
+    spread = f" ({min(walls):.2f}–{max(walls):.2f})" if len(runs) > 1 else ""
+    return wall, f"{wall:.2f}{spread}", statistics.median(r for _, r in runs)
 
 
 def main():
@@ -52,6 +67,8 @@ def main():
     ap.add_argument("--skip", nargs="*", default=[], help="commands to leave out (e.g. report)")
     ap.add_argument("--polars-max-rows", type=int, default=2_000_000,
                     help="run polars only up to this size (it holds the whole file in memory)")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="rounds of every measurement; medians are reported (default 1)")
     a = ap.parse_args()
     os.makedirs(a.data, exist_ok=True)
     try:
@@ -75,12 +92,6 @@ def main():
         atexit.register(shutil.rmtree, out, True)
         for label, path, polars_kind in inputs:
             mb = os.path.getsize(path) / 1e6
-            if rows <= a.polars_max_rows:
-                base, base_rss = polars_read(polars_kind, path)
-                print(f"| {rows:,} | {label} {mb:,.0f} MB | polars.read_{polars_kind} | {base:.2f} | {rows / base:,.0f} | {mb / base:,.0f} | {base_rss:,.0f} | 1.00 |")
-            else:
-                base = None
-                print(f"| {rows:,} | {label} {mb:,.0f} MB | polars.read_{polars_kind} | — | — | — | — (holds the whole log) | |")
             commands = {
                 "analyze": ["analyze", path, "--format", "json"],
                 "advantages": ["advantages", path, "--methods", METHODS, "-o", os.path.join(out, "adv.parquet")],
@@ -93,25 +104,44 @@ def main():
             }
             binaries = [("before", a.before)] if a.before else []
             binaries.append(("", a.credit))
-            for tag, binary in binaries:
-                analyze = gigpo = None
-                for name, args in commands.items():
-                    if name in a.skip:
-                        continue
+            # Every measurement, in the order printed: polars first, then each build's commands.
+            jobs = [("polars", None, polars_read(polars_kind, path))] if rows <= a.polars_max_rows else []
+            jobs += [(name, tag, [binary] + args) for tag, binary in binaries
+                     for name, args in commands.items() if name not in a.skip]
+            runs = [[] for _ in jobs]
+            for round_ in range(a.repeat):
+                for i, (name, tag, argv) in enumerate(jobs):
                     # Each run writes its own output (credit replaces only its own earlier one).
-                    for arg in args:
+                    for arg in argv:
                         if arg.startswith(out) and os.path.isfile(arg):
                             os.remove(arg)
-                    seconds, rss = measure([binary] + args)
-                    analyze = analyze or seconds
-                    gigpo = seconds if name == "gigpo" else gigpo
-                    extra = f" ({seconds / analyze:.2f}× analyze)" if name != "analyze" else ""
-                    if name == "gigpo-similarity" and gigpo:
-                        extra = f" ({seconds / gigpo:.2f}× exact GiGPO)"
-                    ratio = f"{base / seconds:.2f}" if base else ""
-                    who = f"credit {tag} " if tag else "credit "
-                    print(f"| {rows:,} | {label} | {who}{name}{extra} | {seconds:.2f} | {rows / seconds:,.0f} | {mb / seconds:,.0f} | {rss:,.0f} | {ratio} |")
-                    sys.stdout.flush()
+                    runs[i].append(measure(argv))
+                if a.repeat > 1:
+                    print(f"round {round_ + 1} of {a.repeat} done ({label}, {rows:,} rows)", file=sys.stderr)
+            base = None
+            if jobs and jobs[0][0] == "polars":
+                base, shown, rss = timing(runs[0])
+                print(f"| {rows:,} | {label} {mb:,.0f} MB | polars.read_{polars_kind} | {shown} | {rows / base:,.0f} | {mb / base:,.0f} | {rss:,.0f} | 1.00 |")
+            else:
+                print(f"| {rows:,} | {label} {mb:,.0f} MB | polars.read_{polars_kind} | — | — | — | — (holds the whole log) | |")
+            # Each build's first command (analyze, unless skipped) and exact GiGPO: what the others
+            # are compared with.
+            reference = {}
+            for i, (name, tag, argv) in enumerate(jobs):
+                if name == "polars":
+                    continue
+                seconds, shown, rss = timing(runs[i])
+                reference.setdefault((tag, "analyze"), seconds)
+                if name == "gigpo":
+                    reference[(tag, "gigpo")] = seconds
+                analyze, gigpo = reference[(tag, "analyze")], reference.get((tag, "gigpo"))
+                extra = f" ({seconds / analyze:.2f}× analyze)" if name != "analyze" else ""
+                if name == "gigpo-similarity" and gigpo:
+                    extra = f" ({seconds / gigpo:.2f}× exact GiGPO)"
+                ratio = f"{base / seconds:.2f}" if base else ""
+                who = f"credit {tag} " if tag else "credit "
+                print(f"| {rows:,} | {label} | {who}{name}{extra} | {shown} | {rows / seconds:,.0f} | {mb / seconds:,.0f} | {rss:,.0f} | {ratio} |")
+                sys.stdout.flush()
         shutil.rmtree(out, ignore_errors=True)
 
 
