@@ -70,6 +70,8 @@ def main():
     ap.add_argument("--repeat", type=int, default=1,
                     help="rounds of every measurement; medians are reported (default 1)")
     a = ap.parse_args()
+    if a.repeat < 1:
+        ap.error("--repeat must be at least 1")
     os.makedirs(a.data, exist_ok=True)
     try:
         import pyarrow  # noqa: F401
