@@ -17,8 +17,9 @@ use super::parquet;
 use super::{FileSummary, IngestOptions, IngestReport};
 use crate::error::{Error, Result};
 use rayon::prelude::*;
+use std::collections::{BTreeMap, VecDeque};
 use std::path::PathBuf;
-use std::sync::mpsc::{sync_channel, Receiver};
+use std::sync::mpsc::sync_channel;
 use std::sync::Arc;
 
 /// How far a read has got, for a progress bar.
@@ -67,6 +68,16 @@ enum Task {
 }
 
 impl Task {
+    /// What the task counts for against the tasks parsed at once: a Parquet slice two, as it
+    /// decodes to twice a chunk's bytes and more (`parquet::SLICE_BYTES`); one slice per thread
+    /// is then as much as two chunks per thread of JSONL.
+    fn units(&self) -> usize {
+        match self {
+            Task::Slice(..) => 2,
+            Task::Chunk(_) | Task::Problem(..) => 1,
+        }
+    }
+
     /// About how many bytes its rows take once parsed (a Parquet slice's are many times its bytes
     /// on disk).
     fn bytes(&self) -> usize {
@@ -292,9 +303,32 @@ fn read_blocks(
     )
 }
 
-/// The parallel loop: each round parses the next tasks while the windows of the round before are
-/// processed (`rayon::join`), then `assemble` takes the blocks in order and returns the windows
-/// for the next round (`None` stops), and `finish` receives the processed windows in order.
+/// What a job of the pool hands back to the loop of [`read_blocks_with`], or its panic (which the
+/// loop raises again: a job that ended without a word would leave it waiting).
+enum Done<R> {
+    /// The block of the task numbered so, with the task's units ([`Task::units`]) and bytes.
+    Parsed(
+        usize,
+        (usize, usize),
+        std::thread::Result<Box<Result<Block>>>,
+    ),
+    /// The results of the batch of windows numbered so.
+    Processed(usize, std::thread::Result<Vec<R>>),
+}
+
+/// Runs a job, its panic caught to be sent on.
+fn caught<T>(job: impl FnOnce() -> T) -> std::thread::Result<T> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(job))
+}
+
+/// The parallel loop. The pool parses about a round of tasks at once ([`is_round`]), a new one
+/// starting as soon as one is parsed, so that no core waits for the slowest task of a round (as
+/// it did when the loop went round by round); it processes one batch of windows at a time, the
+/// next starting as soon as one ends. This thread takes the tasks from the reader, gives
+/// `assemble` the blocks in input order a round at a time (so windows are cut where the rounds
+/// cut them), collects the windows it returns (`None` stops), and gives `finish` the results in
+/// order. While a batch is being processed and another waits, no task is started: memory holds a
+/// batch being processed, one waiting and a round being read, as the rounds did.
 #[allow(clippy::type_complexity)]
 fn read_blocks_with<W: Send, R: Send, E: From<Error> + Send>(
     inputs: &[Input],
@@ -320,61 +354,124 @@ fn read_blocks_with<W: Send, R: Send, E: From<Error> + Send>(
             pass: pass_number,
             ..Default::default()
         };
-        // A pipeline of three rounds: while the pool parses round i+1's tasks and processes the
-        // windows assembled in round i, this thread delivers round i's results, assembles round
-        // i's blocks and takes round i+2's tasks from the reader.
-        let mut parsed: Vec<Result<Block>> = Vec::new();
-        let mut windows: Vec<W> = Vec::new();
-        let mut results: Vec<R> = Vec::new();
-        // Rounds of whole chunks are as before (a chunk ends at a line break, under
-        // `chunk_bytes`); rounds of small files' tasks hold about as much input.
-        let next = || next_tasks(&receive, 2 * threads, threads * chunk_bytes);
-        let result = (|| -> std::result::Result<(), E> {
-            let mut tasks = next()?;
+        let (done, events) = std::sync::mpsc::channel::<Done<R>>();
+        let (paths, done) = (&paths, &done);
+        let result = rayon::in_place_scope(|s| -> std::result::Result<(), E> {
+            // Tasks: the next to number, the next whose block is taken in order, those parsed
+            // ahead of it (with their units and bytes), and the units and bytes being parsed.
+            let (mut numbered, mut next_block) = (0, 0);
+            let mut parsed: BTreeMap<usize, (Result<Block>, (usize, usize))> = BTreeMap::new();
+            let (mut parsing, mut parsing_bytes) = (0, 0);
+            // Blocks in order, in rounds as the reading loop used to take tasks (`is_round`):
+            // the round being filled, and those filled, not yet assembled.
+            let mut round: (Vec<Result<Block>>, usize, usize) = (Vec::new(), 0, 0);
+            let mut rounds: VecDeque<Vec<Result<Block>>> = VecDeque::new();
+            // Windows assembled and waiting, whether a batch of them is being processed, the
+            // batches numbered so far, the next whose results `finish` takes, and those
+            // processed ahead of it.
+            let mut waiting: Vec<W> = Vec::new();
+            let mut processing = false;
+            let (mut batches, mut next_result) = (0, 0);
+            let mut processed: BTreeMap<usize, Vec<R>> = BTreeMap::new();
+            let (mut reading, mut stopped) = (true, false);
+            // Each turn starts new tasks (a task parsed makes room for the next before anything
+            // else here runs) and the waiting windows if no batch is being processed, delivers
+            // the results in order, assembles the next round if no windows wait, and waits for
+            // a job to end.
             loop {
-                let reading = !tasks.is_empty();
-                if !reading && parsed.is_empty() && windows.is_empty() && results.is_empty() {
-                    return Ok(());
-                }
-                let (to_assemble, to_process, to_deliver) = (
-                    std::mem::take(&mut parsed),
-                    std::mem::take(&mut windows),
-                    std::mem::take(&mut results),
-                );
-                let (mut new_parsed, mut new_results) = (Vec::new(), Vec::new());
-                let (mut delivered, mut assembled) = (Ok(()), Ok(None));
-                let mut next_round = Ok(Vec::new());
-                rayon::in_place_scope(|s| {
-                    s.spawn(|_| {
-                        new_parsed = tasks
-                            .into_par_iter()
-                            .map(|task| parse_task(task, &paths, columns, buffers))
-                            .collect();
+                while reading
+                    && !stopped
+                    && !is_round(parsing, parsing_bytes, threads, chunk_bytes)
+                    && (waiting.is_empty() || !processing)
+                {
+                    let Ok(task) = receive.recv() else {
+                        reading = false;
+                        break;
+                    };
+                    let task = task?;
+                    let (units, bytes) = (task.units(), task.bytes());
+                    (parsing, parsing_bytes) = (parsing + units, parsing_bytes + bytes);
+                    let number = numbered;
+                    numbered += 1;
+                    s.spawn(move |_| {
+                        let block = caught(|| Box::new(parse_task(task, paths, columns, buffers)));
+                        let _ = done.send(Done::Parsed(number, (units, bytes), block));
                     });
-                    s.spawn(|_| new_results = process(to_process));
-                    delivered = finish(to_deliver);
-                    for b in to_assemble.iter().flatten() {
+                }
+                // The pool gets the next batch before results are delivered (`finish` may write
+                // them out).
+                if !processing && !waiting.is_empty() {
+                    let (windows, number) = (std::mem::take(&mut waiting), batches);
+                    (batches, processing) = (batches + 1, true);
+                    s.spawn(move |_| {
+                        let _ = done.send(Done::Processed(number, caught(|| process(windows))));
+                    });
+                }
+                while let Some(results) = processed.remove(&next_result) {
+                    finish(results)?;
+                    next_result += 1;
+                }
+                while let Some((block, (units, bytes))) = parsed.remove(&next_block) {
+                    next_block += 1;
+                    round = (round.0, round.1 + units, round.2 + bytes);
+                    round.0.push(block);
+                    if is_round(round.1, round.2, threads, chunk_bytes) {
+                        rounds.push_back(std::mem::take(&mut round).0);
+                    }
+                }
+                let read_all = !reading && parsing == 0;
+                if read_all && !round.0.is_empty() {
+                    rounds.push_back(std::mem::take(&mut round).0);
+                }
+                // A round at a time, as before, so that windows are cut where they were; the next
+                // once these windows are being processed.
+                while !stopped && waiting.is_empty() {
+                    let Some(blocks) = rounds.pop_front() else {
+                        break;
+                    };
+                    for b in blocks.iter().flatten() {
                         state.bytes += b.disk_bytes;
                         state.rows += b.rows.len() as u64;
                     }
-                    if delivered.is_ok() {
-                        assembled = assemble(to_assemble);
+                    progress(state);
+                    match assemble(blocks)? {
+                        Some(windows) => waiting = windows,
+                        None => stopped = true,
                     }
-                    if reading && matches!(assembled, Ok(Some(_))) {
-                        next_round = next();
-                    }
-                });
-                delivered?;
-                progress(state);
-                match assembled? {
-                    Some(w) => windows = w,
-                    None => return finish(new_results),
                 }
-                parsed = new_parsed;
-                results = new_results;
-                tasks = next_round?;
+                if !processing && !waiting.is_empty() {
+                    // Windows to start processing: the next turn does, without waiting.
+                    continue;
+                }
+                let drained = stopped || (read_all && rounds.is_empty());
+                if parsing == 0 && !processing {
+                    // Nothing runs: done, or the next turn has tasks to start.
+                    if drained {
+                        return Ok(());
+                    }
+                    continue;
+                }
+                // A job runs, and every job sends before it ends.
+                let Ok(event) = events.recv() else {
+                    return Ok(());
+                };
+                match event {
+                    Done::Parsed(number, (units, bytes), block) => {
+                        let block = block.unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                        (parsing, parsing_bytes) = (parsing - units, parsing_bytes - bytes);
+                        if !stopped {
+                            parsed.insert(number, (*block, (units, bytes)));
+                        }
+                    }
+                    Done::Processed(number, results) => {
+                        let results =
+                            results.unwrap_or_else(|panic| std::panic::resume_unwind(panic));
+                        processing = false;
+                        processed.insert(number, results);
+                    }
+                }
             }
-        })();
+        });
         drop(receive);
         let produced = reader
             .join()
@@ -384,29 +481,12 @@ fn read_blocks_with<W: Send, R: Send, E: From<Error> + Send>(
     })
 }
 
-/// Takes the next round of tasks: at least `n` of them and `bytes` of input between them (many
-/// small files make small tasks, and each round costs the same however little it holds), or
-/// what is left. A Parquet slice counts as two tasks: it decodes to twice a chunk's bytes and
-/// more (`parquet::SLICE_BYTES`), and a round of one slice per thread holds as much as the two
-/// chunks per thread of JSONL. An empty list means the input has ended.
-fn next_tasks(receive: &Receiver<Result<Task>>, n: usize, bytes: usize) -> Result<Vec<Task>> {
-    let mut tasks = Vec::with_capacity(n);
-    let (mut counted, mut taken) = (0, 0);
-    while counted < n || taken < bytes {
-        match receive.recv() {
-            Ok(task) => {
-                let task = task?;
-                taken += task.bytes();
-                counted += match task {
-                    Task::Slice(..) => 2,
-                    Task::Chunk(_) | Task::Problem(..) => 1,
-                };
-                tasks.push(task);
-            }
-            Err(_) => break,
-        }
-    }
-    Ok(tasks)
+/// Whether tasks of `units` ([`Task::units`]) and `bytes` of input make a round: at least two
+/// units per thread and a chunk per thread (many small files make small tasks, and each round
+/// costs the same however little it holds). A round of one Parquet slice per thread holds as
+/// much as two chunks per thread of JSONL.
+fn is_round(units: usize, bytes: usize, threads: usize, chunk_bytes: usize) -> bool {
+    units >= 2 * threads && bytes >= threads * chunk_bytes
 }
 
 /// The reader thread: files in order, cut into tasks. Stops when the receiver is gone.
