@@ -240,8 +240,8 @@ fn pass<R: Send, E: From<Error> + Send>(
         pass_number,
         progress,
         &mut |blocks: Vec<Result<Block>>| -> std::result::Result<Option<Vec<Pending>>, E> {
-            // Windows from the previous round are processed while these blocks were parsed
-            // (see `read_blocks_with`); here the blocks are assembled in order.
+            // A round of blocks, in order, assembled while other tasks are parsed and the
+            // windows before are processed (see `read_blocks_with`).
             for block in blocks {
                 match assembler.push(block?)? {
                     Flow::Continue => {}
@@ -312,8 +312,8 @@ enum Done<R> {
         (usize, usize),
         std::thread::Result<Box<Result<Block>>>,
     ),
-    /// The results of the batch of windows numbered so.
-    Processed(usize, std::thread::Result<Vec<R>>),
+    /// The results of the batch of windows being processed (one at a time, so in order).
+    Processed(std::thread::Result<Vec<R>>),
 }
 
 /// Runs a job, its panic caught to be sent on.
@@ -366,13 +366,11 @@ fn read_blocks_with<W: Send, R: Send, E: From<Error> + Send>(
             // the round being filled, and those filled, not yet assembled.
             let mut round: (Vec<Result<Block>>, usize, usize) = (Vec::new(), 0, 0);
             let mut rounds: VecDeque<Vec<Result<Block>>> = VecDeque::new();
-            // Windows assembled and waiting, whether a batch of them is being processed, the
-            // batches numbered so far, the next whose results `finish` takes, and those
-            // processed ahead of it.
+            // Windows assembled and waiting, whether a batch of them is being processed, and the
+            // results of the last batch, not yet delivered.
             let mut waiting: Vec<W> = Vec::new();
             let mut processing = false;
-            let (mut batches, mut next_result) = (0, 0);
-            let mut processed: BTreeMap<usize, Vec<R>> = BTreeMap::new();
+            let mut processed: Option<Vec<R>> = None;
             let (mut reading, mut stopped) = (true, false);
             // Each turn starts new tasks (a task parsed makes room for the next before anything
             // else here runs) and the waiting windows if no batch is being processed, delivers
@@ -401,15 +399,14 @@ fn read_blocks_with<W: Send, R: Send, E: From<Error> + Send>(
                 // The pool gets the next batch before results are delivered (`finish` may write
                 // them out).
                 if !processing && !waiting.is_empty() {
-                    let (windows, number) = (std::mem::take(&mut waiting), batches);
-                    (batches, processing) = (batches + 1, true);
+                    let windows = std::mem::take(&mut waiting);
+                    processing = true;
                     s.spawn(move |_| {
-                        let _ = done.send(Done::Processed(number, caught(|| process(windows))));
+                        let _ = done.send(Done::Processed(caught(|| process(windows))));
                     });
                 }
-                while let Some(results) = processed.remove(&next_result) {
+                if let Some(results) = processed.take() {
                     finish(results)?;
-                    next_result += 1;
                 }
                 while let Some((block, (units, bytes))) = parsed.remove(&next_block) {
                     next_block += 1;
@@ -463,11 +460,11 @@ fn read_blocks_with<W: Send, R: Send, E: From<Error> + Send>(
                             parsed.insert(number, (*block, (units, bytes)));
                         }
                     }
-                    Done::Processed(number, results) => {
+                    Done::Processed(results) => {
                         let results =
                             results.unwrap_or_else(|panic| std::panic::resume_unwind(panic));
                         processing = false;
-                        processed.insert(number, results);
+                        processed = Some(results);
                     }
                 }
             }
