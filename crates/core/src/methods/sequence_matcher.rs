@@ -34,20 +34,24 @@ impl Text {
         let mut histogram = Vec::new();
         let mut ascii_starts = None;
         if ascii {
-            let mut starts = [0u32; 129];
-            for &c in &chars {
-                starts[c as usize + 1] += 1;
+            // Counted and placed from the bytes, through tables a byte indexes without a check.
+            let mut counts = [0u32; 256];
+            for &c in text.as_bytes() {
+                counts[c as usize] += 1;
             }
+            let mut starts = [0u32; 129];
+            let mut next = [0u32; 256];
             for c in 0..128 {
-                if starts[c + 1] > 0 {
-                    histogram.push((c as u8 as char, starts[c], starts[c] + starts[c + 1]));
+                if counts[c] > 0 {
+                    histogram.push((c as u8 as char, starts[c], starts[c] + counts[c]));
                 }
-                starts[c + 1] += starts[c];
+                next[c] = starts[c];
+                starts[c + 1] = starts[c] + counts[c];
             }
             ascii_starts = Some(Box::new(starts));
-            for (i, &c) in chars.iter().enumerate() {
-                positions[starts[c as usize] as usize] = i as u32;
-                starts[c as usize] += 1;
+            for (i, &c) in text.as_bytes().iter().enumerate() {
+                positions[next[c as usize] as usize] = i as u32;
+                next[c as usize] += 1;
             }
         } else {
             let mut sorted: Vec<(char, u32)> = chars
@@ -184,7 +188,32 @@ pub struct Scratch {
     pair_cells: Vec<(u32, u32)>,
     /// Ranges still to search, each with its parts of `rows` and `pair_cells`.
     queue: Vec<(Range, Parts)>,
+    /// [`fewest_matches`] of each total length so far, at the threshold of `needs_at` (its
+    /// bits): a group's comparisons share one threshold and few lengths.
+    needs: Vec<Option<u32>>,
+    needs_at: u64,
 }
+
+impl Scratch {
+    /// [`fewest_matches`], remembered for totals below [`REMEMBERED_TOTALS`].
+    fn fewest_matches(&mut self, total: usize, threshold: f64) -> usize {
+        if total >= REMEMBERED_TOTALS {
+            return fewest_matches(total, threshold);
+        }
+        if self.needs_at != threshold.to_bits() {
+            self.needs.clear();
+            self.needs_at = threshold.to_bits();
+        }
+        if total >= self.needs.len() {
+            self.needs.resize(total + 1, None);
+        }
+        *self.needs[total].get_or_insert_with(|| fewest_matches(total, threshold) as u32) as usize
+    }
+}
+
+/// Totals of two lengths whose fewest matches [`Scratch`] remembers (observations run to a few
+/// thousand code points).
+const REMEMBERED_TOTALS: usize = 1 << 13;
 
 /// A range's parts of [`Scratch::rows`] (`rows.0..rows.1`: its rows) and [`Scratch::pair_cells`]
 /// (`cells.0..cells.1`: the cells whose row and the row before are its rows).
@@ -256,23 +285,21 @@ impl Matcher {
                 }
             }
         }
+        // A run of two or more can end only at a row whose row before is one too (its element
+        // non-popular as well): those rows are the marks whose mark before is set.
+        let mut carry = 0;
         for (w, &word) in s.marks.iter().enumerate() {
             let mut bits = word;
             while bits != 0 {
-                let i = w * 64 + bits.trailing_zeros() as usize;
+                s.rows.push((w * 64) as u32 + bits.trailing_zeros());
                 bits &= bits - 1;
-                s.rows.push(i as u32);
-                if i == 0 {
-                    continue;
-                }
-                let before = a.chars[i - 1];
-                // Most non-popular elements follow popular ones: no run of two ends there.
-                if let Some(places) = &self.ascii_non_popular {
-                    if !before.is_ascii() || places[before as usize] == POPULAR {
-                        continue;
-                    }
-                }
-                let before = before as u32;
+            }
+            let mut pair_ends = word & (word << 1 | carry);
+            carry = word >> 63;
+            while pair_ends != 0 {
+                let i = w * 64 + pair_ends.trailing_zeros() as usize;
+                pair_ends &= pair_ends - 1;
+                let before = a.chars[i - 1] as u32;
                 let ends = self.non_popular(a.chars[i]).pair_ends;
                 for &j in &self.pair_end_positions[ends.0 as usize..ends.1 as usize] {
                     if self.keys[j as usize - 1] == before {
@@ -510,7 +537,7 @@ fn within(positions: &[u32], lo: usize, hi: usize) -> &[u32] {
 /// that reach the threshold, and the length bound, the multiset intersection and the blocks found
 /// so far plus the ranges left can each settle it without the other matches.
 pub fn similar(a: &Text, b: &Matcher, threshold: f64, scratch: &mut Scratch) -> bool {
-    let need = fewest_matches(a.len() + b.b.len(), threshold);
+    let need = scratch.fewest_matches(a.len() + b.b.len(), threshold);
     a.len().min(b.b.len()) >= need && a.intersection(&b.b) >= need && {
         b.pair_up(a, scratch);
         b.match_blocks(a, scratch, |matched, open| {
@@ -629,7 +656,8 @@ mod tests {
     /// Random texts and edited copies of them (some 200 long or more, so autojunk applies, some
     /// with non-ASCII elements): the ratio equals plain difflib's to the bit, and `similar`
     /// decides `ratio ≥ θ` exactly, at fixed thresholds and right at and above each ratio, which
-    /// the length bound, the multiset bound, the early stops and the full search each settle.
+    /// the length bound, the multiset bound, the early stops and the full search each settle. A
+    /// scratch kept for each fixed threshold reuses its remembered fewest matches across texts.
     #[test]
     fn similar_decides_as_the_plain_ratio() {
         let mut state = 0x9e37_79b9_7f4a_7c15u64;
@@ -640,6 +668,7 @@ mod tests {
             (state % n as u64) as usize
         };
         let mut scratch = Scratch::default();
+        let mut kept: [Scratch; 5] = Default::default();
         let (mut above, mut below) = (0, 0);
         // Rounds 3 and 4: long texts of a few frequent elements and many rare ones, ASCII and
         // not, so that autojunk leaves some elements popular and others not, and runs of
@@ -689,10 +718,11 @@ mod tests {
             let r = plain_ratio(&a, &b);
             assert_eq!(matcher.ratio(&text), r, "{a:?} {b:?}");
             let up = f64::from_bits(r.to_bits() + 1);
-            for t in [0.1, 0.5, 0.8, 0.9, 0.95, r, up] {
+            for (k, t) in [0.1, 0.5, 0.8, 0.9, 0.95, r, up].into_iter().enumerate() {
                 let expected = r >= t;
+                let scratch = kept.get_mut(k).unwrap_or(&mut scratch);
                 assert_eq!(
-                    similar(&text, &matcher, t, &mut scratch),
+                    similar(&text, &matcher, t, scratch),
                     expected,
                     "{a:?} {b:?} {t}"
                 );
