@@ -312,9 +312,13 @@ enum Done<R> {
         (usize, usize),
         std::thread::Result<Box<Result<Block>>>,
     ),
-    /// The results of the batch of windows being processed (one at a time, so in order).
-    Processed(std::thread::Result<Vec<R>>),
+    /// The results of the batch of windows numbered so.
+    Processed(usize, std::thread::Result<Vec<R>>),
 }
+
+/// How many batches of windows are processed at once: two, so that while one ends on its
+/// slowest window the next keeps the other cores busy.
+const BATCHES: usize = 2;
 
 /// Runs a job, its panic caught to be sent on.
 fn caught<T>(job: impl FnOnce() -> T) -> std::thread::Result<T> {
@@ -323,12 +327,13 @@ fn caught<T>(job: impl FnOnce() -> T) -> std::thread::Result<T> {
 
 /// The parallel loop. The pool parses about a round of tasks at once ([`is_round`]), a new one
 /// starting as soon as one is parsed, so that no core waits for the slowest task of a round (as
-/// it did when the loop went round by round); it processes one batch of windows at a time, the
-/// next starting as soon as one ends. This thread takes the tasks from the reader, gives
-/// `assemble` the blocks in input order a round at a time (so windows are cut where the rounds
-/// cut them), collects the windows it returns (`None` stops), and gives `finish` the results in
-/// order. While a batch is being processed and another waits, no task is started: memory holds a
-/// batch being processed, one waiting and a round being read, as the rounds did.
+/// it did when the loop went round by round); it processes up to [`BATCHES`] batches of windows at
+/// once, a batch starting as soon as it is assembled. This thread takes the tasks from the reader,
+/// gives `assemble` the blocks in input order a round at a time (so windows are cut where the
+/// rounds cut them), collects the windows it returns (`None` stops), and gives `finish` the
+/// results in order. While that many batches are being processed, or one is assembled and waits,
+/// no task is started: memory holds two batches being processed and a round being read, or one
+/// and a round more, as when a batch being processed had one waiting behind it.
 #[allow(clippy::type_complexity)]
 fn read_blocks_with<W: Send, R: Send, E: From<Error> + Send>(
     inputs: &[Input],
@@ -366,21 +371,23 @@ fn read_blocks_with<W: Send, R: Send, E: From<Error> + Send>(
             // the round being filled, and those filled, not yet assembled.
             let mut round: (Vec<Result<Block>>, usize, usize) = (Vec::new(), 0, 0);
             let mut rounds: VecDeque<Vec<Result<Block>>> = VecDeque::new();
-            // Windows assembled and waiting, whether a batch of them is being processed, and the
-            // results of the last batch, not yet delivered.
+            // Windows assembled and waiting, how many batches of them are being processed, the
+            // batches numbered and delivered, and the results not yet delivered (in order).
             let mut waiting: Vec<W> = Vec::new();
-            let mut processing = false;
-            let mut processed: Option<Vec<R>> = None;
+            let mut processing = 0usize;
+            let (mut batches, mut delivered) = (0usize, 0usize);
+            let mut processed: BTreeMap<usize, Vec<R>> = BTreeMap::new();
             let (mut reading, mut stopped) = (true, false);
             // Each turn starts new tasks (a task parsed makes room for the next before anything
-            // else here runs) and the waiting windows if no batch is being processed, delivers
+            // else here runs) and the waiting windows if a batch can start, delivers
             // the results in order, assembles the next round if no windows wait, and waits for
             // a job to end.
             loop {
                 while reading
                     && !stopped
                     && !is_round(parsing, parsing_bytes, threads, chunk_bytes)
-                    && (waiting.is_empty() || !processing)
+                    && waiting.is_empty()
+                    && processing < BATCHES
                 {
                     let Ok(task) = receive.recv() else {
                         reading = false;
@@ -398,14 +405,17 @@ fn read_blocks_with<W: Send, R: Send, E: From<Error> + Send>(
                 }
                 // The pool gets the next batch before results are delivered (`finish` may write
                 // them out).
-                if !processing && !waiting.is_empty() {
+                if processing < BATCHES && !waiting.is_empty() {
                     let windows = std::mem::take(&mut waiting);
-                    processing = true;
+                    processing += 1;
+                    let number = batches;
+                    batches += 1;
                     s.spawn(move |_| {
-                        let _ = done.send(Done::Processed(caught(|| process(windows))));
+                        let _ = done.send(Done::Processed(number, caught(|| process(windows))));
                     });
                 }
-                if let Some(results) = processed.take() {
+                while let Some(results) = processed.remove(&delivered) {
+                    delivered += 1;
                     finish(results)?;
                 }
                 while let Some((block, (units, bytes))) = parsed.remove(&next_block) {
@@ -436,12 +446,12 @@ fn read_blocks_with<W: Send, R: Send, E: From<Error> + Send>(
                         None => stopped = true,
                     }
                 }
-                if !processing && !waiting.is_empty() {
+                if processing < BATCHES && !waiting.is_empty() {
                     // Windows to start processing: the next turn does, without waiting.
                     continue;
                 }
                 let drained = stopped || (read_all && rounds.is_empty());
-                if parsing == 0 && !processing {
+                if parsing == 0 && processing == 0 {
                     // Nothing runs: done, or the next turn has tasks to start.
                     if drained {
                         return Ok(());
@@ -460,11 +470,11 @@ fn read_blocks_with<W: Send, R: Send, E: From<Error> + Send>(
                             parsed.insert(number, (*block, (units, bytes)));
                         }
                     }
-                    Done::Processed(results) => {
+                    Done::Processed(number, results) => {
                         let results =
                             results.unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-                        processing = false;
-                        processed = Some(results);
+                        processing -= 1;
+                        processed.insert(number, results);
                     }
                 }
             }
