@@ -566,3 +566,59 @@ fn parse_task(
         }),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use files::Compression;
+
+    /// Two batches are processed at once, so with two threads or more a later one can end first
+    /// (here every other batch is slow; handing results on as they come fails this test):
+    /// `finish` still gets every batch's results once, in order.
+    #[test]
+    fn results_reach_finish_in_order_when_batches_end_out_of_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log.jsonl");
+        let line = r#"{"uid": "g", "traj_uid": "t", "step": 0, "reward": 0.0}"#;
+        std::fs::write(&path, format!("{line}\n").repeat(2000)).unwrap();
+        let size = std::fs::metadata(&path).unwrap().len();
+        let inputs = [Input {
+            path,
+            format: Format::Jsonl(Compression::None),
+            size,
+            start: 0,
+            first_line: 1,
+        }];
+        let mut options = IngestOptions::default();
+        options.limits.chunk_bytes = 1000;
+        // Each round of blocks makes a batch of two windows, numbered in input order. Called from
+        // this thread, as the commands do: the pool's threads run the jobs.
+        let (mut batches, mut delivered) = (0, Vec::new());
+        read_blocks_with::<usize, usize, Error>(
+            &inputs,
+            &options,
+            1,
+            &|_| {},
+            &mut |blocks| {
+                for block in blocks {
+                    block?;
+                }
+                batches += 1;
+                Ok(Some(vec![2 * batches - 2, 2 * batches - 1]))
+            },
+            &|windows: Vec<usize>| {
+                if windows[0].is_multiple_of(4) {
+                    std::thread::sleep(std::time::Duration::from_millis(20));
+                }
+                windows
+            },
+            &mut |results| {
+                delivered.extend(results);
+                Ok(())
+            },
+        )
+        .unwrap();
+        assert!(batches >= 10, "{batches} batches");
+        assert_eq!(delivered, (0..2 * batches).collect::<Vec<_>>());
+    }
+}
