@@ -320,6 +320,45 @@ enum Done<R> {
 /// slowest window the next keeps the other cores busy.
 const BATCHES: usize = 2;
 
+/// Jobs numbered as they start, their results taken back in that order however they end.
+struct InOrder<T> {
+    started: usize,
+    taken: usize,
+    ended: BTreeMap<usize, T>,
+}
+
+impl<T> InOrder<T> {
+    fn new() -> Self {
+        InOrder {
+            started: 0,
+            taken: 0,
+            ended: BTreeMap::new(),
+        }
+    }
+
+    /// The number of a job starting now.
+    fn start(&mut self) -> usize {
+        self.started += 1;
+        self.started - 1
+    }
+
+    fn end(&mut self, number: usize, result: T) {
+        self.ended.insert(number, result);
+    }
+
+    /// The next result in order, once its job has ended.
+    fn take(&mut self) -> Option<T> {
+        let result = self.ended.remove(&self.taken)?;
+        self.taken += 1;
+        Some(result)
+    }
+
+    /// Jobs started and not ended.
+    fn running(&self) -> usize {
+        self.started - self.taken - self.ended.len()
+    }
+}
+
 /// Runs a job, its panic caught to be sent on.
 fn caught<T>(job: impl FnOnce() -> T) -> std::thread::Result<T> {
     std::panic::catch_unwind(std::panic::AssertUnwindSafe(job))
@@ -362,21 +401,18 @@ fn read_blocks_with<W: Send, R: Send, E: From<Error> + Send>(
         let (done, events) = std::sync::mpsc::channel::<Done<R>>();
         let (paths, done) = (&paths, &done);
         let result = rayon::in_place_scope(|s| -> std::result::Result<(), E> {
-            // Tasks: the next to number, the next whose block is taken in order, those parsed
-            // ahead of it (with their units and bytes), and the units and bytes being parsed.
-            let (mut numbered, mut next_block) = (0, 0);
-            let mut parsed: BTreeMap<usize, (Result<Block>, (usize, usize))> = BTreeMap::new();
+            // Tasks' blocks (with the tasks' units and bytes), and the units and bytes being
+            // parsed.
+            let mut parsed: InOrder<(Result<Block>, (usize, usize))> = InOrder::new();
             let (mut parsing, mut parsing_bytes) = (0, 0);
             // Blocks in order, in rounds as the reading loop used to take tasks (`is_round`):
             // the round being filled, and those filled, not yet assembled.
             let mut round: (Vec<Result<Block>>, usize, usize) = (Vec::new(), 0, 0);
             let mut rounds: VecDeque<Vec<Result<Block>>> = VecDeque::new();
-            // Windows assembled and waiting, how many batches of them are being processed, the
-            // batches numbered and delivered, and the results not yet delivered (in order).
+            // Windows assembled and waiting, and the batches of them processed (their results
+            // delivered in order).
             let mut waiting: Vec<W> = Vec::new();
-            let mut processing = 0usize;
-            let (mut batches, mut delivered) = (0usize, 0usize);
-            let mut processed: BTreeMap<usize, Vec<R>> = BTreeMap::new();
+            let mut processed: InOrder<Vec<R>> = InOrder::new();
             let (mut reading, mut stopped) = (true, false);
             // Each turn starts new tasks (a task parsed makes room for the next before anything
             // else here runs) and the waiting windows if a batch can start, delivers
@@ -387,7 +423,7 @@ fn read_blocks_with<W: Send, R: Send, E: From<Error> + Send>(
                     && !stopped
                     && !is_round(parsing, parsing_bytes, threads, chunk_bytes)
                     && waiting.is_empty()
-                    && processing < BATCHES
+                    && processed.running() < BATCHES
                 {
                     let Ok(task) = receive.recv() else {
                         reading = false;
@@ -396,8 +432,7 @@ fn read_blocks_with<W: Send, R: Send, E: From<Error> + Send>(
                     let task = task?;
                     let (units, bytes) = (task.units(), task.bytes());
                     (parsing, parsing_bytes) = (parsing + units, parsing_bytes + bytes);
-                    let number = numbered;
-                    numbered += 1;
+                    let number = parsed.start();
                     s.spawn(move |_| {
                         let block = caught(|| Box::new(parse_task(task, paths, columns, buffers)));
                         let _ = done.send(Done::Parsed(number, (units, bytes), block));
@@ -405,21 +440,17 @@ fn read_blocks_with<W: Send, R: Send, E: From<Error> + Send>(
                 }
                 // The pool gets the next batch before results are delivered (`finish` may write
                 // them out).
-                if processing < BATCHES && !waiting.is_empty() {
+                if processed.running() < BATCHES && !waiting.is_empty() {
                     let windows = std::mem::take(&mut waiting);
-                    processing += 1;
-                    let number = batches;
-                    batches += 1;
+                    let number = processed.start();
                     s.spawn(move |_| {
                         let _ = done.send(Done::Processed(number, caught(|| process(windows))));
                     });
                 }
-                while let Some(results) = processed.remove(&delivered) {
-                    delivered += 1;
+                while let Some(results) = processed.take() {
                     finish(results)?;
                 }
-                while let Some((block, (units, bytes))) = parsed.remove(&next_block) {
-                    next_block += 1;
+                while let Some((block, (units, bytes))) = parsed.take() {
                     round = (round.0, round.1 + units, round.2 + bytes);
                     round.0.push(block);
                     if is_round(round.1, round.2, threads, chunk_bytes) {
@@ -446,12 +477,12 @@ fn read_blocks_with<W: Send, R: Send, E: From<Error> + Send>(
                         None => stopped = true,
                     }
                 }
-                if processing < BATCHES && !waiting.is_empty() {
+                if processed.running() < BATCHES && !waiting.is_empty() {
                     // Windows to start processing: the next turn does, without waiting.
                     continue;
                 }
                 let drained = stopped || (read_all && rounds.is_empty());
-                if parsing == 0 && processing == 0 {
+                if parsing == 0 && processed.running() == 0 {
                     // Nothing runs: done, or the next turn has tasks to start.
                     if drained {
                         return Ok(());
@@ -467,14 +498,13 @@ fn read_blocks_with<W: Send, R: Send, E: From<Error> + Send>(
                         let block = block.unwrap_or_else(|panic| std::panic::resume_unwind(panic));
                         (parsing, parsing_bytes) = (parsing - units, parsing_bytes - bytes);
                         if !stopped {
-                            parsed.insert(number, (*block, (units, bytes)));
+                            parsed.end(number, (*block, (units, bytes)));
                         }
                     }
                     Done::Processed(number, results) => {
                         let results =
                             results.unwrap_or_else(|panic| std::panic::resume_unwind(panic));
-                        processing -= 1;
-                        processed.insert(number, results);
+                        processed.end(number, results);
                     }
                 }
             }
@@ -570,7 +600,6 @@ fn parse_task(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use files::Compression;
 
     /// Two batches are processed at once, so with two threads or more a later one can end first
     /// (here every other batch is slow; handing results on as they come fails this test):
@@ -581,14 +610,7 @@ mod tests {
         let path = dir.path().join("log.jsonl");
         let line = r#"{"uid": "g", "traj_uid": "t", "step": 0, "reward": 0.0}"#;
         std::fs::write(&path, format!("{line}\n").repeat(2000)).unwrap();
-        let size = std::fs::metadata(&path).unwrap().len();
-        let inputs = [Input {
-            path,
-            format: Format::Jsonl(Compression::None),
-            size,
-            start: 0,
-            first_line: 1,
-        }];
+        let inputs = files::collect(&[path], &mut Vec::new()).unwrap();
         let mut options = IngestOptions::default();
         options.limits.chunk_bytes = 1000;
         // Each round of blocks makes a batch of two windows, numbered in input order. Called from
