@@ -1005,3 +1005,47 @@ fn a_duplicate_trajectory_in_parquet_is_reported_as_in_jsonl() {
         "{err}"
     );
 }
+
+#[test]
+fn lines_deep_in_a_log_are_named_at_any_chunk_size() {
+    // Each chunk's parser numbers its own lines and blocks are renumbered once in order (the
+    // reader does not count them): a problem far into the second file of a run is named by its
+    // line however the files are cut, whether the parser rejects the line or the assembler its
+    // row.
+    let lines: Vec<String> = std::fs::read_to_string(fixture("real/sokoban.jsonl"))
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    // (line, what replaces it or none for the step before again with another action, what the
+    // error names)
+    let cases = [
+        (700, Some("{\"uid\": "), "b.jsonl:700:"),
+        (900, None, "b.jsonl:900 (step)"),
+    ];
+    for (at, replacement, needle) in cases {
+        let run = Run::new();
+        std::fs::create_dir(run.path("logs")).unwrap();
+        std::fs::copy(fixture("real/textworld.jsonl"), run.path("logs/a.jsonl")).unwrap();
+        let mut bad = lines.clone();
+        match replacement {
+            Some(line) => bad[at - 1] = line.to_string(),
+            None => bad.insert(
+                at - 1,
+                lines[at - 2].replace("\"action\": \"", "\"action\": \"x"),
+            ),
+        }
+        std::fs::write(run.path("logs/b.jsonl"), bad.join("\n") + "\n").unwrap();
+        for chunk_bytes in ["3000", "65536", "4194304"] {
+            let out = std::process::Command::new(env!("CARGO_BIN_EXE_credit"))
+                .args(["analyze", "logs"])
+                .current_dir(run.dir.path())
+                .env("CREDIT_CHUNK_BYTES", chunk_bytes)
+                .output()
+                .unwrap();
+            let err = stderr(&out);
+            assert_eq!(out.status.code(), Some(2), "{chunk_bytes}: {err}");
+            assert!(err.contains(needle), "{chunk_bytes}: {needle:?} in {err}");
+        }
+    }
+}

@@ -64,6 +64,9 @@ pub(crate) struct Input {
     pub start: u64,
     /// 1-based number of the line at `start`.
     pub first_line: u64,
+    /// Read in part, as a log still being written (`credit watch`): read, never mapped, since a
+    /// mapped file cut short while it is read ends the process.
+    pub growing: bool,
 }
 
 fn whole_file(path: &Path, message: impl Into<String>) -> Error {
@@ -95,6 +98,7 @@ pub(crate) fn apply_spans(
         input.start = span.start;
         input.size = span.end - span.start;
         input.first_line = span.first_line;
+        input.growing = true;
     }
     Ok(())
 }
@@ -226,6 +230,7 @@ fn add(
         size: meta.len(),
         start: 0,
         first_line: 1,
+        growing: false,
     });
 }
 

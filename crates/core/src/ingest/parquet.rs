@@ -406,6 +406,7 @@ pub(crate) fn read_slice(path: &Path, plan: &Plan, slice: Slice) -> Result<Block
         uses: plan.resolution.uses.iter().cloned().collect(),
         columns: plan.columns.clone(),
         disk_bytes: (plan.disk_bytes_per_row * slice.rows as f64) as u64,
+        lines: 0,
     })
 }
 

@@ -405,6 +405,7 @@ fn read_blocks_with<W: Send, R: Send, E: From<Error> + Send>(
             // parsed.
             let mut parsed: InOrder<(Result<Block>, (usize, usize))> = InOrder::new();
             let (mut parsing, mut parsing_bytes) = (0, 0);
+            let mut lines_read = LinesRead::default();
             // Blocks in order, in rounds as the reading loop used to take tasks (`is_round`):
             // the round being filled, and those filled, not yet assembled.
             let mut round: (Vec<Result<Block>>, usize, usize) = (Vec::new(), 0, 0);
@@ -450,7 +451,10 @@ fn read_blocks_with<W: Send, R: Send, E: From<Error> + Send>(
                 while let Some(results) = processed.take() {
                     finish(results)?;
                 }
-                while let Some((block, (units, bytes))) = parsed.take() {
+                while let Some((mut block, (units, bytes))) = parsed.take() {
+                    if let Ok(block) = &mut block {
+                        lines_read.number(block);
+                    }
                     round = (round.0, round.1 + units, round.2 + bytes);
                     round.0.push(block);
                     if is_round(round.1, round.2, threads, chunk_bytes) {
@@ -518,6 +522,27 @@ fn read_blocks_with<W: Send, R: Send, E: From<Error> + Send>(
     })
 }
 
+/// The lines of the current file in the blocks taken so far, in order: the next block's lines
+/// follow them.
+#[derive(Default)]
+struct LinesRead {
+    file: u32,
+    lines: u64,
+}
+
+impl LinesRead {
+    fn number(&mut self, block: &mut Block) {
+        if block.file != self.file {
+            *self = LinesRead {
+                file: block.file,
+                lines: 0,
+            };
+        }
+        block.after_lines(self.lines);
+        self.lines += block.lines;
+    }
+}
+
 /// Whether tasks of `units` ([`Task::units`]) and `bytes` of input make a round: at least two
 /// units per thread and a chunk per thread (many small files make small tasks, and each round
 /// costs the same however little it holds). A round of one Parquet slice per thread holds as
@@ -582,7 +607,7 @@ fn parse_task(
     match task {
         Task::Chunk(chunk) => {
             let block = jsonl::parse(&chunk, &paths[chunk.file as usize], columns);
-            buffers.give(chunk.buffer);
+            buffers.give(chunk.data);
             Ok(block)
         }
         Task::Slice(plan, slice) => parquet::read_slice(&paths[plan.file as usize], &plan, slice),
@@ -593,6 +618,7 @@ fn parse_task(
             uses: Default::default(),
             columns: Default::default(),
             disk_bytes: 0,
+            lines: 0,
         }),
     }
 }
