@@ -180,7 +180,9 @@ fn map_chunks(
     let mut at = input.start;
     while at < end {
         let mut want = (at + chunk_bytes as u64).min(end);
-        // A chunk ends at its last line break; a line longer than a chunk makes it longer.
+        // A chunk ends at its last line break; a line longer than a chunk makes it longer, and
+        // only the bytes mapped since are searched again (`searched`: none before it).
+        let mut searched = 0;
         let (map, cut) = loop {
             // SAFETY: the map is only read, and only below `end`, where the file had bytes when
             // it was opened. A file cut short by another process while it is read is not
@@ -196,9 +198,12 @@ fn map_chunks(
                 let len = map.len();
                 break (map, len);
             }
-            match memchr::memrchr(b'\n', &map) {
-                Some(p) => break (map, p + 1),
-                None => want = (want + chunk_bytes as u64).min(end),
+            match memchr::memrchr(b'\n', &map[searched..]) {
+                Some(p) => break (map, searched + p + 1),
+                None => {
+                    searched = map.len();
+                    want = (want + chunk_bytes as u64).min(end);
+                }
             }
         };
         let start = if at == 0 && map.starts_with(b"\xEF\xBB\xBF") {
@@ -261,7 +266,9 @@ fn read_into_buffers(
         Compression::Gzip | Compression::Zstd => want,
     };
     let mut buffer = buffers.take();
-    let mut filled = 0;
+    // The buffer's bytes, and those of them known to hold no line break (a line longer than a
+    // chunk is searched once, not again each time the buffer grows).
+    let (mut filled, mut searched) = (0, 0);
     let (mut reported, mut at_start, mut eof) = (0u64, input.start == 0, false);
     // Read up to `target` bytes; a line longer than that raises the target until it ends.
     let mut target = chunk_bytes;
@@ -275,15 +282,17 @@ fn read_into_buffers(
             if buffer[..filled].starts_with(b"\xEF\xBB\xBF") {
                 buffer.copy_within(3..filled, 0);
                 filled -= 3;
+                searched = 0;
             }
             at_start = false;
         }
         let cut = if eof {
             filled
         } else {
-            match memchr::memrchr(b'\n', &buffer[..filled]) {
-                Some(p) => p + 1,
+            match memchr::memrchr(b'\n', &buffer[searched..filled]) {
+                Some(p) => searched + p + 1,
                 None => {
+                    searched = filled;
                     target = filled + chunk_bytes;
                     continue;
                 }
@@ -300,7 +309,7 @@ fn read_into_buffers(
             next.resize(rest, 0);
         }
         next[..rest].copy_from_slice(&buffer[cut..filled]);
-        filled = rest;
+        (filled, searched) = (rest, rest);
         let buffer = std::mem::replace(&mut buffer, next);
         let disk = count.load(std::sync::atomic::Ordering::Relaxed);
         let chunk = Chunk {
