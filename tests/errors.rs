@@ -1049,3 +1049,59 @@ fn lines_deep_in_a_log_are_named_at_any_chunk_size() {
         }
     }
 }
+
+#[test]
+fn many_small_files_read_as_one_task_keep_their_rows_and_lines() {
+    // The reader gathers files smaller than a chunk into one task: the same summary as when each
+    // file is a task of its own (chunks smaller than every file), and a bad line still named by
+    // its file and line, whether the task holds it with other files or alone.
+    let lines: Vec<String> = std::fs::read_to_string(fixture("real/sokoban.jsonl"))
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect();
+    let write_parts = |run: &Run, bad: Option<(usize, usize)>| {
+        std::fs::create_dir(run.path("logs")).unwrap();
+        for (k, part) in lines.chunks(20).enumerate() {
+            let mut part = part.to_vec();
+            if let Some((_, line)) = bad.filter(|&(file, _)| file == k) {
+                part[line - 1] = "{\"uid\": ".to_string();
+            }
+            std::fs::write(
+                run.path(&format!("logs/part-{k:03}.jsonl")),
+                part.join("\n") + "\n",
+            )
+            .unwrap();
+        }
+    };
+    let analyze = |run: &Run, chunk_bytes: &str, lenient: bool| {
+        let mut args = vec!["analyze", "logs", "--format", "json"];
+        if lenient {
+            args.push("--lenient");
+        }
+        std::process::Command::new(env!("CARGO_BIN_EXE_credit"))
+            .args(args)
+            .current_dir(run.dir.path())
+            .env("CREDIT_CHUNK_BYTES", chunk_bytes)
+            .output()
+            .unwrap()
+    };
+    // 54 files of 7–17 KB: gathered by the default 4 MiB chunks, each alone at 4 KB.
+    let run = Run::new();
+    write_parts(&run, None);
+    let gathered = json(&analyze(&run, "4194304", false));
+    assert_eq!(gathered["rows"], 1078, "{gathered}");
+    assert_eq!(gathered, json(&analyze(&run, "4096", false)));
+    let bad = Run::new();
+    write_parts(&bad, Some((17, 5)));
+    for chunk_bytes in ["4194304", "4096"] {
+        let out = analyze(&bad, chunk_bytes, false);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{chunk_bytes}: {err}");
+        assert!(err.contains("part-017.jsonl:5:"), "{chunk_bytes}: {err}");
+    }
+    // Skipped, the line leaves a gap in its trajectory's steps: the rest of it goes too.
+    let skipped = json(&analyze(&bad, "4194304", true));
+    assert_eq!(skipped["skipped"]["malformed JSON"], 1, "{skipped}");
+    assert_eq!(skipped, json(&analyze(&bad, "4096", true)));
+}

@@ -302,8 +302,12 @@ fn read_into_buffers(
         if cut == 0 {
             continue;
         }
-        // The bytes after the last line break start the next buffer.
-        let mut next = buffers.take();
+        // The bytes after the last line break start the next buffer (none at the end: a kept
+        // buffer is not taken only to be dropped).
+        let mut next = match eof {
+            true => Vec::new(),
+            false => buffers.take(),
+        };
         let rest = filled - cut;
         if next.len() < rest {
             next.resize(rest, 0);
