@@ -14,12 +14,20 @@ pub struct Text {
     chars: Vec<char>,
     /// Each distinct element, ascending, with its range in `positions`.
     histogram: Vec<(char, u32, u32)>,
-    /// Positions of each element in turn, ascending within an element.
-    positions: Vec<u32>,
+    /// Positions of each element in turn, ascending within an element. Placed when first asked
+    /// for where the text is ASCII: a text compared as `a` needs them only where the rows of a
+    /// comparison are not marked from its bytes ([`mark_rows`]), and most texts are only ever
+    /// `a`.
+    positions: std::cell::OnceCell<Vec<u32>>,
     /// For ASCII text, where each element's positions start (element 128: the end): its range
     /// without a search, and the multiset intersection of two such texts in one pass.
     ascii_starts: Option<Box<[u32; 129]>>,
+    /// For ASCII text, its bytes and [`BYTES_PAD`] zeros: read 64 at a time.
+    bytes: Option<Box<[u8]>>,
 }
+
+/// Zeros after an ASCII text's bytes, so that its last 64 bytes can be read whole.
+const BYTES_PAD: usize = 64;
 
 impl Text {
     pub fn new(text: &str) -> Self {
@@ -30,30 +38,29 @@ impl Text {
             true => text.bytes().map(char::from).collect(),
             false => text.chars().collect(),
         };
-        let mut positions = vec![0u32; chars.len()];
+        let positions = std::cell::OnceCell::new();
         let mut histogram = Vec::new();
-        let mut ascii_starts = None;
+        let (mut ascii_starts, mut bytes) = (None, None);
         if ascii {
-            // Counted and placed from the bytes, through tables a byte indexes without a check.
+            // Counted from the bytes, through a table a byte indexes without a check.
             let mut counts = [0u32; 256];
             for &c in text.as_bytes() {
                 counts[c as usize] += 1;
             }
             let mut starts = [0u32; 129];
-            let mut next = [0u32; 256];
             for c in 0..128 {
                 if counts[c] > 0 {
                     histogram.push((c as u8 as char, starts[c], starts[c] + counts[c]));
                 }
-                next[c] = starts[c];
                 starts[c + 1] = starts[c] + counts[c];
             }
             ascii_starts = Some(Box::new(starts));
-            for (i, &c) in text.as_bytes().iter().enumerate() {
-                positions[next[c as usize] as usize] = i as u32;
-                next[c as usize] += 1;
-            }
+            let mut padded = Vec::with_capacity(text.len() + BYTES_PAD);
+            padded.extend_from_slice(text.as_bytes());
+            padded.resize(text.len() + BYTES_PAD, 0);
+            bytes = Some(padded.into_boxed_slice());
         } else {
+            let mut placed = vec![0u32; chars.len()];
             let mut sorted: Vec<(char, u32)> = chars
                 .iter()
                 .enumerate()
@@ -61,19 +68,39 @@ impl Text {
                 .collect();
             sorted.sort_unstable();
             for (k, &(c, i)) in sorted.iter().enumerate() {
-                positions[k] = i;
+                placed[k] = i;
                 match histogram.last_mut() {
                     Some((last, _, to)) if *last == c => *to += 1,
                     _ => histogram.push((c, k as u32, k as u32 + 1)),
                 }
             }
+            let _ = positions.set(placed);
         }
         Text {
             chars,
             histogram,
             positions,
             ascii_starts,
+            bytes,
         }
+    }
+
+    /// Each element's positions in turn, placed from the bytes of an ASCII text (a counting
+    /// sort through the starts) the first time they are asked for.
+    fn positions(&self) -> &[u32] {
+        self.positions.get_or_init(|| {
+            let (Some(starts), Some(bytes)) = (&self.ascii_starts, &self.bytes) else {
+                unreachable!("a text not ASCII is placed when prepared")
+            };
+            let mut placed = vec![0u32; self.chars.len()];
+            let mut next = [0u32; 256];
+            next[..128].copy_from_slice(&starts[..128]);
+            for (i, &c) in bytes[..self.chars.len()].iter().enumerate() {
+                placed[next[c as usize] as usize] = i as u32;
+                next[c as usize] += 1;
+            }
+            placed
+        })
     }
 
     /// Where `element`'s positions are, if it occurs.
@@ -129,7 +156,7 @@ impl Text {
     }
 
     fn at(&self, (from, to): (u32, u32)) -> &[u32] {
-        &self.positions[from as usize..to as usize]
+        &self.positions()[from as usize..to as usize]
     }
 }
 
@@ -153,6 +180,9 @@ pub struct Matcher {
     /// For ASCII `b`, each element's place in `non_popular` ([`POPULAR`] for one that is not
     /// there), found without a search.
     ascii_non_popular: Option<Box<[u8; 128]>>,
+    /// For ASCII `b`, its non-popular elements as a table of 16 bytes: bit `h` of entry `l` for
+    /// the element `16h + l` ([`mark_rows`]).
+    ascii_nibbles: Option<[u8; 16]>,
     /// The positions `j` of `b` where `b[j - 1]` and `b[j]` are both non-popular (the only ones
     /// where a run of two or more cells can end), grouped by `b[j]`, ascending within an element.
     pair_end_positions: Vec<u32>,
@@ -260,30 +290,38 @@ impl Matcher {
             }
             places
         });
+        let ascii_nibbles = b.ascii_starts.as_ref().map(|_| {
+            let mut nibbles = [0u8; 16];
+            for np in &non_popular {
+                nibbles[np.element as usize & 15] |= 1 << (np.element as u32 >> 4);
+            }
+            nibbles
+        });
         Matcher {
             b,
             keys,
             non_popular,
             ascii_non_popular,
+            ascii_nibbles,
             pair_end_positions,
         }
     }
 
     /// Lists in `s` the rows of `a` that have cells and the cells where runs of two or more can
-    /// end, both in the order of `a`: marked a bit per position, element by element, and read
-    /// off in order, where a sort would cost more.
+    /// end, both in the order of `a`: marked a bit per position (from the bytes of ASCII texts,
+    /// 64 at a time, or element by element) and read off in order, where a sort would cost more.
     fn pair_up(&self, a: &Text, s: &mut Scratch) {
         s.rows.clear();
         s.pair_cells.clear();
         s.marks.clear();
         s.marks.resize(a.len().div_ceil(64), 0);
         let marks = &mut s.marks[..];
-        for &NonPopular { element: c, .. } in &self.non_popular {
-            if let Some(pa) = a.find(c) {
-                for &i in a.at(pa) {
-                    marks[i as usize / 64] |= 1 << (i % 64);
-                }
-            }
+        let marked = match (&a.bytes, &self.ascii_nibbles) {
+            (Some(bytes), Some(nibbles)) => mark_rows(bytes, a.len(), nibbles, marks),
+            _ => false,
+        };
+        if !marked {
+            self.mark_by_element(a, marks);
         }
         // A run of two or more can end only at a row whose row before is one too (its element
         // non-popular as well): those rows are the marks whose mark before is set.
@@ -305,6 +343,17 @@ impl Matcher {
                     if self.keys[j as usize - 1] == before {
                         s.pair_cells.push((i as u32, j));
                     }
+                }
+            }
+        }
+    }
+
+    /// Marks the positions of `a` whose element is a non-popular one of `b`, element by element.
+    fn mark_by_element(&self, a: &Text, marks: &mut [u64]) {
+        for &NonPopular { element: c, .. } in &self.non_popular {
+            if let Some(pa) = a.find(c) {
+                for &i in a.at(pa) {
+                    marks[i as usize / 64] |= 1 << (i % 64);
                 }
             }
         }
@@ -463,6 +512,57 @@ impl Matcher {
                 &bc[bestj + back + bestsize..bhi],
             );
         (besti, bestj, bestsize)
+    }
+}
+
+/// Marks in `marks` the positions of the ASCII text `bytes` (`len` of them, then
+/// [`BYTES_PAD`] zeros) whose byte is in the set `nibbles` holds (bit `h` of entry `l`: byte
+/// `16h + l`), where the processor has AVX2: a table look-up by each byte's low nibble, ANDed
+/// with the bit of its high one, 32 bytes an instruction. Whether it marked them (otherwise
+/// the caller marks them element by element).
+fn mark_rows(bytes: &[u8], len: usize, nibbles: &[u8; 16], marks: &mut [u64]) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx2") {
+        assert!(bytes.len() >= marks.len() * 64 && len <= marks.len() * 64);
+        // SAFETY: the CPU supports AVX2 (checked just above), and every 64 bytes read are in
+        // `bytes` (asserted).
+        unsafe { mark_rows_avx2(bytes, nibbles, marks) };
+        if !len.is_multiple_of(64) {
+            // The padding's zeros are not positions, whatever the set.
+            if let Some(last) = marks.last_mut() {
+                *last &= (1u64 << (len % 64)) - 1;
+            }
+        }
+        return true;
+    }
+    let _ = (bytes, len, nibbles, marks);
+    false
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn mark_rows_avx2(bytes: &[u8], nibbles: &[u8; 16], marks: &mut [u64]) {
+    use std::arch::x86_64::*;
+    let table = _mm256_broadcastsi128_si256(_mm_loadu_si128(nibbles.as_ptr().cast()));
+    // The bit of each high nibble (ASCII's are 0 to 7), for both 16-byte lanes.
+    let bit = _mm256_setr_epi8(
+        1, 2, 4, 8, 16, 32, 64, -128, 0, 0, 0, 0, 0, 0, 0, 0, 1, 2, 4, 8, 16, 32, 64, -128, 0, 0,
+        0, 0, 0, 0, 0, 0,
+    );
+    let low = _mm256_set1_epi8(0x0f);
+    for (w, word) in marks.iter_mut().enumerate() {
+        let mut bits = 0u64;
+        for half in 0..2 {
+            let at = w * 64 + half * 32;
+            let v = _mm256_loadu_si256(bytes.as_ptr().add(at).cast());
+            let lo = _mm256_and_si256(v, low);
+            let hi = _mm256_and_si256(_mm256_srli_epi16::<4>(v), low);
+            let hit =
+                _mm256_and_si256(_mm256_shuffle_epi8(table, lo), _mm256_shuffle_epi8(bit, hi));
+            let miss = _mm256_movemask_epi8(_mm256_cmpeq_epi8(hit, _mm256_setzero_si256())) as u32;
+            bits |= ((!miss) as u64) << (32 * half);
+        }
+        *word = bits;
     }
 }
 
@@ -734,6 +834,43 @@ mod tests {
             }
         }
         assert!(above > 5000 && below > 5000, "{above} {below}");
+    }
+
+    /// Rows marked from the bytes (AVX2, where the CPU has it) are those marked element by
+    /// element: ASCII texts of every length around a word's 64, with NUL and DEL among their
+    /// elements (the bytes' padding is NUL), against representatives of 200 or more elements
+    /// (so some are popular) and fewer.
+    #[test]
+    fn rows_marked_from_bytes_are_rows_marked_by_element() {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move |n: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % n as u64) as usize
+        };
+        let alphabet: Vec<char> = "\0\x7f eatoin.,\nbcdfgXYZ019".chars().collect();
+        let mut compared = 0;
+        for len in (0..200).chain([255, 256, 257, 300, 640]) {
+            let a: String = (0..len).map(|_| alphabet[next(alphabet.len())]).collect();
+            let b: String = (0..[len, 150 + next(400)][next(2)])
+                .map(|_| alphabet[next(alphabet.len())])
+                .collect();
+            let (text, matcher) = (Text::new(&a), Matcher::new(Text::new(&b)));
+            let words = text.len().div_ceil(64);
+            let (mut from_bytes, mut by_element) = (vec![0; words], vec![0; words]);
+            let bytes = text.bytes.as_deref().unwrap();
+            let nibbles = matcher.ascii_nibbles.as_ref().unwrap();
+            if mark_rows(bytes, text.len(), nibbles, &mut from_bytes) {
+                matcher.mark_by_element(&text, &mut by_element);
+                assert_eq!(from_bytes, by_element, "{a:?} {b:?}");
+                compared += 1;
+            }
+        }
+        #[cfg(target_arch = "x86_64")]
+        if std::arch::is_x86_feature_detected!("avx2") {
+            assert_eq!(compared, 205);
+        }
     }
 
     #[test]
