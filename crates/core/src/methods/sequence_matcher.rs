@@ -387,7 +387,6 @@ impl Matcher {
         mut stop: impl FnMut(usize, usize) -> bool,
     ) -> (usize, usize) {
         let (la, lb) = (a.len(), self.b.len());
-        let (ac, bc) = (&a.chars, &self.b.chars);
         s.queue.clear();
         let whole = Parts {
             rows: (0, s.rows.len()),
@@ -431,7 +430,7 @@ impl Matcher {
                     if side_rows.0 == side_rows.1 {
                         // No cells: difflib's block is the common start, and the range after it
                         // has none either and starts unequal.
-                        matched += common_prefix(&ac[lo..hi], &bc[blo..bhi]);
+                        matched += shared_start(a, &self.b, lo..hi, blo..bhi);
                         continue;
                     }
                     let side_parts = Parts {
@@ -467,7 +466,7 @@ impl Matcher {
         pair_cells: &[(u32, u32)],
         (alo, ahi, blo, bhi): Range,
     ) -> (usize, usize, usize) {
-        let (ac, bc, keys) = (&a.chars, &self.b.chars, &self.keys);
+        let (ac, keys) = (&a.chars, &self.keys);
         // Whether (i, j) is a cell of difflib's table: a[i] equals a non-popular b[j].
         let cell = |i: usize, j: usize| ac[i] as u32 == keys[j];
         // The best run's length and its last cell.
@@ -503,14 +502,10 @@ impl Matcher {
             0 => (alo, blo, 0),
             k => (endi + 1 - k, endj + 1 - k, k),
         };
-        let back = common_suffix(&ac[alo..besti], &bc[blo..bestj]);
+        let back = shared_end(a, &self.b, alo..besti, blo..bestj);
         let (besti, bestj) = (besti - back, bestj - back);
-        let bestsize = back
-            + bestsize
-            + common_prefix(
-                &ac[besti + back + bestsize..ahi],
-                &bc[bestj + back + bestsize..bhi],
-            );
+        let (after_a, after_b) = (besti + back + bestsize, bestj + back + bestsize);
+        let bestsize = back + bestsize + shared_start(a, &self.b, after_a..ahi, after_b..bhi);
         (besti, bestj, bestsize)
     }
 }
@@ -564,6 +559,65 @@ unsafe fn mark_rows_avx2(bytes: &[u8], nibbles: &[u8; 16], marks: &mut [u64]) {
         }
         *word = bits;
     }
+}
+
+/// How many elements `a[x]` and `b[y]` share at their start: compared 8 bytes a word where both
+/// texts are ASCII.
+fn shared_start(a: &Text, b: &Text, x: std::ops::Range<usize>, y: std::ops::Range<usize>) -> usize {
+    match (&a.bytes, &b.bytes) {
+        (Some(p), Some(q)) => common_prefix_bytes(&p[x], &q[y]),
+        _ => common_prefix(&a.chars[x], &b.chars[y]),
+    }
+}
+
+/// How many elements `a[x]` and `b[y]` share at their end.
+fn shared_end(a: &Text, b: &Text, x: std::ops::Range<usize>, y: std::ops::Range<usize>) -> usize {
+    match (&a.bytes, &b.bytes) {
+        (Some(p), Some(q)) => common_suffix_bytes(&p[x], &q[y]),
+        _ => common_suffix(&a.chars[x], &b.chars[y]),
+    }
+}
+
+/// The bytes `at..at + 8` of `x` as a word whose lowest byte is `x[at]`.
+fn word(x: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(x[at..at + 8].try_into().expect("8 bytes"))
+}
+
+/// How many bytes `x` and `y` share at their start, a word at a time: the first that differs
+/// is the lowest set byte of the words' difference.
+fn common_prefix_bytes(x: &[u8], y: &[u8]) -> usize {
+    let n = x.len().min(y.len());
+    let mut at = 0;
+    while at + 8 <= n {
+        let differ = word(x, at) ^ word(y, at);
+        if differ != 0 {
+            return at + differ.trailing_zeros() as usize / 8;
+        }
+        at += 8;
+    }
+    at + (x[at..n].iter().zip(&y[at..n]))
+        .take_while(|(p, q)| p == q)
+        .count()
+}
+
+/// How many bytes `x` and `y` share at their end, a word at a time from the end.
+fn common_suffix_bytes(x: &[u8], y: &[u8]) -> usize {
+    let n = x.len().min(y.len());
+    let (x, y) = (&x[x.len() - n..], &y[y.len() - n..]);
+    let mut shared = 0;
+    while shared + 8 <= n {
+        let at = n - shared - 8;
+        let differ = word(x, at) ^ word(y, at);
+        if differ != 0 {
+            return shared + differ.leading_zeros() as usize / 8;
+        }
+        shared += 8;
+    }
+    let rest = n - shared;
+    shared
+        + (x[..rest].iter().rev().zip(y[..rest].iter().rev()))
+            .take_while(|(p, q)| p == q)
+            .count()
 }
 
 /// How many elements `x` and `y` share at their start, compared a chunk at a time: blocks run
@@ -870,6 +924,31 @@ mod tests {
         #[cfg(target_arch = "x86_64")]
         if std::arch::is_x86_feature_detected!("avx2") {
             assert_eq!(compared, 205);
+        }
+    }
+
+    /// The shared start and end of two byte strings, a word at a time, are those counted element
+    /// by element: strings of 0 to 40 bytes that differ at each place in turn, or nowhere.
+    #[test]
+    fn shared_starts_and_ends_by_the_word_are_counted_by_the_element() {
+        let base: Vec<u8> = (0..40u8).map(|k| b'a' + k % 26).collect();
+        for n in 0..=40 {
+            for other in 0..=n + 2 {
+                let x = &base[..n];
+                let mut y = base[..other.min(40)].to_vec();
+                for differ in (0..y.len()).map(Some).chain([None]) {
+                    if let Some(at) = differ {
+                        y[at] ^= 0x20;
+                    }
+                    let chars = |v: &[u8]| v.iter().map(|&b| b as char).collect::<Vec<_>>();
+                    let (cx, cy) = (chars(x), chars(&y));
+                    assert_eq!(common_prefix_bytes(x, &y), common_prefix(&cx, &cy));
+                    assert_eq!(common_suffix_bytes(x, &y), common_suffix(&cx, &cy));
+                    if let Some(at) = differ {
+                        y[at] ^= 0x20;
+                    }
+                }
+            }
         }
     }
 
