@@ -397,8 +397,7 @@ fn read_blocks_with<W: Send, R: Send, E: From<Error> + Send>(
         let (done, events) = std::sync::mpsc::channel::<Done<R>>();
         let (paths, done) = (&paths, &done);
         let result = rayon::in_place_scope(|s| -> std::result::Result<(), E> {
-            // Tasks' blocks (with the tasks' units and bytes), and the units and bytes being
-            // parsed.
+            // Tasks' blocks (each with its weight), and the units and bytes being parsed.
             let mut parsed: InOrder<Parsed> = InOrder::new();
             let (mut parsing, mut parsing_bytes) = (0, 0);
             let mut lines_read = LinesRead::default();

@@ -31,8 +31,9 @@ const BYTES_PAD: usize = 64;
 
 impl Text {
     pub fn new(text: &str) -> Self {
-        // Positions grouped by element: a counting sort for ASCII text (observations mostly
-        // are, and every distinct one is prepared), a sort of (element, position) otherwise.
+        // Elements counted from the bytes of ASCII text (observations mostly are, and every
+        // distinct one is prepared), its positions placed later by a counting sort if asked
+        // for; otherwise positions grouped now by a sort of (element, position).
         let ascii = text.is_ascii();
         let chars: Vec<char> = match ascii {
             true => text.bytes().map(char::from).collect(),
