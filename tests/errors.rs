@@ -1006,17 +1006,22 @@ fn a_duplicate_trajectory_in_parquet_is_reported_as_in_jsonl() {
     );
 }
 
+/// A fixture's lines, without their line breaks.
+fn fixture_lines(name: &str) -> Vec<String> {
+    std::fs::read_to_string(fixture(name))
+        .unwrap()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
 #[test]
 fn lines_deep_in_a_log_are_named_at_any_chunk_size() {
     // Each chunk's parser numbers its own lines and blocks are renumbered once in order (the
     // reader does not count them): a problem far into the second file of a run is named by its
     // line however the files are cut, whether the parser rejects the line or the assembler its
     // row.
-    let lines: Vec<String> = std::fs::read_to_string(fixture("real/sokoban.jsonl"))
-        .unwrap()
-        .lines()
-        .map(str::to_string)
-        .collect();
+    let lines = fixture_lines("real/sokoban.jsonl");
     // (line, what replaces it or none for the step before again with another action, what the
     // error names)
     let cases = [
@@ -1037,12 +1042,7 @@ fn lines_deep_in_a_log_are_named_at_any_chunk_size() {
         }
         std::fs::write(run.path("logs/b.jsonl"), bad.join("\n") + "\n").unwrap();
         for chunk_bytes in ["3000", "65536", "4194304"] {
-            let out = std::process::Command::new(env!("CARGO_BIN_EXE_credit"))
-                .args(["analyze", "logs"])
-                .current_dir(run.dir.path())
-                .env("CREDIT_CHUNK_BYTES", chunk_bytes)
-                .output()
-                .unwrap();
+            let out = run.credit_with(["analyze", "logs"], &[("CREDIT_CHUNK_BYTES", chunk_bytes)]);
             let err = stderr(&out);
             assert_eq!(out.status.code(), Some(2), "{chunk_bytes}: {err}");
             assert!(err.contains(needle), "{chunk_bytes}: {needle:?} in {err}");
@@ -1055,11 +1055,7 @@ fn many_small_files_read_as_one_task_keep_their_rows_and_lines() {
     // The reader gathers files smaller than a chunk into one task: the same summary as when each
     // file is a task of its own (chunks smaller than every file), and a bad line still named by
     // its file and line, whether the task holds it with other files or alone.
-    let lines: Vec<String> = std::fs::read_to_string(fixture("real/sokoban.jsonl"))
-        .unwrap()
-        .lines()
-        .map(str::to_string)
-        .collect();
+    let lines = fixture_lines("real/sokoban.jsonl");
     let write_parts = |run: &Run, bad: Option<(usize, usize)>| {
         std::fs::create_dir(run.path("logs")).unwrap();
         for (k, part) in lines.chunks(20).enumerate() {
@@ -1079,12 +1075,7 @@ fn many_small_files_read_as_one_task_keep_their_rows_and_lines() {
         if lenient {
             args.push("--lenient");
         }
-        std::process::Command::new(env!("CARGO_BIN_EXE_credit"))
-            .args(args)
-            .current_dir(run.dir.path())
-            .env("CREDIT_CHUNK_BYTES", chunk_bytes)
-            .output()
-            .unwrap()
+        run.credit_with(args, &[("CREDIT_CHUNK_BYTES", chunk_bytes)])
     };
     // 54 files of 7–17 KB: gathered by the default 4 MiB chunks, each alone at 4 KB.
     let run = Run::new();

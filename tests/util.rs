@@ -30,9 +30,19 @@ impl Run {
         I: IntoIterator<Item = S>,
         S: AsRef<std::ffi::OsStr>,
     {
+        self.credit_with(args, &[])
+    }
+
+    /// [`Run::credit`] with environment variables set (ingest's sizes, for one).
+    pub fn credit_with<I, S>(&self, args: I, env: &[(&str, &str)]) -> Output
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<std::ffi::OsStr>,
+    {
         Command::new(env!("CARGO_BIN_EXE_credit"))
             .args(args)
             .current_dir(self.dir.path())
+            .envs(env.iter().copied())
             .output()
             .expect("run credit")
     }

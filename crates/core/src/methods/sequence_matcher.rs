@@ -808,6 +808,16 @@ mod tests {
         calculate_ratio(matches, a.len() + b.len())
     }
 
+    /// Draws below `n` from a xorshift generator seeded so.
+    fn xorshift(mut state: u64) -> impl FnMut(usize) -> usize {
+        move |n| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % n as u64) as usize
+        }
+    }
+
     /// Random texts and edited copies of them (some 200 long or more, so autojunk applies, some
     /// with non-ASCII elements): the ratio equals plain difflib's to the bit, and `similar`
     /// decides `ratio ≥ θ` exactly, at fixed thresholds and right at and above each ratio, which
@@ -815,13 +825,7 @@ mod tests {
     /// scratch kept for each fixed threshold reuses its remembered fewest matches across texts.
     #[test]
     fn similar_decides_as_the_plain_ratio() {
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move |n: usize| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state % n as u64) as usize
-        };
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
         let mut scratch = Scratch::default();
         let mut kept: [Scratch; 5] = Default::default();
         let (mut above, mut below) = (0, 0);
@@ -897,13 +901,7 @@ mod tests {
     /// (so some are popular) and fewer.
     #[test]
     fn rows_marked_from_bytes_are_rows_marked_by_element() {
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move |n: usize| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state % n as u64) as usize
-        };
+        let mut next = xorshift(0x2545_f491_4f6c_dd1d);
         let alphabet: Vec<char> = "\0\x7f eatoin.,\nbcdfgXYZ019".chars().collect();
         let mut compared = 0;
         for len in (0..200).chain([255, 256, 257, 300, 640]) {
