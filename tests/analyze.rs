@@ -263,13 +263,7 @@ fn the_state_comes_from_anchor_obs_and_analyze_says_so() {
 
 /// `credit` with ingest's windows shrunk to nothing: every unit closes as early as it can.
 fn tiny_windows(run: &Run, args: &[&str]) -> std::process::Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_credit"))
-        .args(args)
-        .current_dir(run.dir.path())
-        .env("CREDIT_CHUNK_BYTES", "3000")
-        .env("CREDIT_QUIET_BYTES", "1")
-        .output()
-        .expect("run credit")
+    run.credit_tiny_windows(args)
 }
 
 #[test]

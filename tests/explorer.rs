@@ -201,13 +201,7 @@ fn the_choice_does_not_depend_on_window_sizes() {
     ];
     args.push("--format".into());
     args.push("json".into());
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_credit"))
-        .args(&args)
-        .current_dir(run.dir.path())
-        .env("CREDIT_CHUNK_BYTES", "3000")
-        .env("CREDIT_QUIET_BYTES", "1")
-        .output()
-        .unwrap();
+    let out = run.credit_tiny_windows(&args);
     json(&out);
     let html = std::fs::read_to_string(run.path("b/report.html")).unwrap();
     assert_eq!(explorer_data(&html), whole);

@@ -285,13 +285,7 @@ fn output_names_of_251_to_255_characters_are_written() {
 
 /// `credit` with ingest's windows shrunk so that a log whose groups interleave is read twice.
 fn read_twice(run: &Run, args: &[&str]) -> Output {
-    std::process::Command::new(env!("CARGO_BIN_EXE_credit"))
-        .args(args)
-        .current_dir(run.dir.path())
-        .env("CREDIT_CHUNK_BYTES", "3000")
-        .env("CREDIT_QUIET_BYTES", "1")
-        .output()
-        .expect("run credit")
+    run.credit_tiny_windows(args)
 }
 
 #[test]

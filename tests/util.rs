@@ -10,6 +10,11 @@ pub fn fixture(path: &str) -> PathBuf {
         .join(path)
 }
 
+/// Ingest's sizes shrunk so that every unit closes as early as it can (a log whose groups
+/// interleave is then read twice): 3,000-byte chunks, a quiet distance of one byte.
+pub const TINY_WINDOWS: &[(&str, &str)] =
+    &[("CREDIT_CHUNK_BYTES", "3000"), ("CREDIT_QUIET_BYTES", "1")];
+
 pub struct Run {
     pub dir: tempfile::TempDir,
 }
@@ -31,6 +36,11 @@ impl Run {
         S: AsRef<std::ffi::OsStr>,
     {
         self.credit_with(args, &[])
+    }
+
+    /// [`Run::credit`] with ingest's windows shrunk to nothing ([`TINY_WINDOWS`]).
+    pub fn credit_tiny_windows<S: AsRef<std::ffi::OsStr>>(&self, args: &[S]) -> Output {
+        self.credit_with(args, TINY_WINDOWS)
     }
 
     /// [`Run::credit`] with environment variables set (ingest's sizes, for one).

@@ -542,7 +542,7 @@ impl LinesRead {
     }
 }
 
-/// Whether tasks of `units` ([`Task::units`]) and `bytes` of input make a round: at least two
+/// Whether tasks of `units` and `bytes` of input ([`Weight`]) make a round: at least two
 /// units per thread and a chunk per thread (many small files make small tasks, and each round
 /// costs the same however little it holds). A round of one Parquet slice per thread holds as
 /// much as two chunks per thread of JSONL.
