@@ -4,7 +4,9 @@
 
 use crate::batch::StepBatch;
 use crate::graph::{GraphColumns, GroupGraph, NodeKind};
+use petgraph::graph::NodeIndex;
 use polars::prelude::PlHashSet;
+use rayon::prelude::*;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -115,16 +117,7 @@ fn group_stats<'a>(
                 .or_default() += 1;
         }
     }
-    let edges = &mut scratch.edges;
-    edges.clear();
-    for &(row, source, target) in &graph.endpoints {
-        edges.insert((
-            source.index() as u32,
-            columns.action(row),
-            target.index() as u32,
-        ));
-    }
-    s.edges = edges.len();
+    s.edges = distinct_edges(&graph.endpoints, columns, &mut scratch.edges);
     s.steps = graph.endpoints.len();
     // The endpoints are in the order of the group's trajectories and their rows.
     let mut endpoints = graph.endpoints.iter();
@@ -155,6 +148,62 @@ fn group_stats<'a>(
         s.trajectories_with_cycles += cycle as usize;
     }
     s
+}
+
+/// Steps from which a group's distinct edges are counted on every thread (see [`distinct_edges`]).
+const SHARDED_EDGES_FROM_STEPS: usize = 1 << 16;
+
+/// The number of distinct (s, a, s′) edges among a group's steps. Each step hashes its action's
+/// text, so a group of a million steps, one unit read whole after its last row while nothing else
+/// runs, would count them on one core: from [`SHARDED_EDGES_FROM_STEPS`] steps, each thread counts
+/// the edges of its share of the (s, s′) pairs, and the shards' counts add up.
+fn distinct_edges<'a>(
+    endpoints: &[(u32, NodeIndex, NodeIndex)],
+    columns: &GraphColumns<'a>,
+    edges: &mut PlHashSet<(u32, &'a str, u32)>,
+) -> usize {
+    if endpoints.len() < SHARDED_EDGES_FROM_STEPS {
+        edges.clear();
+        edges.extend(endpoints.iter().map(|&e| edge(columns, e)));
+        return edges.len();
+    }
+    edges_in_shards(endpoints, columns, rayon::current_num_threads())
+}
+
+fn edge<'a>(
+    columns: &GraphColumns<'a>,
+    (row, source, target): (u32, NodeIndex, NodeIndex),
+) -> (u32, &'a str, u32) {
+    (
+        source.index() as u32,
+        columns.action(row),
+        target.index() as u32,
+    )
+}
+
+/// [`distinct_edges`] counted in `shards` parts, each the edges of a share of the (s, s′) pairs
+/// (an edge is in one share only, so the parts' counts add up to the whole).
+fn edges_in_shards(
+    endpoints: &[(u32, NodeIndex, NodeIndex)],
+    columns: &GraphColumns,
+    shards: usize,
+) -> usize {
+    let shard_of = |source: NodeIndex, target: NodeIndex| {
+        (source.index() ^ target.index().rotate_left(16)) % shards
+    };
+    (0..shards)
+        .into_par_iter()
+        .map(|shard| {
+            let mut edges = PlHashSet::default();
+            edges.extend(
+                endpoints
+                    .iter()
+                    .filter(|&&(_, source, target)| shard_of(source, target) == shard)
+                    .map(|&e| edge(columns, e)),
+            );
+            edges.len()
+        })
+        .sum()
 }
 
 /// Graph statistics added up window by window (integer counts: any order gives the same).
@@ -212,7 +261,7 @@ pub fn graph_stats(batch: &StepBatch) -> (GraphStats, Vec<(i64, GraphStats)>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::batch::testing::batch;
+    use crate::batch::testing::{batch, batch_with};
 
     #[test]
     fn hand_counted_group() {
@@ -249,5 +298,35 @@ mod tests {
         assert_eq!((s.failed_steps, s.progress_steps_in_failures), (3, 0));
         assert_eq!((s.success_steps, s.non_progress_steps_in_successes), (2, 0));
         assert!((s.steps_per_node - 5.0 / 3.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn edges_counted_in_shards_are_the_edges_counted_at_once() {
+        // Parallel steps (the same state, action and next state) are one edge; the same states
+        // with another action are another.
+        let actions = ["go", "go", "take", "go", "go", "go", "take", "look"];
+        let b = batch_with(
+            &[
+                ("g", "T1", 0, "A", 0.0, true),
+                ("g", "T1", 1, "B", 0.0, true),
+                ("g", "T1", 2, "C", 1.0, true),
+                ("g", "T2", 0, "A", 0.0, true),
+                ("g", "T2", 1, "B", 0.0, true),
+                ("g", "T2", 2, "C", 0.0, true),
+                ("g", "T2", 3, "A", 0.0, true),
+                ("g", "T2", 4, "B", 0.0, true),
+            ],
+            &actions,
+        );
+        let columns = GraphColumns::of(&b);
+        let graph = GroupGraph::build_from(&columns, &b, 0);
+        let mut edges = PlHashSet::default();
+        // T1 (success): A-go-B, B-go-C, C-take-SUCCESS. T2 (failed): A-go-B and B-go-C again,
+        // then C-go-A, A-take-B (A to B again, by another action), B-look-FAIL.
+        let at_once = distinct_edges(&graph.endpoints, &columns, &mut edges);
+        assert_eq!(at_once, 6);
+        for shards in 1..=5 {
+            assert_eq!(edges_in_shards(&graph.endpoints, &columns, shards), at_once);
+        }
     }
 }
