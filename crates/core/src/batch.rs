@@ -357,18 +357,20 @@ impl StepBatch {
         if logged.is_some_and(|c| c.null_count() == 0) {
             return Ok(None);
         }
-        let mut next: Vec<Option<&str>> = (0..self.len())
-            .map(|r| logged.and_then(|c| c.get(r)))
-            .collect();
+        // Each row's following row in its trajectory; the texts are gathered as views into the
+        // observations' buffers, not copied.
+        let mut following: Vec<Option<IdxSize>> = vec![None; self.len()];
         for traj in &self.trajs {
             for w in traj.rows.windows(2) {
-                let (r, following) = (w[0] as usize, w[1] as usize);
-                if next[r].is_none() {
-                    next[r] = obs.get(following);
-                }
+                following[w[0] as usize] = Some(w[1] as IdxSize);
             }
         }
-        Ok(Some(Column::new(NEXT_OBS.into(), next)))
+        let following = obs.take(&IdxCa::from_iter_options("".into(), following.into_iter()))?;
+        let next = match logged {
+            Some(logged) => logged.zip_with(&logged.is_not_null(), &following)?,
+            None => following,
+        };
+        Ok(Some(next.with_name(NEXT_OBS.into()).into_column()))
     }
 }
 
