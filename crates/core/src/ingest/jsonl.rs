@@ -519,7 +519,6 @@ impl<'a> FastPath<'a> {
     fn row(
         &mut self,
         nodes: &[Node<'_>],
-        seq: u64,
         origin: Origin,
         rows: &mut Rows,
         uses: &mut BTreeSet<ColumnUse>,
@@ -545,7 +544,7 @@ impl<'a> FastPath<'a> {
             _ => "",
         };
         let pushed = match self.shape(entries.iter().map(|&(k, _)| key(k)), names) {
-            Ok(()) => self.typed_row(&entries, nodes, seq, origin, rows, uses),
+            Ok(()) => self.typed_row(&entries, nodes, origin, rows, uses),
             Err(_) => false,
         };
         self.entries = entries;
@@ -557,7 +556,6 @@ impl<'a> FastPath<'a> {
         &mut self,
         entries: &[(usize, usize)],
         nodes: &[Node<'_>],
-        seq: u64,
         origin: Origin,
         rows: &mut Rows,
         uses: &mut BTreeSet<ColumnUse>,
@@ -604,7 +602,7 @@ impl<'a> FastPath<'a> {
                 _ => values[f] = chosen.map(|v| derived(feed.derive, v)),
             }
         }
-        rows.push(seq, origin, &values);
+        rows.push(origin, &values);
         if !shape.reported {
             uses.extend(shape.resolution.uses.iter().cloned());
             shape.reported = true;
@@ -740,13 +738,12 @@ pub(crate) fn parse(chunk: &Chunk, path: &Path, columns: &ColumnMap) -> Block {
             file,
             line: this_line,
         };
-        let seq = rows.len() as u64;
         let mut fast_row = |nodes: &[Node<'_>], rows: &mut Rows, uses: &mut _, names: &mut _| {
-            let pushed = fast.row(nodes, seq, origin, rows, uses, names);
+            let pushed = fast.row(nodes, origin, rows, uses, names);
             if pushed && rows.len() == RESERVE_AFTER_ROWS {
-                // Room for the rest of the chunk's text at the rate of its first rows (lines
-                // of one log are alike), so the text is not copied as it grows.
-                rows.reserve_text_at_rate(end + 1, bytes.len());
+                // Room for the rest of the chunk's rows at the rate of its first rows (lines of
+                // one log are alike), so they are not copied as they grow.
+                rows.reserve_at_rate(end + 1, bytes.len());
             }
             pushed
         };
@@ -1023,7 +1020,7 @@ impl Resolver<'_> {
                 Ok(cells) => {
                     let values: Vec<Option<Typed>> =
                         cells.iter().map(|c| c.as_ref().map(Typed::of)).collect();
-                    rows.push(rows.len() as u64, origin, &values);
+                    rows.push(origin, &values);
                 }
                 Err((column, reason, message)) => problems.push(Error::input(
                     at(value_column(text, &column), Some(column)),
@@ -1423,7 +1420,7 @@ mod tests {
                 file: 0,
                 line: i + 1,
             };
-            assert!(fast.row(&tape.0, i, origin, &mut rows, &mut uses, &mut names));
+            assert!(fast.row(&tape.0, origin, &mut rows, &mut uses, &mut names));
         }
         assert_eq!(rows.len(), 1000);
         assert_eq!(fast.shapes.len(), 1);

@@ -20,7 +20,7 @@ use crate::error::{Error, Location, Reason, Result, Unit};
 use crate::schema::{describe_accepted, ColumnMap, Derive, Kind, Resolution, FIELDS};
 use polars::io::parquet::read::ParallelStrategy;
 use polars::prelude::*;
-use polars_arrow::array::{MutableBinaryViewArray, Utf8ViewArray};
+use polars_arrow::array::MutableBinaryViewArray;
 use std::path::Path;
 
 /// A slice holds about this many decoded bytes (of the columns read). A round of reading holds a
@@ -312,7 +312,7 @@ pub(crate) fn read_slice(path: &Path, plan: &Plan, slice: Slice) -> Result<Block
     let mut columns: Vec<Buffer> = Vec::with_capacity(FIELDS.len());
     for (i, field) in FIELDS.iter().enumerate() {
         let Some(feed) = &plan.resolution.feeds[i] else {
-            columns.push(nulls(field.kind, n));
+            columns.push(Buffer::Nulls(field.kind, n));
             continue;
         };
         let mut cast = |name: &str| -> Result<Buffer> {
@@ -482,18 +482,6 @@ fn column_of<'a>(kind: Kind, values: impl Iterator<Item = Option<Typed<'a>>>) ->
     }
 }
 
-/// `n` nulls of a field's kind.
-fn nulls(kind: Kind, n: usize) -> Buffer {
-    match kind {
-        Kind::Key | Kind::Text => {
-            Buffer::Views(Utf8ViewArray::new_null(ArrowDataType::Utf8View, n))
-        }
-        Kind::Int => Buffer::Int(vec![None; n]),
-        Kind::Float => Buffer::Float(vec![None; n]),
-        Kind::Bool => Buffer::Bool(vec![None; n]),
-    }
-}
-
 /// A field's values derived from its column's (see [`Derive`]).
 fn derived(derive: Derive, values: Buffer) -> Buffer {
     match (derive, values) {
@@ -634,7 +622,7 @@ fn cast_column(kind: Kind, column: &Column) -> Result<(Buffer, Vec<RowProblem>)>
                 .find(|&r| !matches!(column.get(r), Ok(AnyValue::Null)))
                 .unwrap_or(0);
             wrong(&mut problems, first, format!("a column of type {dtype}"));
-            nulls(kind, column.len())
+            Buffer::Nulls(kind, column.len())
         }
     };
     Ok((values, problems))

@@ -1,5 +1,5 @@
 //! Typed rows in columns: the values of every canonical field for a run of rows, each row with its
-//! sequence number (its place in the input) and its origin (file, line or row).
+//! origin (file, line or row).
 //!
 //! Readers fill one [`Rows`] per block of input; the assembler hands each row, by reference, to the
 //! unit (group or iteration) it belongs to ([`UnitRows`]), and a window of complete units becomes a
@@ -80,6 +80,10 @@ impl Bytes {
 /// One field's values.
 #[derive(Clone, Debug)]
 pub(crate) enum Buffer {
+    /// A field no row has given yet: only a count of nulls. Most of the fields a log could carry
+    /// are absent from any one log, and a buffer of nulls per row each (16 bytes a float) cost
+    /// more memory and writes than the values that are there.
+    Nulls(Kind, usize),
     /// Keys and text: bytes with `ends[i]` the end of row i's text; `None` rows are null.
     Text {
         bytes: Bytes,
@@ -94,16 +98,17 @@ pub(crate) enum Buffer {
 }
 
 impl Buffer {
-    fn new(kind: Kind) -> Self {
+    /// `n` nulls of a field's kind, as values are written: the first value makes room for them.
+    fn materialized(kind: Kind, n: usize) -> Self {
         match kind {
             Kind::Key | Kind::Text => Buffer::Text {
                 bytes: Bytes::default(),
-                ends: Vec::new(),
-                valid: Vec::new(),
+                ends: vec![0; n],
+                valid: vec![false; n],
             },
-            Kind::Int => Buffer::Int(Vec::new()),
-            Kind::Float => Buffer::Float(Vec::new()),
-            Kind::Bool => Buffer::Bool(Vec::new()),
+            Kind::Int => Buffer::Int(vec![None; n]),
+            Kind::Float => Buffer::Float(vec![None; n]),
+            Kind::Bool => Buffer::Bool(vec![None; n]),
         }
     }
 
@@ -111,6 +116,11 @@ impl Buffer {
     /// written as its digits) or a null.
     fn push(&mut self, value: Option<Value>) {
         match self {
+            Buffer::Nulls(_, n) if value.is_none() => *n += 1,
+            &mut Buffer::Nulls(kind, n) => {
+                *self = Buffer::materialized(kind, n);
+                self.push(value);
+            }
             Buffer::Text { bytes, ends, valid } => {
                 let bytes = bytes.growing();
                 match value {
@@ -153,6 +163,7 @@ impl Buffer {
 
     pub fn get(&self, row: usize) -> Option<Value<'_>> {
         match self {
+            Buffer::Nulls(..) => None,
             Buffer::Text { bytes, ends, valid } => valid[row].then(|| {
                 let start = if row == 0 { 0 } else { ends[row - 1] };
                 // SAFETY: only whole `&str`s are pushed, so every [start, end) holds valid UTF-8.
@@ -169,6 +180,7 @@ impl Buffer {
 
     fn len(&self) -> usize {
         match self {
+            Buffer::Nulls(_, n) => *n,
             Buffer::Text { valid, .. } => valid.len(),
             Buffer::Views(array) => array.len(),
             Buffer::Int(v) => v.len(),
@@ -179,6 +191,7 @@ impl Buffer {
 
     fn any_value(&self) -> bool {
         match self {
+            Buffer::Nulls(..) => false,
             Buffer::Text { valid, .. } => valid.iter().any(|&v| v),
             Buffer::Views(array) => array.len() > array.null_count(),
             Buffer::Int(v) => v.iter().any(Option::is_some),
@@ -193,6 +206,7 @@ impl Buffer {
             keep.iter().map(|&r| values[r]).collect()
         }
         match self {
+            Buffer::Nulls(kind, _) => Buffer::Nulls(kind, keep.len()),
             Buffer::Views(array) => {
                 let views: Vec<View> = keep.iter().map(|&r| array.views()[r]).collect();
                 let validity = array
@@ -220,7 +234,6 @@ impl Buffer {
 /// Rows of typed values, one [`Buffer`] per field of [`FIELDS`].
 #[derive(Clone, Debug)]
 pub(crate) struct Rows {
-    pub seq: Vec<u64>,
     pub origin: Vec<Origin>,
     columns: Vec<Buffer>,
     /// Whether any row has a value of each field.
@@ -233,9 +246,8 @@ pub(crate) struct Rows {
 impl Default for Rows {
     fn default() -> Self {
         Rows {
-            seq: Vec::new(),
             origin: Vec::new(),
-            columns: FIELDS.iter().map(|f| Buffer::new(f.kind)).collect(),
+            columns: FIELDS.iter().map(|f| Buffer::Nulls(f.kind, 0)).collect(),
             present: vec![false; FIELDS.len()],
             numbered: vec![false; FIELDS.len()],
             named: vec![false; FIELDS.len()],
@@ -244,15 +256,16 @@ impl Default for Rows {
 }
 
 impl Rows {
-    /// Heap bytes of a row besides its text (sequence number, origin, fixed-size values).
+    /// Heap bytes of a row besides its text (origin, fixed-size values), as the memory budget
+    /// counts them.
     pub const FIXED_BYTES_PER_ROW: usize = 16 + FIELDS.len() * 10;
 
     pub fn len(&self) -> usize {
-        self.seq.len()
+        self.origin.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.seq.is_empty()
+        self.origin.is_empty()
     }
 
     /// Heap bytes held (text and fixed-size values), for the memory budget.
@@ -270,7 +283,7 @@ impl Rows {
     }
 
     /// Rows read a column at a time: `columns[i]` holds `FIELDS[i]`'s values (of its kind, text as
-    /// [`Buffer::Views`]), `origin` each row's; rows are numbered in order.
+    /// [`Buffer::Views`]), `origin` each row's.
     pub fn from_columns(columns: Vec<Buffer>, origin: Vec<Origin>) -> Rows {
         debug_assert!(columns.iter().all(|c| c.len() == origin.len()));
         let present: Vec<bool> = columns.iter().map(Buffer::any_value).collect();
@@ -280,7 +293,6 @@ impl Rows {
             .map(|(f, &p)| p && f.kind == Kind::Key)
             .collect();
         Rows {
-            seq: (0..origin.len() as u64).collect(),
             origin,
             columns,
             present,
@@ -289,15 +301,28 @@ impl Rows {
         }
     }
 
-    /// Room for the text of `total` input bytes, `read` of which filled the buffers so far, at the
-    /// same rate per field (plus an eighth).
-    pub fn reserve_text_at_rate(&mut self, read: usize, total: usize) {
+    /// Room for the rows and text of `total` input bytes, `read` of which filled the buffers so
+    /// far, at the same rate per field (plus an eighth): buffers that grow by doubling copy what
+    /// they hold each time, into fresh pages.
+    pub fn reserve_at_rate(&mut self, read: usize, total: usize) {
+        let at_rate = |held: usize| {
+            let rate = held as f64 / read.max(1) as f64;
+            (rate * 1.125 * total.saturating_sub(read) as f64) as usize
+        };
+        let rows = at_rate(self.len());
+        self.origin.reserve(rows);
         for column in &mut self.columns {
-            if let Buffer::Text { bytes, .. } = column {
-                let bytes = bytes.growing();
-                let rate = bytes.len() as f64 / read.max(1) as f64;
-                let more = (rate * 1.125 * total.saturating_sub(read) as f64) as usize;
-                bytes.reserve(more);
+            match column {
+                Buffer::Text { bytes, ends, valid } => {
+                    let bytes = bytes.growing();
+                    bytes.reserve(at_rate(bytes.len()));
+                    ends.reserve(rows);
+                    valid.reserve(rows);
+                }
+                Buffer::Int(v) => v.reserve(rows),
+                Buffer::Float(v) => v.reserve(rows),
+                Buffer::Bool(v) => v.reserve(rows),
+                Buffer::Nulls(..) | Buffer::Views(_) => {}
             }
         }
     }
@@ -312,7 +337,7 @@ impl Rows {
     }
 
     /// Appends one row: `values[i]` belongs to `FIELDS[i]` and is already of its kind.
-    pub fn push(&mut self, seq: u64, origin: Origin, values: &[Option<Value>]) {
+    pub fn push(&mut self, origin: Origin, values: &[Option<Value>]) {
         for (i, (column, value)) in self.columns.iter_mut().zip(values).enumerate() {
             match value {
                 Some(Value::Int(_)) if FIELDS[i].kind == Kind::Key => self.numbered[i] = true,
@@ -324,7 +349,6 @@ impl Rows {
             }
             column.push(*value);
         }
-        self.seq.push(seq);
         self.origin.push(origin);
     }
 
@@ -430,6 +454,11 @@ fn text_column(
     for (rows, selection) in parts {
         let (bytes, ends, valid) = match &rows.columns[field] {
             Buffer::Text { bytes, ends, valid } => (bytes, ends, valid),
+            Buffer::Nulls(..) => {
+                views.extend(std::iter::repeat_n(View::default(), selection.len()));
+                validity.extend_constant(selection.len(), false);
+                continue;
+            }
             Buffer::Views(array) => {
                 let own = array.data_buffers();
                 let first = *first_buffer_of
@@ -613,11 +642,11 @@ mod tests {
         a[0] = Some(Value::Str("g1"));
         a[2] = Some(Value::Int(3));
         a[3] = Some(Value::Float(0.5));
-        rows.push(7, Origin { file: 0, line: 1 }, &a);
+        rows.push(Origin { file: 0, line: 1 }, &a);
         let mut b = a.clone();
         b[0] = Some(Value::Str("é-ü"));
         b[2] = None;
-        rows.push(8, Origin { file: 0, line: 2 }, &b);
+        rows.push(Origin { file: 0, line: 2 }, &b);
         assert_eq!(rows.text(0, 0), "g1");
         assert_eq!(rows.text(0, 1), "é-ü");
         assert_eq!(rows.int(2, 0), Some(3));
@@ -634,7 +663,7 @@ mod tests {
 
         // Runs go on across units while the block stays the same.
         let mut other_rows = Rows::default();
-        other_rows.push(9, Origin { file: 1, line: 1 }, &a);
+        other_rows.push(Origin { file: 1, line: 1 }, &a);
         let other_block = std::sync::Arc::new(other_rows);
         let (mut same_block, mut other) = (UnitRows::default(), UnitRows::default());
         same_block.push(&block, 1, 10, 10);
@@ -654,6 +683,52 @@ mod tests {
     }
 
     #[test]
+    fn a_field_first_given_after_nulls_keeps_them() {
+        use crate::schema::{columns::*, field_index};
+        let fi = |name| field_index(name).unwrap();
+        let mut rows = Rows::default();
+        let mut values: Vec<Option<Value>> = vec![None; FIELDS.len()];
+        for line in 1..=3 {
+            values[fi(VALUE)] = (line == 3).then_some(Value::Float(0.25));
+            values[fi(ACTION)] = (line == 2).then_some(Value::Str("go north"));
+            rows.push(Origin { file: 0, line }, &values);
+        }
+        // No memory for a field until a row gives it; then the rows before it are nulls.
+        assert!(matches!(
+            rows.columns[fi(DONE)],
+            Buffer::Nulls(Kind::Bool, 3)
+        ));
+        let values_of = |f: usize| (0..3).map(|r| rows.get(f, r)).collect::<Vec<_>>();
+        assert_eq!(values_of(fi(VALUE)), [None, None, Some(Value::Float(0.25))]);
+        assert_eq!(
+            values_of(fi(ACTION)),
+            [None, Some(Value::Str("go north")), None]
+        );
+        assert_eq!(values_of(fi(DONE)), [None, None, None]);
+        assert!(rows.present[fi(VALUE)] && !rows.present[fi(DONE)]);
+        // A frame of this block beside a block that has the field gives the first block's rows
+        // as nulls.
+        let mut other = Rows::default();
+        values[fi(DONE)] = Some(Value::Bool(true));
+        other.push(Origin { file: 0, line: 4 }, &values);
+        rows.freeze();
+        other.freeze();
+        let mut present = rows.present.clone();
+        present[fi(DONE)] = true;
+        let frame = Rows::frame(&[(&rows, &[0, 2]), (&other, &[0])], &present).unwrap();
+        let done: Vec<_> = frame.column(DONE).unwrap().bool().unwrap().iter().collect();
+        assert_eq!(done, [None, None, Some(true)]);
+        let actions: Vec<_> = frame
+            .column(ACTION)
+            .unwrap()
+            .str()
+            .unwrap()
+            .iter()
+            .collect();
+        assert_eq!(actions, [None, None, None]);
+    }
+
+    #[test]
     fn frame_keeps_present_fields_with_nulls() {
         use crate::schema::{columns::*, field_index};
         let fi = |name| field_index(name).unwrap();
@@ -666,12 +741,12 @@ mod tests {
         a[fi(REWARD)] = Some(Value::Float(0.5));
         a[fi(VALID)] = Some(Value::Bool(false));
         a[fi(VALUE)] = Some(Value::Float(2.0));
-        rows.push(0, Origin { file: 0, line: 1 }, &a);
+        rows.push(Origin { file: 0, line: 1 }, &a);
         // Row 1: no reward (required: 0.0 in the frame), no valid and no value (nulls), no id.
         let mut b: Vec<Option<Value>> = vec![None; n];
         b[fi(TRAJ_ID)] = Some(Value::Str("t"));
         b[fi(STEP)] = Some(Value::Int(1));
-        rows.push(1, Origin { file: 0, line: 2 }, &b);
+        rows.push(Origin { file: 0, line: 2 }, &b);
         // A numeric id is a key given as a number; the string trajectory id is named.
         assert!(rows.numbered[fi(GROUP_ID)] && !rows.named[fi(GROUP_ID)]);
         assert!(rows.named[fi(TRAJ_ID)] && !rows.numbered[fi(TRAJ_ID)]);
@@ -736,10 +811,9 @@ mod tests {
                 values[traj] = Some(Value::Str("t"));
                 values[obs] = text.map(Value::Str);
                 rows.push(
-                    (from + i) as u64,
                     Origin {
                         file: 0,
-                        line: i as u64,
+                        line: (from + i) as u64,
                     },
                     &values,
                 );
@@ -770,7 +844,7 @@ mod tests {
         let mut growing = Rows::default();
         let mut values: Vec<Option<Value>> = vec![None; FIELDS.len()];
         values[obs] = texts[0].map(Value::Str);
-        growing.push(0, Origin { file: 0, line: 1 }, &values);
+        growing.push(Origin { file: 0, line: 1 }, &values);
         let frame = Rows::frame(&[(&growing, &[0, 0])], &growing.present).unwrap();
         let got: Vec<Option<&str>> = frame.column(OBS).unwrap().str().unwrap().iter().collect();
         assert_eq!(got, [texts[0], texts[0]]);
