@@ -51,118 +51,54 @@ impl StepBatch {
     /// `group_id`, `traj_id`, `step`, `reward`) whose rows are already validated by ingest:
     /// unique (traj_id, step), contiguous steps, one group per trajectory.
     pub fn new(frame: DataFrame, success_threshold: f64, gamma: f64) -> Result<Self> {
-        Self::indexed(frame, success_threshold, gamma, false)
+        Self::indexed(frame, success_threshold, gamma, None)
     }
 
     /// [`StepBatch::new`] for a frame whose groups each come as one run of rows (ingest's
-    /// windows of whole groups): a group is told by where its run starts, and a trajectory is
-    /// looked up among its group's only, in a table that stays small.
+    /// windows of whole groups): `group_rows` rows each, with each row's trajectory numbered
+    /// within its group in order of first appearance (`traj_in_group`, as ingest's checks
+    /// numbered them). Nothing is looked up or compared.
     pub(crate) fn of_group_runs(
         frame: DataFrame,
         success_threshold: f64,
         gamma: f64,
+        group_rows: &[usize],
+        traj_in_group: &[u32],
     ) -> Result<Self> {
-        Self::indexed(frame, success_threshold, gamma, true)
+        Self::indexed(
+            frame,
+            success_threshold,
+            gamma,
+            Some((group_rows, traj_in_group)),
+        )
     }
 
     fn indexed(
         mut frame: DataFrame,
         success_threshold: f64,
         gamma: f64,
-        group_runs: bool,
+        runs: Option<(&[usize], &[u32])>,
     ) -> Result<Self> {
         frame.rechunk_mut();
         let n = frame.height();
-        let group_ids = frame.column(GROUP_ID)?.str()?.clone();
-        let traj_ids = frame.column(TRAJ_ID)?.str()?.clone();
         let steps = frame.column(STEP)?.i64()?.clone();
-        let iterations = match frame.column(ITERATION) {
-            Ok(c) => Some(c.i64()?.clone()),
-            Err(_) => None,
+        let keys = Keys {
+            group_ids: frame.column(GROUP_ID)?.str()?,
+            traj_ids: frame.column(TRAJ_ID)?.str()?,
+            iterations: match frame.column(ITERATION) {
+                Ok(c) => Some(c.i64()?),
+                Err(_) => None,
+            },
         };
-
-        // Sized for as many groups and trajectories as there are runs of rows of one: the tables
-        // never grow (a window can hold one group per row).
-        let (mut group_run_count, mut traj_run_count) = (0, 0);
-        let mut previous: Option<(Option<i64>, Option<&str>, Option<&str>)> = None;
-        for row in 0..n {
-            let key = (
-                iterations.as_ref().and_then(|c| c.get(row)),
-                group_ids.get(row),
-                traj_ids.get(row),
-            );
-            if previous.is_none_or(|(it, g, _)| (it, g) != (key.0, key.1)) {
-                group_run_count += 1;
-            }
-            if previous != Some(key) {
-                traj_run_count += 1;
-            }
-            previous = Some(key);
-        }
-        let tables = |runs| if group_runs { 0 } else { runs };
-        let mut group_index: PlHashMap<(Option<i64>, &str), u32> =
-            PlHashMap::with_capacity_and_hasher(tables(group_run_count), Default::default());
-        let mut traj_index: PlHashMap<(Option<i64>, &str), u32> =
-            PlHashMap::with_capacity_and_hasher(tables(traj_run_count), Default::default());
-        let mut groups: Vec<Group> = Vec::with_capacity(group_run_count);
-        let mut trajs: Vec<Traj> = Vec::with_capacity(traj_run_count);
-        let mut group_of_row = Vec::with_capacity(n);
-        let mut traj_of_row = Vec::with_capacity(n);
-        // The previous row's keys and (group, trajectory): a row of the same trajectory looks
-        // nothing up.
-        let mut previous: Option<(Option<i64>, &str, &str, u32, u32)> = None;
-        for row in 0..n {
-            let it = iterations.as_ref().and_then(|c| c.get(row));
-            let gid = group_ids.get(row).ok_or_else(|| missing(GROUP_ID, row))?;
-            let tid = traj_ids.get(row).ok_or_else(|| missing(TRAJ_ID, row))?;
-            let (g, t) = match previous {
-                Some((pit, pgid, ptid, g, t)) if (pit, pgid, ptid) == (it, gid, tid) => (g, t),
-                _ => {
-                    let new_group = |groups: &mut Vec<Group>| {
-                        groups.push(Group {
-                            id: gid.into(),
-                            iteration: it,
-                            trajs: Indices::new(),
-                            n_rows: 0,
-                        });
-                        (groups.len() - 1) as u32
-                    };
-                    let g = match previous {
-                        Some((pit, pgid, _, g, _)) if (pit, pgid) == (it, gid) => g,
-                        _ if group_runs => {
-                            // A table grown by a large group is dropped rather than cleared
-                            // for each small group after it.
-                            if traj_index.capacity() > 1024 {
-                                traj_index = PlHashMap::default();
-                            } else {
-                                traj_index.clear();
-                            }
-                            new_group(&mut groups)
-                        }
-                        _ => *group_index
-                            .entry((it, gid))
-                            .or_insert_with(|| new_group(&mut groups)),
-                    };
-                    let t = *traj_index.entry((it, tid)).or_insert_with(|| {
-                        trajs.push(Traj {
-                            id: tid.into(),
-                            group: g,
-                            rows: Indices::new(),
-                            episode_return: 0.0,
-                            success: false,
-                        });
-                        groups[g as usize].trajs.push((trajs.len() - 1) as u32);
-                        (trajs.len() - 1) as u32
-                    });
-                    (g, t)
-                }
-            };
-            previous = Some((it, gid, tid, g, t));
-            groups[g as usize].n_rows += 1;
-            trajs[t as usize].rows.push(row as u32);
-            group_of_row.push(g);
-            traj_of_row.push(t);
-        }
+        let Index {
+            groups,
+            mut trajs,
+            group_of_row,
+            traj_of_row,
+        } = match runs {
+            Some((group_rows, traj_in_group)) => keys.group_runs(group_rows, traj_in_group)?,
+            None => keys.looked_up()?,
+        };
         let step_of = |r: u32| steps.get(r as usize).unwrap_or(0);
         for traj in &mut trajs {
             traj.rows.sort_by_key(|&r| step_of(r));
@@ -374,6 +310,180 @@ impl StepBatch {
     }
 }
 
+/// The key columns of a frame, from which its groups and trajectories are indexed.
+struct Keys<'a> {
+    group_ids: &'a StringChunked,
+    traj_ids: &'a StringChunked,
+    iterations: Option<&'a Int64Chunked>,
+}
+
+/// Groups and trajectories, each row's in both (trajectories' rows still in row order).
+struct Index {
+    groups: Vec<Group>,
+    trajs: Vec<Traj>,
+    group_of_row: Vec<u32>,
+    traj_of_row: Vec<u32>,
+}
+
+impl Group {
+    fn new(id: &str, iteration: Option<i64>) -> Group {
+        Group {
+            id: id.into(),
+            iteration,
+            trajs: Indices::new(),
+            n_rows: 0,
+        }
+    }
+}
+
+impl Traj {
+    fn new(id: &str, group: u32) -> Traj {
+        Traj {
+            id: id.into(),
+            group,
+            rows: Indices::new(),
+            episode_return: 0.0,
+            success: false,
+        }
+    }
+}
+
+impl Keys<'_> {
+    fn group_id(&self, row: usize) -> Result<&str> {
+        self.group_ids
+            .get(row)
+            .ok_or_else(|| missing(GROUP_ID, row))
+    }
+
+    fn traj_id(&self, row: usize) -> Result<&str> {
+        self.traj_ids.get(row).ok_or_else(|| missing(TRAJ_ID, row))
+    }
+
+    fn iteration(&self, row: usize) -> Option<i64> {
+        self.iterations.and_then(|c| c.get(row))
+    }
+
+    /// Groups of `(iteration, group_id)` and trajectories of `(iteration, traj_id)`, numbered in
+    /// order of first appearance, looked up in tables.
+    fn looked_up(&self) -> Result<Index> {
+        let n = self.group_ids.len();
+        // Sized for as many groups and trajectories as there are runs of rows of one: the tables
+        // never grow (a window can hold one group per row).
+        let (mut group_run_count, mut traj_run_count) = (0, 0);
+        let mut previous: Option<(Option<i64>, Option<&str>, Option<&str>)> = None;
+        for row in 0..n {
+            let key = (
+                self.iteration(row),
+                self.group_ids.get(row),
+                self.traj_ids.get(row),
+            );
+            if previous.is_none_or(|(it, g, _)| (it, g) != (key.0, key.1)) {
+                group_run_count += 1;
+            }
+            if previous != Some(key) {
+                traj_run_count += 1;
+            }
+            previous = Some(key);
+        }
+        let mut group_index: PlHashMap<(Option<i64>, &str), u32> =
+            PlHashMap::with_capacity_and_hasher(group_run_count, Default::default());
+        let mut traj_index: PlHashMap<(Option<i64>, &str), u32> =
+            PlHashMap::with_capacity_and_hasher(traj_run_count, Default::default());
+        let mut index = Index {
+            groups: Vec::with_capacity(group_run_count),
+            trajs: Vec::with_capacity(traj_run_count),
+            group_of_row: Vec::with_capacity(n),
+            traj_of_row: Vec::with_capacity(n),
+        };
+        // The previous row's keys and (group, trajectory): a row of the same trajectory looks
+        // nothing up.
+        let mut previous: Option<(Option<i64>, &str, &str, u32, u32)> = None;
+        for row in 0..n {
+            let it = self.iteration(row);
+            let (gid, tid) = (self.group_id(row)?, self.traj_id(row)?);
+            let (g, t) = match previous {
+                Some((pit, pgid, ptid, g, t)) if (pit, pgid, ptid) == (it, gid, tid) => (g, t),
+                _ => {
+                    let g = *group_index.entry((it, gid)).or_insert_with(|| {
+                        index.groups.push(Group::new(gid, it));
+                        (index.groups.len() - 1) as u32
+                    });
+                    let t = *traj_index.entry((it, tid)).or_insert_with(|| {
+                        index.trajs.push(Traj::new(tid, g));
+                        let t = (index.trajs.len() - 1) as u32;
+                        index.groups[g as usize].trajs.push(t);
+                        t
+                    });
+                    (g, t)
+                }
+            };
+            previous = Some((it, gid, tid, g, t));
+            index.push(row, g, t);
+        }
+        Ok(index)
+    }
+
+    /// Groups that each come as one run of `group_rows` rows, and each row's trajectory
+    /// numbered within its group (`traj_in_group`).
+    fn group_runs(&self, group_rows: &[usize], traj_in_group: &[u32]) -> Result<Index> {
+        let n = self.group_ids.len();
+        if group_rows.iter().sum::<usize>() != n || traj_in_group.len() != n {
+            return Err(Error::Config(format!(
+                "{n} batch rows but {} in groups and {} trajectory numbers",
+                group_rows.iter().sum::<usize>(),
+                traj_in_group.len()
+            )));
+        }
+        // A group's trajectories are numbered from 0: its largest number tells how many it has.
+        let mut trajs = 0;
+        let mut start = 0;
+        for &rows in group_rows {
+            trajs += traj_in_group[start..start + rows]
+                .iter()
+                .max()
+                .map_or(0, |&t| t as usize + 1);
+            start += rows;
+        }
+        let mut index = Index {
+            groups: Vec::with_capacity(group_rows.len()),
+            trajs: Vec::with_capacity(trajs),
+            group_of_row: Vec::with_capacity(n),
+            traj_of_row: Vec::with_capacity(n),
+        };
+        let mut start = 0;
+        for &rows in group_rows {
+            let g = index.groups.len() as u32;
+            index
+                .groups
+                .push(Group::new(self.group_id(start)?, self.iteration(start)));
+            let first_traj = index.trajs.len();
+            for (row, &number) in (start..).zip(&traj_in_group[start..start + rows]) {
+                let t = first_traj + number as usize;
+                if t == index.trajs.len() {
+                    index.trajs.push(Traj::new(self.traj_id(row)?, g));
+                    index.groups[g as usize].trajs.push(t as u32);
+                } else if t > index.trajs.len() {
+                    return Err(Error::Config(format!(
+                        "batch row {row}: its trajectory is numbered past the ones before it"
+                    )));
+                }
+                index.push(row, g, t as u32);
+            }
+            start += rows;
+        }
+        Ok(index)
+    }
+}
+
+impl Index {
+    fn push(&mut self, row: usize, g: u32, t: u32) {
+        self.groups[g as usize].n_rows += 1;
+        self.trajs[t as usize].rows.push(row as u32);
+        self.group_of_row.push(g);
+        self.traj_of_row.push(t);
+    }
+}
+
 fn missing(column: &str, row: usize) -> Error {
     Error::Config(format!("batch row {row} has no `{column}`"))
 }
@@ -488,6 +598,25 @@ pub(crate) mod testing {
 mod tests {
     use super::testing::{assert_close, batch, batch_with_columns, Row};
     use super::*;
+
+    #[test]
+    fn group_runs_with_numbers_that_do_not_fit_are_errors_not_panics() {
+        let b = batch(&[
+            ("g1", "a", 0, "s", 0.0, true),
+            ("g1", "b", 0, "s", 1.0, true),
+            ("g2", "c", 0, "s", 0.0, true),
+        ]);
+        let of_runs = |rows: &[usize], trajs: &[u32]| {
+            StepBatch::of_group_runs(b.frame().clone(), 0.5, 1.0, rows, trajs)
+        };
+        let good = of_runs(&[2, 1], &[0, 1, 0]).unwrap();
+        assert_eq!(good.traj_of_row, b.traj_of_row);
+        assert_eq!(good.group_of_row, b.group_of_row);
+        // Fewer rows in the groups than in the frame; a number past the group's next one.
+        assert!(of_runs(&[2], &[0, 1, 0]).is_err());
+        assert!(of_runs(&[2, 1], &[0, 1]).is_err());
+        assert!(of_runs(&[2, 1], &[0, 2, 0]).is_err());
+    }
 
     /// Rows out of step order and out of group order:
     ///

@@ -37,6 +37,7 @@ pub struct Step {
 }
 
 /// The state graph of one group.
+#[derive(Default)]
 pub struct GroupGraph {
     pub graph: DiGraph<NodeKind, Step>,
     pub success: Option<NodeIndex>,
@@ -75,6 +76,17 @@ impl<'a> GraphColumns<'a> {
     }
 }
 
+/// What building a group's graph allocates besides the graph, kept from one group to the next
+/// with it ([`GroupGraph::rebuild`]): a window can hold a group per row.
+#[derive(Default)]
+pub struct GraphScratch<'a> {
+    by_key: PlHashMap<&'a str, NodeIndex>,
+    first: Vec<usize>,
+    sources: Vec<u32>,
+    next: Vec<usize>,
+    queue: std::collections::VecDeque<usize>,
+}
+
 impl GroupGraph {
     pub fn build(batch: &StepBatch, g: usize) -> GroupGraph {
         Self::build_from(&GraphColumns::of(batch), batch, g)
@@ -82,6 +94,19 @@ impl GroupGraph {
 
     /// [`GroupGraph::build`] with the batch's columns already looked up.
     pub fn build_from(columns: &GraphColumns, batch: &StepBatch, g: usize) -> GroupGraph {
+        let mut graph = GroupGraph::default();
+        graph.rebuild(columns, batch, g, &mut GraphScratch::default());
+        graph
+    }
+
+    /// [`GroupGraph::build_from`] into this graph, with its allocations and `scratch`'s reused.
+    pub fn rebuild<'a>(
+        &mut self,
+        columns: &GraphColumns<'a>,
+        batch: &StepBatch,
+        g: usize,
+        scratch: &mut GraphScratch<'a>,
+    ) {
         let GraphColumns {
             obs,
             next_obs,
@@ -91,15 +116,22 @@ impl GroupGraph {
         let group = &batch.groups[g];
         // A node per row and a terminal per trajectory at most (more only without `obs`); an
         // edge per row.
-        let mut graph: DiGraph<NodeKind, Step> =
-            DiGraph::with_capacity(group.n_rows + group.trajs.len(), group.n_rows);
-        // Sized for every row's state up front: growing would hash each long text again.
-        let mut by_key: PlHashMap<&str, NodeIndex> = PlHashMap::with_capacity_and_hasher(
-            group.n_rows + group.trajs.len(),
-            Default::default(),
-        );
+        let graph = &mut self.graph;
+        graph.clear();
+        graph.reserve_nodes(group.n_rows + group.trajs.len());
+        graph.reserve_edges(group.n_rows);
+        // Sized for every row's state up front: growing would hash each long text again. A
+        // table grown by a large group is dropped rather than cleared for each small one after.
+        let by_key = &mut scratch.by_key;
+        if by_key.capacity() > 4 * (group.n_rows + group.trajs.len()).max(256) {
+            *by_key = PlHashMap::default();
+        }
+        by_key.clear();
+        by_key.reserve(group.n_rows + group.trajs.len());
         let mut success = None;
-        let mut endpoints = Vec::with_capacity(group.n_rows);
+        let endpoints = &mut self.endpoints;
+        endpoints.clear();
+        endpoints.reserve(group.n_rows);
         // Interns state keys (borrowed from the batch) into nodes; a missing observation cannot
         // be matched with anything and gets its own node.
         fn node_for<'a>(
@@ -124,13 +156,7 @@ impl GroupGraph {
             for (k, &row) in traj.rows.iter().enumerate() {
                 let r = row as usize;
                 let source = carried.take().unwrap_or_else(|| {
-                    node_for(
-                        &mut graph,
-                        &mut by_key,
-                        obs.and_then(|o| o.get(r)),
-                        row,
-                        false,
-                    )
+                    node_for(graph, by_key, obs.and_then(|o| o.get(r)), row, false)
                 });
                 let logged_next = next_obs.and_then(|o| o.get(r));
                 let last = k + 1 == traj.rows.len();
@@ -138,11 +164,11 @@ impl GroupGraph {
                     *success.get_or_insert_with(|| graph.add_node(NodeKind::Success))
                 } else if !last {
                     let key = obs.and_then(|o| o.get(traj.rows[k + 1] as usize));
-                    let node = node_for(&mut graph, &mut by_key, key, traj.rows[k + 1], false);
+                    let node = node_for(graph, by_key, key, traj.rows[k + 1], false);
                     carried = key.map(|_| node);
                     node
                 } else if let Some(next) = logged_next {
-                    node_for(&mut graph, &mut by_key, Some(next), row, true)
+                    node_for(graph, by_key, Some(next), row, true)
                 } else {
                     graph.add_node(NodeKind::Fail { traj: t })
                 };
@@ -152,11 +178,13 @@ impl GroupGraph {
             }
         }
         let n = graph.node_count();
-        let mut distance = vec![f64::INFINITY; n];
+        let distance = &mut self.distance;
+        distance.clear();
+        distance.resize(n, f64::INFINITY);
         match (success, costs) {
             (Some(s), Some(_)) => {
                 let reached =
-                    petgraph::algo::dijkstra(Reversed(&graph), s, None, |e| e.weight().cost);
+                    petgraph::algo::dijkstra(Reversed(&*graph), s, None, |e| e.weight().cost);
                 for (node, d) in reached {
                     distance[node.index()] = d;
                 }
@@ -166,21 +194,32 @@ impl GroupGraph {
             // together (a group of 1M steps has 1M edges; petgraph's edge lists jump through
             // memory).
             (Some(s), None) => {
-                let mut first = vec![0usize; n + 1];
-                for &(_, _, target) in &endpoints {
+                let GraphScratch {
+                    first,
+                    sources,
+                    next,
+                    queue,
+                    ..
+                } = scratch;
+                first.clear();
+                first.resize(n + 1, 0);
+                for &(_, _, target) in endpoints.iter() {
                     first[target.index() + 1] += 1;
                 }
                 for i in 0..n {
                     first[i + 1] += first[i];
                 }
-                let mut sources = vec![0u32; endpoints.len()];
-                let mut next = first.clone();
-                for &(_, source, target) in &endpoints {
+                sources.clear();
+                sources.resize(endpoints.len(), 0);
+                next.clear();
+                next.extend_from_slice(first);
+                for &(_, source, target) in endpoints.iter() {
                     sources[next[target.index()]] = source.index() as u32;
                     next[target.index()] += 1;
                 }
                 distance[s.index()] = 0.0;
-                let mut queue = std::collections::VecDeque::from([s.index()]);
+                queue.clear();
+                queue.push_back(s.index());
                 while let Some(node) = queue.pop_front() {
                     for &before in &sources[first[node]..first[node + 1]] {
                         let before = before as usize;
@@ -193,25 +232,21 @@ impl GroupGraph {
             }
             (None, _) => {}
         }
-        let reaches_success: Vec<bool> = distance.iter().map(|d| d.is_finite()).collect();
+        self.reaches_success.clear();
+        self.reaches_success
+            .extend(distance.iter().map(|d| d.is_finite()));
         let d_max = distance
             .iter()
             .copied()
             .filter(|d| d.is_finite())
             .fold(0.0, f64::max);
-        for d in &mut distance {
+        for d in distance.iter_mut() {
             if !d.is_finite() {
                 *d = d_max + 1.0;
             }
         }
-        GroupGraph {
-            graph,
-            success,
-            distance,
-            reaches_success,
-            d_max,
-            endpoints,
-        }
+        self.success = success;
+        self.d_max = d_max;
     }
 
     /// A node's label, line by line: its state text from the first line that reads as words
@@ -381,6 +416,31 @@ mod tests {
         let g2 = GroupGraph::build(&b, 1);
         assert_eq!(g2.graph.node_count(), 2);
         assert_eq!(g2.distance[state(&g2, &b, "A").index()], 1.0);
+    }
+
+    #[test]
+    fn a_graph_rebuilt_over_another_is_the_graph_built_afresh() {
+        let b = two_paths();
+        let columns = GraphColumns::of(&b);
+        let (mut reused, mut scratch) = (GroupGraph::default(), GraphScratch::default());
+        for g in [0, 1, 0] {
+            reused.rebuild(&columns, &b, g, &mut scratch);
+            let fresh = GroupGraph::build(&b, g);
+            assert_eq!(reused.graph.node_count(), fresh.graph.node_count());
+            assert_eq!(reused.graph.edge_count(), fresh.graph.edge_count());
+            let nodes = |x: &GroupGraph| x.graph.node_weights().cloned().collect::<Vec<_>>();
+            assert_eq!(nodes(&reused), nodes(&fresh));
+            let ends = |x: &GroupGraph| {
+                x.endpoints
+                    .iter()
+                    .map(|&(r, s, t)| (r, s.index(), t.index()))
+                    .collect::<Vec<_>>()
+            };
+            assert_eq!(ends(&reused), ends(&fresh));
+            assert_eq!(reused.distance, fresh.distance);
+            assert_eq!(reused.reaches_success, fresh.reaches_success);
+            assert_eq!((reused.success, reused.d_max), (fresh.success, fresh.d_max));
+        }
     }
 
     #[test]

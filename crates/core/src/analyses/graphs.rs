@@ -3,7 +3,7 @@
 //! inside failed trajectories and non-progress steps inside successful ones (Fig. 1: 22.0% and 65.3%).
 
 use crate::batch::StepBatch;
-use crate::graph::{GraphColumns, GroupGraph, NodeKind};
+use crate::graph::{GraphColumns, GraphScratch, GroupGraph, NodeKind};
 use petgraph::graph::NodeIndex;
 use polars::prelude::PlHashSet;
 use rayon::prelude::*;
@@ -61,6 +61,13 @@ impl GraphStats {
         self.nodes_reaching_success += o.nodes_reaching_success;
     }
 
+    /// Adds state nodes at distances `distances` to the histogram.
+    fn count_distances(&mut self, distances: &[u32]) {
+        for &d in distances {
+            *self.distance_histogram.entry(d).or_default() += 1;
+        }
+    }
+
     fn finish(mut self) -> Self {
         let ratio = |a: usize, b: usize| if b == 0 { 0.0 } else { a as f64 / b as f64 };
         self.steps_per_node = ratio(self.steps, self.nodes);
@@ -75,13 +82,18 @@ impl GraphStats {
 /// Sets reused from group to group (a window may hold a group per row).
 #[derive(Default)]
 struct Scratch<'a> {
+    graph: GroupGraph,
+    building: GraphScratch<'a>,
     edges: PlHashSet<(u32, &'a str, u32)>,
     seen: PlHashSet<u32>,
     /// Rows leaving each node: a state node's are its exact anchor cluster.
     leaving: Vec<usize>,
+    /// d(s) of each state node that reaches SUCCESS, for the histogram.
+    distances: Vec<u32>,
 }
 
-/// The group's graph statistics; `cluster` is told the size of each of its exact anchor clusters.
+/// The group's graph statistics but the distance histogram, whose distances are left in
+/// `scratch.distances`; `cluster` is told the size of each of its exact anchor clusters.
 fn group_stats<'a>(
     batch: &'a StepBatch,
     columns: &GraphColumns<'a>,
@@ -89,7 +101,10 @@ fn group_stats<'a>(
     scratch: &mut Scratch<'a>,
     cluster: &mut impl FnMut(usize),
 ) -> GraphStats {
-    let graph = GroupGraph::build_from(columns, batch, g);
+    scratch
+        .graph
+        .rebuild(columns, batch, g, &mut scratch.building);
+    let graph = &scratch.graph;
     // GiGPO's exact anchor clusters are the rows leaving each state node: a node stands for one
     // observation text (a row without one gets a node of its own), as a cluster does. Counting
     // them here spares hashing every observation a second time.
@@ -105,6 +120,7 @@ fn group_stats<'a>(
         groups_with_success: graph.success.is_some() as usize,
         ..Default::default()
     };
+    scratch.distances.clear();
     for n in graph.graph.node_indices() {
         if !matches!(graph.graph[n], NodeKind::State { .. }) {
             continue;
@@ -112,9 +128,9 @@ fn group_stats<'a>(
         s.nodes += 1;
         if graph.reaches_success[n.index()] {
             s.nodes_reaching_success += 1;
-            *s.distance_histogram
-                .entry(graph.distance[n.index()].round() as u32)
-                .or_default() += 1;
+            scratch
+                .distances
+                .push(graph.distance[n.index()].round() as u32);
         }
     }
     s.edges = distinct_edges(&graph.endpoints, columns, &mut scratch.edges);
@@ -227,8 +243,11 @@ impl GraphBuilder {
                 cluster(iteration, n)
             });
             out.overall.add(&s);
+            out.overall.count_distances(&scratch.distances);
             if let Some(it) = batch.groups[g].iteration {
-                out.per_iteration.entry(it).or_default().add(&s);
+                let per_iteration = out.per_iteration.entry(it).or_default();
+                per_iteration.add(&s);
+                per_iteration.count_distances(&scratch.distances);
             }
         }
         out

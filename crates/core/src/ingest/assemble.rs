@@ -93,6 +93,7 @@ struct OpenUnit {
 struct Closed {
     rows: UnitRows,
     keep: Kept,
+    trajs: KeptTrajs,
     first_seq: u64,
 }
 
@@ -220,6 +221,9 @@ type RowKey<'a> = (Option<i64>, &'a str, &'a str);
 
 /// The rows of a unit that are kept, inline for the common one-row unit.
 type Kept = smallvec::SmallVec<[usize; 2]>;
+
+/// The trajectory of each kept row of a unit, numbered in order of first appearance.
+type KeptTrajs = smallvec::SmallVec<[u32; 2]>;
 
 /// The identities of a row's group, unit and trajectory.
 #[derive(Clone, Copy)]
@@ -635,19 +639,21 @@ impl Assembler {
         self.free_slots.push(unit.slot);
         let rows = std::mem::take(&mut self.rows_of[unit.slot as usize]);
         self.held -= rows.bytes as u64;
-        let keep = self.check(&rows)?;
+        let (keep, trajs) = self.check(&rows)?;
         self.ready_bytes += rows.bytes;
         self.ready.push(Closed {
             rows,
             keep,
+            trajs,
             first_seq: unit.first_seq,
         });
         Ok(())
     }
 
     /// The checks of a closed unit, as the whole-input batch would make them: padding duplicates
-    /// dropped, duplicate steps and step gaps rejected. Returns the rows kept.
-    fn check(&mut self, rows: &UnitRows) -> Result<Kept> {
+    /// dropped, duplicate steps and step gaps rejected. Returns the rows kept, and the trajectory
+    /// of each, numbered in order of first appearance among them.
+    fn check(&mut self, rows: &UnitRows) -> Result<(Kept, KeptTrajs)> {
         let n = rows.len();
         let (tf, sf, itf) = (self.field.traj, self.field.step, self.field.iteration);
         if n == 1 {
@@ -656,9 +662,9 @@ impl Assembler {
             let steps = [(rows.int(sf, 0).unwrap_or_default(), 0)];
             if let Some(e) = self.step_gap(rows, rows.text(tf, 0), &steps) {
                 self.reject(e, 1)?;
-                return Ok(Kept::new());
+                return Ok((Kept::new(), KeptTrajs::new()));
             }
-            return Ok(Kept::from_slice(&[0]));
+            return Ok((Kept::from_slice(&[0]), KeptTrajs::from_slice(&[0])));
         }
         // Each row's trajectory, numbered in order of first appearance; a row of the trajectory
         // before looks nothing up, and the tables below key on numbers, not ids.
@@ -687,6 +693,7 @@ impl Assembler {
                 traj
             })
             .collect();
+        let traj_count = number.len();
         drop(number);
 
         // Every row as (trajectory, step, row), sorted: the rows of one (trajectory, step) come
@@ -746,7 +753,22 @@ impl Assembler {
                 keep[r] = false;
             }
         }
-        Ok((0..n).filter(|&r| keep[r]).collect())
+        // A trajectory is dropped whole (a gap) or keeps its first row (of duplicates, the first
+        // is kept), so the kept rows' trajectories come in the same order: renumbered without
+        // the dropped ones, they spare the batch index looking each trajectory up again.
+        let mut renumbered = vec![u32::MAX; traj_count];
+        let mut next = 0;
+        let (mut kept, mut trajs) = (Kept::new(), KeptTrajs::new());
+        for r in (0..n).filter(|&r| keep[r]) {
+            let traj = &mut renumbered[traj_of[r] as usize];
+            if *traj == u32::MAX {
+                *traj = next;
+                next += 1;
+            }
+            kept.push(r);
+            trajs.push(*traj);
+        }
+        Ok((kept, trajs))
     }
 
     /// The step gap of trajectory `tid` whose (step, row) are `steps`, sorted: steps must be
@@ -855,22 +877,41 @@ impl Pending {
         for u in &self.units {
             runs.push(&u.rows, &u.keep);
         }
-        let frame = Rows::frame(&runs.parts(), &self.present)?;
-        let seq: Vec<u64> = self
-            .units
-            .iter()
-            .flat_map(|u| u.keep.iter().map(|&r| u.rows.seq(r)))
-            .collect();
-        let origin: Vec<Origin> = self
-            .units
-            .iter()
-            .flat_map(|u| u.keep.iter().map(|&r| u.rows.origin(r)))
-            .collect();
-        let batch = if self.units_are_groups {
-            StepBatch::of_group_runs(frame, self.success_threshold, self.gamma)?
-        } else {
-            StepBatch::new(frame, self.success_threshold, self.gamma)?
-        };
+        // The rows' places in the input are gathered beside the frame and its index: a window
+        // of one large group is otherwise built on one core.
+        let (batch, (seq, origin)) = rayon::join(
+            || -> Result<StepBatch> {
+                let frame = Rows::frame(&runs.parts(), &self.present)?;
+                if self.units_are_groups {
+                    let group_rows: Vec<usize> = self.units.iter().map(|u| u.keep.len()).collect();
+                    let traj_in_group: Vec<u32> = self
+                        .units
+                        .iter()
+                        .flat_map(|u| u.trajs.iter().copied())
+                        .collect();
+                    StepBatch::of_group_runs(
+                        frame,
+                        self.success_threshold,
+                        self.gamma,
+                        &group_rows,
+                        &traj_in_group,
+                    )
+                } else {
+                    StepBatch::new(frame, self.success_threshold, self.gamma)
+                }
+            },
+            || {
+                let kept = || {
+                    self.units
+                        .iter()
+                        .flat_map(|u| u.keep.iter().map(move |&r| (u, r)))
+                };
+                let seq: Vec<u64> = kept().map(|(u, r)| u.rows.seq(r)).collect();
+                let origin: Vec<Origin> = kept().map(|(u, r)| u.rows.origin(r)).collect();
+                (seq, origin)
+            },
+        );
+        let batch = batch?;
         Ok(Window {
             batch,
             seq,
@@ -1102,6 +1143,47 @@ mod tests {
         assert_eq!(skipped(Reason::TrajectoryInTwoGroups), 1);
         assert_eq!(report.skipped_total(), 5);
         assert_eq!(report.skipped_examples.len(), 4);
+    }
+
+    #[test]
+    fn a_window_is_indexed_as_a_batch_of_its_frame_would_be() {
+        // Trajectories interleaved in their groups; the first to appear has a gap and is
+        // skipped whole, and a duplicate step is skipped: the checks' trajectory numbers, which
+        // the window's index takes instead of looking trajectories up, leave both out.
+        let lines = [
+            line("g1", "gap", 0, 0.0),
+            line("g1", "x", 0, 0.0),
+            line("g2", "w", 0, 0.0),
+            line("g1", "y", 0, 0.0),
+            line("g1", "gap", 2, 1.0),
+            line("g1", "x", 1, 1.0),
+            line("g1", "x", 1, 0.5),
+            line("g2", "v", 0, 1.0),
+            line("g1", "y", 1, 0.0),
+            line("g2", "w", 1, 0.0),
+        ];
+        let (window, _) = assemble(&lines, UnitKind::Group, true).unwrap();
+        let indexed = &window.batch;
+        let looked_up = StepBatch::new(indexed.frame().clone(), 0.5, 0.95).unwrap();
+        let groups = |b: &StepBatch| -> Vec<(String, Vec<u32>, usize)> {
+            b.groups
+                .iter()
+                .map(|g| (g.id.to_string(), g.trajs.to_vec(), g.n_rows))
+                .collect()
+        };
+        let trajs = |b: &StepBatch| -> Vec<(String, u32, Vec<u32>)> {
+            b.trajs
+                .iter()
+                .map(|t| (t.id.to_string(), t.group, t.rows.to_vec()))
+                .collect()
+        };
+        assert_eq!(groups(indexed), groups(&looked_up));
+        assert_eq!(trajs(indexed), trajs(&looked_up));
+        assert_eq!(indexed.traj_of_row, looked_up.traj_of_row);
+        assert_eq!(indexed.group_of_row, looked_up.group_of_row);
+        assert_eq!(indexed.position, looked_up.position);
+        let ids: Vec<String> = indexed.trajs.iter().map(|t| t.id.to_string()).collect();
+        assert_eq!(ids, ["x", "y", "w", "v"]);
     }
 
     #[test]
