@@ -404,10 +404,13 @@ impl Keys<'_> {
             let (g, t) = match previous {
                 Some((pit, pgid, ptid, g, t)) if (pit, pgid, ptid) == (it, gid, tid) => (g, t),
                 _ => {
-                    let g = *group_index.entry((it, gid)).or_insert_with(|| {
-                        index.groups.push(Group::new(gid, it));
-                        (index.groups.len() - 1) as u32
-                    });
+                    let g = match previous {
+                        Some((pit, pgid, _, g, _)) if (pit, pgid) == (it, gid) => g,
+                        _ => *group_index.entry((it, gid)).or_insert_with(|| {
+                            index.groups.push(Group::new(gid, it));
+                            (index.groups.len() - 1) as u32
+                        }),
+                    };
                     let t = *traj_index.entry((it, tid)).or_insert_with(|| {
                         index.trajs.push(Traj::new(tid, g));
                         let t = (index.trajs.len() - 1) as u32;
