@@ -74,6 +74,15 @@ impl<'a> GraphColumns<'a> {
     pub fn action(&self, row: u32) -> &'a str {
         self.actions.and_then(|a| a.get(row as usize)).unwrap_or("")
     }
+
+    /// The edge (s, a, s′) of a step, given as its endpoint (row, s, s′).
+    pub fn edge(&self, (row, source, target): (u32, NodeIndex, NodeIndex)) -> (u32, &'a str, u32) {
+        (
+            source.index() as u32,
+            self.action(row),
+            target.index() as u32,
+        )
+    }
 }
 
 /// What building a group's graph allocates besides the graph, kept from one group to the next

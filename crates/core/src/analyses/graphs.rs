@@ -180,21 +180,10 @@ fn distinct_edges<'a>(
 ) -> usize {
     if endpoints.len() < SHARDED_EDGES_FROM_STEPS {
         edges.clear();
-        edges.extend(endpoints.iter().map(|&e| edge(columns, e)));
+        edges.extend(endpoints.iter().map(|&e| columns.edge(e)));
         return edges.len();
     }
     edges_in_shards(endpoints, columns, rayon::current_num_threads())
-}
-
-fn edge<'a>(
-    columns: &GraphColumns<'a>,
-    (row, source, target): (u32, NodeIndex, NodeIndex),
-) -> (u32, &'a str, u32) {
-    (
-        source.index() as u32,
-        columns.action(row),
-        target.index() as u32,
-    )
 }
 
 /// [`distinct_edges`] counted in `shards` parts, each the edges of a share of the (s, s′) pairs
@@ -215,7 +204,7 @@ fn edges_in_shards(
                 endpoints
                     .iter()
                     .filter(|&&(_, source, target)| shard_of(source, target) == shard)
-                    .map(|&e| edge(columns, e)),
+                    .map(|&e| columns.edge(e)),
             );
             edges.len()
         })

@@ -21,7 +21,7 @@ use super::group_stats::{
 use super::{Advantages, Values};
 use crate::batch::StepBatch;
 use crate::error::Result;
-use crate::graph::{GraphColumns, GroupGraph};
+use crate::graph::{GraphColumns, GraphScratch, GroupGraph};
 use crate::profile::{Conventions, Profile};
 use crate::schema::columns::COST;
 use polars::prelude::PlHashMap;
@@ -88,8 +88,10 @@ pub fn advantages(batch: &StepBatch, params: &Params) -> Result<Advantages> {
     let mut next_distance = vec![0.0; n];
     let mut graph_adv = vec![0.0; n];
     let mut group_size = vec![0i64; n];
+    // One graph and its scratch, rebuilt group by group (a batch may hold a group per row).
+    let (mut graph, mut scratch) = (GroupGraph::default(), GraphScratch::default());
     for g in 0..batch.groups.len() {
-        let graph = GroupGraph::build_from(&columns, batch, g);
+        graph.rebuild(&columns, batch, g, &mut scratch);
         for &(row, source, target) in &graph.endpoints {
             let r = row as usize;
             let cost = costs.and_then(|c| c.get(r)).unwrap_or(1.0);
@@ -106,20 +108,17 @@ pub fn advantages(batch: &StepBatch, params: &Params) -> Result<Advantages> {
             let mut edge_rows: Vec<Vec<u32>> = Vec::new();
             let mut edge_reward: Vec<f64> = Vec::new();
             for &(row, source, target) in &graph.endpoints {
-                let key = (
-                    source.index() as u32,
-                    columns.action(row),
-                    target.index() as u32,
-                );
-                let e = *edge_of.entry(key).or_insert_with(|| {
-                    edge_rows.push(Vec::new());
-                    edge_reward.push(reward[row as usize]);
-                    by_source
-                        .entry(source.index() as u32)
-                        .or_default()
-                        .push((edge_rows.len() - 1) as u32);
-                    edge_rows.len() - 1
-                });
+                let e = *edge_of
+                    .entry(columns.edge((row, source, target)))
+                    .or_insert_with(|| {
+                        edge_rows.push(Vec::new());
+                        edge_reward.push(reward[row as usize]);
+                        by_source
+                            .entry(source.index() as u32)
+                            .or_default()
+                            .push((edge_rows.len() - 1) as u32);
+                        edge_rows.len() - 1
+                    });
                 edge_rows[e].push(row);
             }
             let clusters: Vec<Vec<u32>> = by_source.into_values().collect();
