@@ -158,6 +158,8 @@ struct LastRow {
     it: Option<i64>,
     gid: String,
     tid: String,
+    /// Its trajectory's number (see [`UnitRows::traj`]).
+    traj: u64,
     /// Its unit's place in `open`; `None` once a unit closed (places move).
     unit: Option<usize>,
 }
@@ -212,9 +214,6 @@ struct Fields {
     step: usize,
     iteration: usize,
 }
-
-/// (iteration, traj_id) of a row.
-type TrajKey<'a> = (Option<i64>, &'a str);
 
 /// (iteration, group_id, traj_id) of a row.
 type RowKey<'a> = (Option<i64>, &'a str, &'a str);
@@ -383,16 +382,16 @@ impl Assembler {
                 let same = last
                     .unit
                     .filter(|_| last.it == it && last.gid == gid && last.tid == tid);
-                let u = match same {
-                    Some(u) => u,
+                let (u, traj) = match same {
+                    Some(u) => (u, last.traj),
                     None => match self.place(it, gid, tid, row_ids, seq, origin)? {
-                        Ok(u) => u,
+                        Ok(placed) => placed,
                         Err(Some(flow)) => return Ok(flow),
                         Err(None) => continue,
                     },
                 };
                 let unit = &mut self.open[u];
-                self.rows_of[unit.slot as usize].push(&rows, r, seq, per_row as usize);
+                self.rows_of[unit.slot as usize].push(&rows, r, seq, traj, per_row as usize);
                 self.held += per_row;
                 unit.last_position = self.position;
                 unit.touched = true;
@@ -453,11 +452,11 @@ impl Assembler {
             let row_ids = match previous {
                 Some((before, row_ids)) if before == key => row_ids,
                 _ => {
-                    let group = id(&(it, gid));
+                    let group = id(it, gid);
                     let row_ids = RowIds {
                         group,
                         unit: self.unit_id(it, group),
-                        traj: id(&(it, tid)),
+                        traj: id(it, tid),
                     };
                     self.units.prefetch(row_ids.unit);
                     self.trajs.prefetch(row_ids.traj);
@@ -469,8 +468,9 @@ impl Assembler {
         }
     }
 
-    /// The open unit of a row that does not continue the previous row's trajectory: `Err(None)`
-    /// when the row was rejected, `Err(Some(restart))` when a closed unit reappears.
+    /// The open unit of a row that does not continue the previous row's trajectory, and the
+    /// number of its trajectory: `Err(None)` when the row was rejected, `Err(Some(restart))` when
+    /// a closed unit reappears.
     fn place(
         &mut self,
         it: Option<i64>,
@@ -479,18 +479,21 @@ impl Assembler {
         ids: RowIds,
         seq: u64,
         origin: Origin,
-    ) -> Result<std::result::Result<usize, Option<Flow>>> {
+    ) -> Result<std::result::Result<(usize, u64), Option<Flow>>> {
         let RowIds { group, unit, traj } = ids;
         // A trajectory belongs to one group.
         let state = self.state(unit);
-        let seen = match self.trajs.find(traj) {
-            Probe::Found(at) => Some(*self.trajs.value(at)),
+        let (seen, number) = match self.trajs.find(traj) {
+            Probe::Found(at) => (Some(*self.trajs.value(at)), self.trajs.number(at)),
+            Probe::Vacant(_) if state == State::Closed => {
+                return Ok(Err(Some(self.reappears(self.key(it, gid), origin))));
+            }
             Probe::Vacant(at) => {
-                if state != State::Closed {
-                    let first = origin;
-                    self.trajs.insert_at(at, traj, TrajSeen { group, first });
-                }
-                None
+                let first = origin;
+                (
+                    None,
+                    self.trajs.insert_at(at, traj, TrajSeen { group, first }),
+                )
             }
         };
         match seen {
@@ -506,11 +509,7 @@ impl Assembler {
                     self.reappears(UnitKey::Group(it, gid.to_string()), origin),
                 )));
             }
-            Some(_) => {}
-            None if state == State::Closed => {
-                return Ok(Err(Some(self.reappears(self.key(it, gid), origin))));
-            }
-            None => {}
+            Some(_) | None => {}
         }
         let u = match state {
             State::Open(u) => u,
@@ -521,8 +520,9 @@ impl Assembler {
         self.last_row.gid.push_str(gid);
         self.last_row.tid.clear();
         self.last_row.tid.push_str(tid);
+        self.last_row.traj = number as u64;
         self.last_row.unit = Some(u);
-        Ok(Ok(u))
+        Ok(Ok((u, number as u64)))
     }
 
     fn state(&self, unit: Id) -> State {
@@ -541,8 +541,8 @@ impl Assembler {
     fn unit_id(&self, it: Option<i64>, group: Id) -> Id {
         match self.kind {
             UnitKind::Group => group,
-            UnitKind::Iteration => id(&it),
-            UnitKind::All => id(&()),
+            UnitKind::Iteration => id(it, ""),
+            UnitKind::All => id(None, ""),
         }
     }
 
@@ -655,7 +655,7 @@ impl Assembler {
     /// of each, numbered in order of first appearance among them.
     fn check(&mut self, rows: &UnitRows) -> Result<(Kept, KeptTrajs)> {
         let n = rows.len();
-        let (tf, sf, itf) = (self.field.traj, self.field.step, self.field.iteration);
+        let (tf, sf) = (self.field.traj, self.field.step);
         if n == 1 {
             // No duplicate, one step: the check without its tables (logs of single-row groups
             // close a unit per row).
@@ -666,35 +666,37 @@ impl Assembler {
             }
             return Ok((Kept::from_slice(&[0]), KeptTrajs::from_slice(&[0])));
         }
-        // Each row's trajectory, numbered in order of first appearance; a row of the trajectory
-        // before looks nothing up, and the tables below key on numbers, not ids.
-        let traj_key = |row| (rows.int(itf, row), rows.text(tf, row));
-        let mut runs = 0;
-        let mut previous: Option<TrajKey> = None;
+        // Each row's trajectory, numbered in order of first appearance in the unit, without a
+        // key compared or looked up: the rows carry the numbers the assembler gave trajectories
+        // in the order the input first showed them, and a trajectory's first row is in its unit,
+        // so the unit's trajectories first appear in the order of those numbers. A row whose
+        // number is above all before it starts a trajectory; one of a trajectory before finds it
+        // among their numbers (sorted, as they came).
+        let mut firsts: Vec<u64> = Vec::new();
+        let mut previous: Option<(u64, u32)> = None;
+        let mut traj_of: Vec<u32> = Vec::with_capacity(n);
         for row in 0..n {
-            let key = traj_key(row);
-            runs += (previous != Some(key)) as usize;
-            previous = Some(key);
-        }
-        let mut number: HashMap<TrajKey, u32> =
-            HashMap::with_capacity_and_hasher(runs, Default::default());
-        let mut previous: Option<(TrajKey, u32)> = None;
-        let traj_of: Vec<u32> = (0..n)
-            .map(|row| {
-                let key = traj_key(row);
-                let traj = match previous {
-                    Some((before, traj)) if before == key => traj,
-                    _ => {
-                        let next = number.len() as u32;
-                        *number.entry(key).or_insert(next)
+            let number = rows.traj(row);
+            let traj = match previous {
+                Some((before, traj)) if before == number => traj,
+                _ if firsts.last().is_none_or(|&last| number > last) => {
+                    firsts.push(number);
+                    (firsts.len() - 1) as u32
+                }
+                _ => match firsts.binary_search(&number) {
+                    Ok(traj) => traj as u32,
+                    Err(_) => {
+                        return Err(Error::Config(format!(
+                            "{}: a trajectory's rows are numbered out of the order they came",
+                            self.location(rows.origin(row), None)
+                        )))
                     }
-                };
-                previous = Some((key, traj));
-                traj
-            })
-            .collect();
-        let traj_count = number.len();
-        drop(number);
+                },
+            };
+            traj_of.push(traj);
+            previous = Some((number, traj));
+        }
+        let traj_count = firsts.len();
 
         // Every row as (trajectory, step, row), sorted: the rows of one (trajectory, step) come
         // together, the first in the input first, and each trajectory's steps in order (no table
@@ -1148,8 +1150,9 @@ mod tests {
     #[test]
     fn a_window_is_indexed_as_a_batch_of_its_frame_would_be() {
         // Trajectories interleaved in their groups; the first to appear has a gap and is
-        // skipped whole, and a duplicate step is skipped: the checks' trajectory numbers, which
-        // the window's index takes instead of looking trajectories up, leave both out.
+        // skipped whole, a duplicate step is skipped, and a row of `x` in another group is
+        // rejected: the checks' trajectory numbers, which the window's index takes instead of
+        // looking trajectories up, leave them out, in units of a group and of all groups.
         let lines = [
             line("g1", "gap", 0, 0.0),
             line("g1", "x", 0, 0.0),
@@ -1157,12 +1160,20 @@ mod tests {
             line("g1", "y", 0, 0.0),
             line("g1", "gap", 2, 1.0),
             line("g1", "x", 1, 1.0),
+            line("g2", "x", 2, 1.0),
             line("g1", "x", 1, 0.5),
             line("g2", "v", 0, 1.0),
             line("g1", "y", 1, 0.0),
             line("g2", "w", 1, 0.0),
         ];
-        let (window, _) = assemble(&lines, UnitKind::Group, true).unwrap();
+        // A window of groups holds g1's rows, then g2's; one of the whole input, the rows as
+        // they came.
+        window_indexed_as_its_frame(&lines, UnitKind::Group, ["x", "y", "w", "v"]);
+        window_indexed_as_its_frame(&lines, UnitKind::Iteration, ["x", "w", "y", "v"]);
+    }
+
+    fn window_indexed_as_its_frame(lines: &[String], kind: UnitKind, trajectories: [&str; 4]) {
+        let (window, _) = assemble(lines, kind, true).unwrap();
         let indexed = &window.batch;
         let looked_up = StepBatch::new(indexed.frame().clone(), 0.5, 0.95).unwrap();
         let groups = |b: &StepBatch| -> Vec<(String, Vec<u32>, usize)> {
@@ -1183,7 +1194,7 @@ mod tests {
         assert_eq!(indexed.group_of_row, looked_up.group_of_row);
         assert_eq!(indexed.position, looked_up.position);
         let ids: Vec<String> = indexed.trajs.iter().map(|t| t.id.to_string()).collect();
-        assert_eq!(ids, ["x", "y", "w", "v"]);
+        assert_eq!(ids, trajectories);
     }
 
     #[test]

@@ -534,17 +534,26 @@ pub(crate) struct UnitRows {
     pub bytes: usize,
 }
 
-/// A row of a unit: its block (an index into the unit's blocks), its row in that block, and its
-/// sequence number.
+/// A row of a unit: its block (an index into the unit's blocks), its row in that block, its
+/// sequence number, and its trajectory's number (the assembler numbers trajectories in the order
+/// the input first shows them).
 #[derive(Clone, Copy, Debug)]
 struct RowRef {
     block: u32,
     row: u32,
     seq: u64,
+    traj: u64,
 }
 
 impl UnitRows {
-    pub fn push(&mut self, block: &std::sync::Arc<Rows>, row: usize, seq: u64, bytes: usize) {
+    pub fn push(
+        &mut self,
+        block: &std::sync::Arc<Rows>,
+        row: usize,
+        seq: u64,
+        traj: u64,
+        bytes: usize,
+    ) {
         let b = match self.blocks.last() {
             Some(last) if std::sync::Arc::ptr_eq(last, block) => self.blocks.len() - 1,
             _ => {
@@ -556,6 +565,7 @@ impl UnitRows {
             block: b as u32,
             row: row as u32,
             seq,
+            traj,
         });
         self.bytes += bytes;
     }
@@ -567,6 +577,11 @@ impl UnitRows {
     fn at(&self, i: usize) -> (&Rows, usize) {
         let RowRef { block, row, .. } = self.refs[i];
         (&self.blocks[block as usize], row as usize)
+    }
+
+    /// The number of row `i`'s trajectory (see [`RowRef`]).
+    pub fn traj(&self, i: usize) -> u64 {
+        self.refs[i].traj
     }
 
     pub fn seq(&self, i: usize) -> u64 {
@@ -654,9 +669,10 @@ mod tests {
         assert!(rows.present[0] && rows.present[2] && !rows.present[1]);
         let block = std::sync::Arc::new(rows);
         let mut unit = UnitRows::default();
-        unit.push(&block, 1, 8, 10);
-        unit.push(&block, 0, 7, 10);
+        unit.push(&block, 1, 8, 0, 10);
+        unit.push(&block, 0, 7, 1, 10);
         assert_eq!((unit.seq(0), unit.seq(1), unit.bytes), (8, 7, 20));
+        assert_eq!((unit.traj(0), unit.traj(1)), (0, 1));
         assert_eq!(unit.text(0, 0), "é-ü");
         assert_eq!(unit.origin(1), Origin { file: 0, line: 1 });
         assert!(!unit.rows_equal(0, 1) && unit.rows_equal(1, 1));
@@ -666,8 +682,8 @@ mod tests {
         other_rows.push(Origin { file: 1, line: 1 }, &a);
         let other_block = std::sync::Arc::new(other_rows);
         let (mut same_block, mut other) = (UnitRows::default(), UnitRows::default());
-        same_block.push(&block, 1, 10, 10);
-        other.push(&other_block, 0, 9, 10);
+        same_block.push(&block, 1, 10, 2, 10);
+        other.push(&other_block, 0, 9, 3, 10);
         let mut runs = Runs::default();
         runs.push(&unit, &[1, 0]);
         runs.push(&same_block, &[0]);
