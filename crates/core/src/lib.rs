@@ -17,6 +17,7 @@ pub mod analyses;
 pub mod graph;
 pub mod methods;
 pub mod output;
+mod pages;
 pub mod plan;
 pub mod profile;
 pub mod project;

@@ -51,7 +51,7 @@ pub(crate) enum Probe {
 impl<V: Copy> IdTable<V> {
     pub fn new() -> Self {
         IdTable {
-            index: written_zeros(16),
+            index: crate::pages::written_zeros(16),
             entries: Vec::new(),
         }
     }
@@ -147,7 +147,7 @@ impl<V: Copy> IdTable<V> {
     }
 
     fn resize(&mut self, slots: usize) {
-        self.index = written_zeros(slots);
+        self.index = crate::pages::written_zeros(slots);
         let mask = self.mask();
         for (number, &(id, _)) in self.entries.iter().enumerate() {
             let mut at = id.0 as usize & mask;
@@ -170,21 +170,6 @@ impl<V: Copy> IdTable<V> {
         #[cfg(not(target_arch = "x86_64"))]
         let _ = id;
     }
-}
-
-/// `len` zero words, each page of them written now. Memory the allocator gets from the system
-/// reads as zeros, each page mapped to the one shared zero page until it is written; a look-up
-/// reads a slot before an insert writes it, and that write then copies the page and flushes it
-/// from the other cores' TLBs, an interrupt to each (8k of them for the tables of 1M single-row
-/// groups). A page written first is mapped once.
-fn written_zeros(len: usize) -> Vec<u64> {
-    let mut words = vec![0u64; len];
-    for page in words.chunks_mut(4096 / std::mem::size_of::<u64>()) {
-        // SAFETY: a valid, aligned word of the vector; volatile, so that the write is not
-        // dropped as one of a zero already there.
-        unsafe { std::ptr::write_volatile(page.as_mut_ptr(), 0) };
-    }
-    words
 }
 
 #[cfg(test)]
