@@ -61,13 +61,6 @@ impl GraphStats {
         self.nodes_reaching_success += o.nodes_reaching_success;
     }
 
-    /// Adds state nodes at distances `distances` to the histogram.
-    fn count_distances(&mut self, distances: &[u32]) {
-        for &d in distances {
-            *self.distance_histogram.entry(d).or_default() += 1;
-        }
-    }
-
     fn finish(mut self) -> Self {
         let ratio = |a: usize, b: usize| if b == 0 { 0.0 } else { a as f64 / b as f64 };
         self.steps_per_node = ratio(self.steps, self.nodes);
@@ -178,6 +171,10 @@ fn distinct_edges<'a>(
     columns: &GraphColumns<'a>,
     edges: &mut PlHashSet<(u32, &'a str, u32)>,
 ) -> usize {
+    // One step is one edge (a window of single-row groups asks a million times).
+    if endpoints.len() <= 1 {
+        return endpoints.len();
+    }
     if endpoints.len() < SHARDED_EDGES_FROM_STEPS {
         edges.clear();
         edges.extend(endpoints.iter().map(|&e| columns.edge(e)));
@@ -233,18 +230,41 @@ impl GraphBuilder {
         let mut out = GraphBuilder::default();
         let columns = GraphColumns::of(batch);
         let mut scratch = Scratch::default();
-        for g in 0..batch.groups.len() {
-            let iteration = batch.groups[g].iteration;
+        // Each run of groups of one iteration is added up on its own, its distances counted in a
+        // vector by distance, and then once into the totals and its iteration's: a window can
+        // hold a group per row, and three ordered-map updates a group cost more than its graph.
+        let groups = &batch.groups;
+        let mut run = GraphStats::default();
+        let mut run_distances: Vec<usize> = Vec::new();
+        for g in 0..groups.len() {
+            let iteration = groups[g].iteration;
             let s = group_stats(batch, &columns, g, &mut scratch, &mut |n| {
                 cluster(iteration, n)
             });
-            out.overall.add(&s);
-            out.overall.count_distances(&scratch.distances);
-            if let Some(it) = batch.groups[g].iteration {
-                let per_iteration = out.per_iteration.entry(it).or_default();
-                per_iteration.add(&s);
-                per_iteration.count_distances(&scratch.distances);
+            run.add(&s);
+            for &d in &scratch.distances {
+                let d = d as usize;
+                if d >= run_distances.len() {
+                    run_distances.resize(d + 1, 0);
+                }
+                run_distances[d] += 1;
             }
+            if groups
+                .get(g + 1)
+                .is_some_and(|next| next.iteration == iteration)
+            {
+                continue;
+            }
+            run.distance_histogram = (0..run_distances.len())
+                .filter(|&d| run_distances[d] > 0)
+                .map(|d| (d as u32, run_distances[d]))
+                .collect();
+            out.overall.add(&run);
+            if let Some(it) = iteration {
+                out.per_iteration.entry(it).or_default().add(&run);
+            }
+            run = GraphStats::default();
+            run_distances.clear();
         }
         out
     }
@@ -276,7 +296,9 @@ pub fn graph_stats(batch: &StepBatch) -> (GraphStats, Vec<(i64, GraphStats)>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::batch::testing::{batch, batch_with};
+    use crate::batch::testing::{batch, batch_with, batch_with_columns, Row};
+    use crate::schema::columns::ITERATION;
+    use polars::prelude::Column;
 
     #[test]
     fn hand_counted_group() {
@@ -343,5 +365,66 @@ mod tests {
         for shards in 1..=5 {
             assert_eq!(edges_in_shards(&graph.endpoints, &columns, shards), at_once);
         }
+    }
+
+    #[test]
+    fn groups_added_in_runs_of_an_iteration_are_the_groups_added_one_by_one() {
+        // Iterations 0, 1, then 0 again, single-row groups among larger ones: the window adds
+        // up each run of one iteration's groups before the totals.
+        let groups: [(i64, &[Row]); 5] = [
+            (
+                0,
+                &[
+                    ("g1", "a", 0, "A", 0.0, true),
+                    ("g1", "a", 1, "B", 1.0, true),
+                ],
+            ),
+            (0, &[("g2", "b", 0, "A", 1.0, true)]),
+            (
+                1,
+                &[
+                    ("g3", "c", 0, "A", 0.0, true),
+                    ("g3", "d", 0, "C", 1.0, true),
+                ],
+            ),
+            (0, &[("g4", "e", 0, "D", 0.0, true)]),
+            (
+                0,
+                &[
+                    ("g5", "f", 0, "E", 0.0, true),
+                    ("g5", "f", 1, "E", 1.0, true),
+                ],
+            ),
+        ];
+        let with_iteration = |rows: &[Row], iteration: &[i64]| {
+            batch_with_columns(rows, vec![Column::new(ITERATION.into(), iteration)])
+        };
+        let rows: Vec<Row> = groups
+            .iter()
+            .flat_map(|(_, rows)| rows.iter().copied())
+            .collect();
+        let iterations: Vec<i64> = groups
+            .iter()
+            .flat_map(|&(it, rows)| std::iter::repeat_n(it, rows.len()))
+            .collect();
+        let (overall, per_iteration) = graph_stats(&with_iteration(&rows, &iterations));
+
+        let (mut expected, mut expected_per_iteration) = (GraphStats::default(), BTreeMap::new());
+        for &(it, rows) in &groups {
+            let (one, _) = graph_stats(&with_iteration(rows, &vec![it; rows.len()]));
+            expected.add(&one);
+            expected_per_iteration
+                .entry(it)
+                .or_insert_with(GraphStats::default)
+                .add(&one);
+        }
+        assert_eq!(overall, expected.finish());
+        let expected_per_iteration: Vec<(i64, GraphStats)> = expected_per_iteration
+            .into_iter()
+            .map(|(it, s)| (it, s.finish()))
+            .collect();
+        assert_eq!(per_iteration, expected_per_iteration);
+        assert_eq!((overall.groups, overall.steps), (5, 8));
+        assert!(!overall.distance_histogram.is_empty());
     }
 }
