@@ -666,43 +666,12 @@ impl Assembler {
             }
             return Ok((Kept::from_slice(&[0]), KeptTrajs::from_slice(&[0])));
         }
-        // Each row's trajectory, numbered in order of first appearance in the unit, without a
-        // key compared or looked up: the rows carry the numbers the assembler gave trajectories
-        // in the order the input first showed them, and a trajectory's first row is in its unit,
-        // so the unit's trajectories first appear in the order of those numbers. A row whose
-        // number is above all before it starts a trajectory; one of a trajectory before finds it
-        // among their numbers (sorted, as they came).
-        let mut firsts: Vec<u64> = Vec::new();
-        let mut previous: Option<(u64, u32)> = None;
-        let mut traj_of: Vec<u32> = Vec::with_capacity(n);
-        for row in 0..n {
-            let number = rows.traj(row);
-            let traj = match previous {
-                Some((before, traj)) if before == number => traj,
-                _ if firsts.last().is_none_or(|&last| number > last) => {
-                    firsts.push(number);
-                    (firsts.len() - 1) as u32
-                }
-                _ => match firsts.binary_search(&number) {
-                    Ok(traj) => traj as u32,
-                    Err(_) => {
-                        return Err(Error::Config(format!(
-                            "{}: a trajectory's rows are numbered out of the order they came",
-                            self.location(rows.origin(row), None)
-                        )))
-                    }
-                },
-            };
-            traj_of.push(traj);
-            previous = Some((number, traj));
-        }
-        let traj_count = firsts.len();
-
         // Every row as (trajectory, step, row), sorted: the rows of one (trajectory, step) come
         // together, the first in the input first, and each trajectory's steps in order (no table
-        // of a key per row, no vector per trajectory).
-        let mut entries: Vec<(u32, i64, usize)> = (0..n)
-            .map(|row| (traj_of[row], rows.int(sf, row).unwrap_or_default(), row))
+        // of a key per row, no vector per trajectory). A trajectory is the number the assembler
+        // gave it when the input first showed it: no key is compared or looked up.
+        let mut entries: Vec<(u64, i64, usize)> = (0..n)
+            .map(|row| (rows.traj(row), rows.int(sf, row).unwrap_or_default(), row))
             .collect();
         entries.sort_unstable();
         let mut keep = vec![true; n];
@@ -755,20 +724,36 @@ impl Assembler {
                 keep[r] = false;
             }
         }
-        // A trajectory is dropped whole (a gap) or keeps its first row (of duplicates, the first
-        // is kept), so the kept rows' trajectories come in the same order: renumbered without
-        // the dropped ones, they spare the batch index looking each trajectory up again.
-        let mut renumbered = vec![u32::MAX; traj_count];
-        let mut next = 0;
+        // The kept rows' trajectories, numbered in order of first appearance among them, which
+        // the batch index takes as they are. A trajectory's first row is in its unit, and is kept
+        // unless the trajectory is dropped whole (a gap; of duplicates the first is kept), so the
+        // kept trajectories first appear in the order of the assembler's numbers: a row whose
+        // number is above all before it starts a trajectory, and one of a trajectory before
+        // finds it among their numbers (sorted, as they came).
+        let mut firsts: Vec<u64> = Vec::new();
+        let mut previous: Option<(u64, u32)> = None;
         let (mut kept, mut trajs) = (Kept::new(), KeptTrajs::new());
-        for r in (0..n).filter(|&r| keep[r]) {
-            let traj = &mut renumbered[traj_of[r] as usize];
-            if *traj == u32::MAX {
-                *traj = next;
-                next += 1;
-            }
-            kept.push(r);
-            trajs.push(*traj);
+        for row in (0..n).filter(|&r| keep[r]) {
+            let number = rows.traj(row);
+            let traj = match previous {
+                Some((before, traj)) if before == number => traj,
+                _ if firsts.last().is_none_or(|&last| number > last) => {
+                    firsts.push(number);
+                    (firsts.len() - 1) as u32
+                }
+                _ => match firsts.binary_search(&number) {
+                    Ok(traj) => traj as u32,
+                    Err(_) => {
+                        return Err(Error::Config(format!(
+                            "{}: a trajectory's rows are numbered out of the order they came",
+                            self.location(rows.origin(row), None)
+                        )))
+                    }
+                },
+            };
+            previous = Some((number, traj));
+            kept.push(row);
+            trajs.push(traj);
         }
         Ok((kept, trajs))
     }
