@@ -453,18 +453,26 @@ impl Assembler {
                 Some((before, row_ids)) if before == key => row_ids,
                 _ => {
                     let group = id(it, gid);
-                    let row_ids = RowIds {
+                    RowIds {
                         group,
                         unit: self.unit_id(it, group),
                         traj: id(it, tid),
-                    };
-                    self.units.prefetch(row_ids.unit);
-                    self.trajs.prefetch(row_ids.traj);
-                    row_ids
+                    }
                 }
             };
             ids.push((key, row_ids));
             previous = Some((key, row_ids));
+        }
+        // Asked for together, after the hashing: each request that misses the TLB holds back
+        // the instructions after it until its page walk ends, so walks asked for one row at a
+        // time, between hashes, overlap little; asked for back to back they overlap.
+        let mut previous = None;
+        for &(_, row_ids) in ids.iter() {
+            if previous != Some(row_ids.traj) {
+                self.units.prefetch(row_ids.unit);
+                self.trajs.prefetch(row_ids.traj);
+                previous = Some(row_ids.traj);
+            }
         }
     }
 
@@ -811,18 +819,6 @@ impl Assembler {
         if units.is_empty() {
             return None;
         }
-        // Each unit has its own first row: an unstable sort gives the same order. The keys are
-        // sorted, then the units moved once (a window can hold 50k units of one row).
-        let mut order: Vec<(u64, usize)> = units
-            .iter()
-            .enumerate()
-            .map(|(i, u)| (u.first_seq, i))
-            .collect();
-        order.sort_unstable();
-        let units: Vec<Closed> = order
-            .into_iter()
-            .map(|(_, i)| std::mem::take(&mut units[i]))
-            .collect();
         let present = self
             .emitted_present
             .get_or_insert_with(|| self.present.clone())
@@ -848,6 +844,7 @@ impl Assembler {
 
 /// Closed units waiting to become a [`Window`].
 pub(crate) struct Pending {
+    /// In the order they closed ([`Pending::build`] puts them in input order).
     units: Vec<Closed>,
     present: Vec<bool>,
     watermark: u64,
@@ -859,7 +856,24 @@ pub(crate) struct Pending {
 }
 
 impl Pending {
-    pub fn build(self) -> Result<Window> {
+    /// The window of these units, in the order of their first rows. Built on a worker, not on
+    /// the reading thread: the units are put in order here.
+    pub fn build(mut self) -> Result<Window> {
+        if !self.units.is_sorted_by_key(|u| u.first_seq) {
+            // Each unit has its own first row: an unstable sort gives the same order. The keys
+            // are sorted, then the units moved once (a window can hold 50k units of one row).
+            let mut order: Vec<(u64, usize)> = self
+                .units
+                .iter()
+                .enumerate()
+                .map(|(i, u)| (u.first_seq, i))
+                .collect();
+            order.sort_unstable();
+            self.units = order
+                .into_iter()
+                .map(|(_, i)| std::mem::take(&mut self.units[i]))
+                .collect();
+        }
         let mut runs = Runs::default();
         for u in &self.units {
             runs.push(&u.rows, &u.keep);
