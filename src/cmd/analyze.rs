@@ -42,10 +42,16 @@ pub fn run(args: Args) -> Result<ExitCode> {
     // No method flags here: HISR's segmenter comes from the preset and credit.toml.
     let hisr = MethodArgs::default().hisr_params(&project)?;
     let fillers = args.models.load(&hisr)?;
-    let read = super::inputs(&args.globals, &project, &args.models.paths())?;
-    if let Some(dir) = &args.plots {
-        credit_output::OutputDir::check(dir, "analyze --plots", &read)?;
-    }
+    // What the run reads matters to the output rule only where it writes: with `--plots`.
+    // (Finding it walks a log folder and looks up each file: 10k files, a tenth of a second.)
+    let read = match &args.plots {
+        Some(dir) => {
+            let read = super::inputs(&args.globals, &project, &args.models.paths())?;
+            credit_output::OutputDir::check(dir, "analyze --plots", &read)?;
+            Some(read)
+        }
+        None => None,
+    };
     let thresholds = args.similarity.as_deref().unwrap_or_default();
     let run = run_plan(
         &args.globals,
@@ -60,7 +66,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         eprintln!("note: {note}");
     }
     let summary = finished.value;
-    if let Some(dir) = &args.plots {
+    if let (Some(dir), Some(read)) = (&args.plots, &read) {
         let inputs = credit_report::Inputs {
             summary: &summary,
             comparison: None,
@@ -71,7 +77,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         write_plots(
             dir,
             "analyze --plots",
-            &read,
+            read,
             &inputs,
             credit_report::Scope::Analyze,
             args.globals.format == Format::Json,

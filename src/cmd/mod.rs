@@ -237,7 +237,7 @@ pub fn inputs(
 ) -> Result<Inputs> {
     let logs = project.inputs(&globals.paths);
     let mut inputs = Inputs::new(&logs);
-    inputs.add_files(credit_core::ingest::input_files(&logs).context("reading the logs")?);
+    inputs.add_file_ids(credit_core::ingest::input_file_ids(&logs).context("reading the logs")?);
     for path in globals.schema.iter().chain(&globals.config) {
         inputs.add(path);
     }

@@ -34,13 +34,10 @@ impl Inputs {
         }
     }
 
-    /// Adds the files a folder input holds (their inodes: another name of one is an input too).
-    pub fn add_files<P: AsRef<Path>>(&mut self, files: impl IntoIterator<Item = P>) {
-        for file in files {
-            if let Ok(meta) = std::fs::metadata(file) {
-                self.files.extend(file_id(&meta));
-            }
-        }
+    /// Adds the files a folder input holds by their (device, inode) identities, as the walk that
+    /// found them read them: another name of one is an input too.
+    pub fn add_file_ids(&mut self, ids: impl IntoIterator<Item = (u64, u64)>) {
+        self.files.extend(ids);
     }
 
     /// Whether an existing file is an input by another name.
@@ -172,7 +169,7 @@ mod tests {
         let other = dir.path().join("a-again.jsonl");
         std::fs::hard_link(logs.join("a.jsonl"), &other).unwrap();
         inputs.add(&logs);
-        inputs.add_files([logs.join("a.jsonl")]);
+        inputs.add_file_ids(file_id(&std::fs::metadata(logs.join("a.jsonl")).unwrap()));
         assert!(inputs.check(&other).is_err());
         // A symlinked folder whose target holds an input.
         let linked_dir = dir.path().join("linked");

@@ -569,7 +569,9 @@ fn report(
             explore_max,
         };
         let mut read = credit_output::Inputs::new(&run.paths);
-        read.add_files(credit_core::ingest::input_files(&run.paths).context("reading the logs")?);
+        read.add_file_ids(
+            credit_core::ingest::input_file_ids(&run.paths).context("reading the logs")?,
+        );
         if let Some(path) = &check {
             read.add(path);
         }

@@ -67,6 +67,8 @@ pub(crate) struct Input {
     /// Read in part, as a log still being written (`credit watch`): read, never mapped, since a
     /// mapped file cut short while it is read ends the process.
     pub growing: bool,
+    /// The file's device and inode (unix): what the output rule knows it by under any name.
+    pub id: Option<(u64, u64)>,
 }
 
 fn whole_file(path: &Path, message: impl Into<String>) -> Error {
@@ -164,7 +166,7 @@ fn walk(
     other_types: &mut Vec<PathBuf>,
     notes: &mut Vec<String>,
 ) -> Result<()> {
-    for entry in walkdir::WalkDir::new(dir).sort_by_file_name() {
+    for entry in walkdir::WalkDir::new(dir).sort_by(|a, b| name(a).cmp(name(b))) {
         let entry = entry.map_err(|e| {
             let path = e.path().unwrap_or(dir).to_path_buf();
             Error::Io {
@@ -209,6 +211,18 @@ fn walk(
     Ok(())
 }
 
+/// A walked entry's name: the bytes of its path after the last separator (walkdir joins the
+/// name to its folder's path), so names compare as `file_name()`s do. `file_name()` parses the
+/// path into components on every comparison: sorting 10k names took 20 ms that way.
+fn name(entry: &walkdir::DirEntry) -> &[u8] {
+    let path = entry.path().as_os_str().as_encoded_bytes();
+    let start = path
+        .iter()
+        .rposition(|&b| std::path::is_separator(b as char))
+        .map_or(0, |at| at + 1);
+    &path[start..]
+}
+
 fn add(
     path: &Path,
     format: Format,
@@ -217,7 +231,8 @@ fn add(
     seen: &mut HashSet<(u64, u64)>,
     notes: &mut Vec<String>,
 ) {
-    if !seen.insert(file_id(meta)) {
+    let id = file_id(meta);
+    if !seen.insert(id) {
         notes.push(format!(
             "{}: skipped (the same file as one already read, reached by another path)",
             path.display()
@@ -231,6 +246,7 @@ fn add(
         start: 0,
         first_line: 1,
         growing: false,
+        id: cfg!(unix).then_some(id),
     });
 }
 
@@ -246,4 +262,52 @@ fn file_id(meta: &std::fs::Metadata) -> (u64, u64) {
     static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let _ = meta;
     (0, NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Names compared as bytes after the last separator give the order walkdir's own
+    /// `sort_by_file_name` gives: folders depth first, each one's entries by name (case, digits,
+    /// spaces, dots, a name that extends another, non-ASCII).
+    #[test]
+    fn a_folder_is_walked_in_the_order_of_file_names() {
+        let dir = tempfile::tempdir().unwrap();
+        let names = [
+            "b.jsonl",
+            "a.jsonl",
+            "a b.jsonl",
+            "Z.jsonl",
+            "a.jsonl.gz",
+            "a10.jsonl",
+            "a9.jsonl",
+            "é.jsonl",
+            "e.jsonl",
+            "sub/c.jsonl",
+            "sub/B.jsonl",
+            "sub/deeper/a.jsonl",
+            "sub.jsonl",
+            "sub0/x.jsonl",
+            ".hidden.jsonl",
+        ];
+        for name in names {
+            let path = dir.path().join(name);
+            std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+            std::fs::write(&path, "{}\n").unwrap();
+        }
+        let walked: Vec<PathBuf> = collect(&[dir.path().to_path_buf()], &mut Vec::new())
+            .unwrap()
+            .into_iter()
+            .map(|input| input.path)
+            .collect();
+        let expected: Vec<PathBuf> = walkdir::WalkDir::new(dir.path())
+            .sort_by_file_name()
+            .into_iter()
+            .map(|entry| entry.unwrap().into_path())
+            .filter(|path| path.is_file())
+            .collect();
+        assert_eq!(walked.len(), names.len());
+        assert_eq!(walked, expected);
+    }
 }

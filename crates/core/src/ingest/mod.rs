@@ -200,6 +200,16 @@ pub fn input_files(paths: &[PathBuf]) -> Result<Vec<PathBuf>> {
         .collect())
 }
 
+/// The file system identities (device, inode) of every file the inputs hold, from the walk that
+/// finds them: the output rule refuses to write over any of them under another name. None outside
+/// unix, where files have no such identity.
+pub fn input_file_ids(paths: &[PathBuf]) -> Result<Vec<(u64, u64)>> {
+    Ok(files::collect(paths, &mut Vec::new())?
+        .into_iter()
+        .filter_map(|i| i.id)
+        .collect())
+}
+
 /// Bytes of JSONL that [`first_rows_carry`] reads: a few rows of any trainer's dump.
 const PEEK_BYTES: usize = 64 << 10;
 
