@@ -20,8 +20,9 @@ Shapes (each N rows, ~150 bytes a row except f; deterministic, standard library 
        fields): every row has a shape of its own
 
 For each shape it runs `credit analyze FILE --format json` and `credit advantages FILE --methods
-grpo -o out.parquet` (each --repeat times as its own process) and prints a Markdown table: median
-wall time, µs per row, median peak RSS (from wait4) and the ratio of wall time to shape a's.
+grpo -o out.parquet` (each --repeat times as its own process; with --before, the two builds take
+turns round by round) and prints a Markdown table: median wall time, µs per row, median peak RSS
+(from wait4) and the ratio of wall time to shape a's. Each input is read once, untimed, first.
 """
 import argparse
 import os
@@ -135,6 +136,17 @@ def size_mb(path):
     return os.path.getsize(path) / 1e6
 
 
+def warm(path):
+    """Reads the input once, untimed: a log not read for a while may have left the page cache
+    (some machines page out cold file pages proactively), and the first run would time the disk."""
+    files = [path] if os.path.isfile(path) else [
+        os.path.join(root, name) for root, _, names in os.walk(path) for name in names]
+    for file in files:
+        with open(file, "rb") as f:
+            while f.read(1 << 24):
+                pass
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rows", type=int, default=1_000_000)
@@ -169,16 +181,19 @@ def main():
                                os.path.join(scratch, "out.parquet")],
             }
             binaries = ([("before ", a.before)] if a.before else []) + [("", a.credit)]
+            warm(path)
             for name in a.commands:
-                for tag, binary in binaries:
-                    runs = []
-                    for _ in range(a.repeat):
+                # The builds take turns, round by round: a machine's speed drifts over minutes.
+                runs = {tag: [] for tag, _ in binaries}
+                for _ in range(a.repeat):
+                    for tag, binary in binaries:
                         # credit replaces only its own earlier output: start each run afresh.
                         if os.path.exists(os.path.join(scratch, "out.parquet")):
                             os.remove(os.path.join(scratch, "out.parquet"))
-                        runs.append(measure([binary] + commands[name]))
-                    wall = statistics.median(s for s, _ in runs)
-                    rss = statistics.median(r for _, r in runs)
+                        runs[tag].append(measure([binary] + commands[name]))
+                for tag, _ in binaries:
+                    wall = statistics.median(s for s, _ in runs[tag])
+                    rss = statistics.median(r for _, r in runs[tag])
                     base.setdefault(tag + name, wall if shape == "a" else None)
                     ratio = f"{wall / base[tag + name]:.2f}" if base.get(tag + name) else ""
                     print(f"| {shape}: {SHAPES[shape]} | {a.rows:,} | {size_mb(path):,.0f} | {tag}{name} | "
