@@ -20,5 +20,5 @@ mod temporaries;
 pub use atomic::{commit_together, write_file, write_file_at, AtomicFile};
 pub use error::{describe, Error, Result};
 pub use folder::{claim, OutputDir, Stale, MANIFEST};
-pub use rule::Inputs;
+pub use rule::{file_id, Inputs};
 pub use temporaries::remove_temporaries;

@@ -72,14 +72,17 @@ impl Inputs {
     }
 }
 
+/// A file's identity under any of its names: (device, inode) on unix; none elsewhere, where a
+/// path is its own file. The reader keeps it for each input file, and the rule compares outputs
+/// with it.
 #[cfg(unix)]
-fn file_id(meta: &std::fs::Metadata) -> Option<(u64, u64)> {
+pub fn file_id(meta: &std::fs::Metadata) -> Option<(u64, u64)> {
     use std::os::unix::fs::MetadataExt;
     Some((meta.dev(), meta.ino()))
 }
 
 #[cfg(not(unix))]
-fn file_id(_: &std::fs::Metadata) -> Option<(u64, u64)> {
+pub fn file_id(_: &std::fs::Metadata) -> Option<(u64, u64)> {
     None
 }
 

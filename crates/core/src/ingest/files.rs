@@ -231,8 +231,9 @@ fn add(
     seen: &mut HashSet<(u64, u64)>,
     notes: &mut Vec<String>,
 ) {
-    let id = file_id(meta);
-    if !seen.insert(id) {
+    // Without an identity (outside unix) every path counts as its own file.
+    let id = credit_output::file_id(meta);
+    if id.is_some_and(|id| !seen.insert(id)) {
         notes.push(format!(
             "{}: skipped (the same file as one already read, reached by another path)",
             path.display()
@@ -246,22 +247,8 @@ fn add(
         start: 0,
         first_line: 1,
         growing: false,
-        id: cfg!(unix).then_some(id),
+        id,
     });
-}
-
-#[cfg(unix)]
-fn file_id(meta: &std::fs::Metadata) -> (u64, u64) {
-    use std::os::unix::fs::MetadataExt;
-    (meta.dev(), meta.ino())
-}
-
-#[cfg(not(unix))]
-fn file_id(meta: &std::fs::Metadata) -> (u64, u64) {
-    // No inode outside unix: every path counts as its own file.
-    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
-    let _ = meta;
-    (0, NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed))
 }
 
 #[cfg(test)]
