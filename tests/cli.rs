@@ -4,6 +4,7 @@
 mod advantages;
 mod analyze;
 mod compare;
+mod dependencies;
 mod errors;
 mod explorer;
 mod fuzz;
