@@ -83,6 +83,53 @@ impl<'a> GraphColumns<'a> {
             target.index() as u32,
         )
     }
+
+    /// The graph of group `g` of one step, told without building it (a log of single-row groups
+    /// has a group per row): what [`GroupGraph::rebuild`] makes of it, and tested equal to it.
+    pub fn one_step(&self, batch: &StepBatch, g: usize) -> OneStep {
+        let traj = &batch.trajs[batch.groups[g].trajs[0] as usize];
+        let r = traj.rows[0] as usize;
+        let next = self.next_obs.and_then(|o| o.get(r));
+        if next == Some("success") || traj.success {
+            // SUCCESS is 0 away and the state the step's cost (Dijkstra from SUCCESS: 0 + cost)
+            // or 1; a state an infinite or NaN cost leaves unreached is d_max + 1 = 1 away.
+            let d = match self.costs {
+                Some(c) => 0.0 + c.get(r).unwrap_or(1.0),
+                None => 1.0,
+            };
+            let reaches = d.is_finite();
+            OneStep {
+                states: 1,
+                success: true,
+                distance: reaches.then_some(d),
+                progress: 0.0 < if reaches { d } else { 1.0 },
+            }
+        } else {
+            // The next state is a node of its own unless it is the step's own text; without
+            // SUCCESS every node is d_max + 1 = 1 away, so the step makes no progress.
+            let obs = self.obs.and_then(|o| o.get(r));
+            OneStep {
+                states: 1 + (next.is_some() && obs != next) as usize,
+                success: false,
+                distance: None,
+                progress: false,
+            }
+        }
+    }
+}
+
+/// A one-step group's graph ([`GraphColumns::one_step`]): a state, one edge, and a SUCCESS node,
+/// a FAIL node or the next state.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct OneStep {
+    /// State nodes: the step's state, and its next state where that is another node.
+    pub states: usize,
+    /// Whether the step reaches SUCCESS (the graph has a SUCCESS node).
+    pub success: bool,
+    /// d of the step's state where it can reach SUCCESS.
+    pub distance: Option<f64>,
+    /// d(s′) < d(s).
+    pub progress: bool,
 }
 
 /// What building a group's graph allocates besides the graph, kept from one group to the next

@@ -94,6 +94,50 @@ fn group_stats<'a>(
     scratch: &mut Scratch<'a>,
     cluster: &mut impl FnMut(usize),
 ) -> GraphStats {
+    if batch.groups[g].n_rows == 1 {
+        one_step_stats(batch, columns, g, &mut scratch.distances, cluster)
+    } else {
+        built_graph_stats(batch, columns, g, scratch, cluster)
+    }
+}
+
+/// [`group_stats`] of a one-step group, whose graph needs no building: its one state is its
+/// step's exact anchor cluster, and it has one edge.
+fn one_step_stats(
+    batch: &StepBatch,
+    columns: &GraphColumns,
+    g: usize,
+    distances: &mut Vec<u32>,
+    cluster: &mut impl FnMut(usize),
+) -> GraphStats {
+    let step = columns.one_step(batch, g);
+    cluster(1);
+    distances.clear();
+    distances.extend(step.distance.map(|d| d.round() as u32));
+    let success = batch.trajs[batch.groups[g].trajs[0] as usize].success;
+    GraphStats {
+        groups: 1,
+        groups_with_success: step.success as usize,
+        nodes: step.states,
+        edges: 1,
+        steps: 1,
+        nodes_reaching_success: step.distance.is_some() as usize,
+        failed_steps: !success as usize,
+        progress_steps_in_failures: (!success && step.progress) as usize,
+        success_steps: success as usize,
+        non_progress_steps_in_successes: (success && !step.progress) as usize,
+        ..Default::default()
+    }
+}
+
+/// [`group_stats`] from the group's graph, built in `scratch`.
+fn built_graph_stats<'a>(
+    batch: &'a StepBatch,
+    columns: &GraphColumns<'a>,
+    g: usize,
+    scratch: &mut Scratch<'a>,
+    cluster: &mut impl FnMut(usize),
+) -> GraphStats {
     scratch
         .graph
         .rebuild(columns, batch, g, &mut scratch.building);
@@ -426,5 +470,81 @@ mod tests {
         assert_eq!(per_iteration, expected_per_iteration);
         assert_eq!((overall.groups, overall.steps), (5, 8));
         assert!(!overall.distance_histogram.is_empty());
+    }
+
+    #[test]
+    fn a_one_step_group_is_counted_as_its_built_graph() {
+        use crate::schema::columns::{
+            COST, GROUP_ID, NEXT_OBS, OBS, REWARD, STEP, SUCCESS, TRAJ_ID,
+        };
+        use polars::prelude::DataFrame;
+        // Every way a single step can end: with or without its state's text, a next state that
+        // is its own text, another, "success" or none, logged success or a return either side of
+        // the threshold, and costs that Dijkstra adds (none, null, fractional, negative, zero,
+        // infinite, NaN).
+        let texts = [None, Some("A")];
+        let nexts = [None, Some("A"), Some("B"), Some("success")];
+        let successes = [None, Some(false), Some(true)];
+        let costs: [Option<Option<f64>>; 8] = [
+            None,
+            Some(None),
+            Some(Some(1.0)),
+            Some(Some(2.6)),
+            Some(Some(-2.0)),
+            Some(Some(0.0)),
+            Some(Some(f64::INFINITY)),
+            Some(Some(f64::NAN)),
+        ];
+        let mut cases = 0;
+        for obs in texts {
+            for next in nexts {
+                for success in successes {
+                    for reward in [0.0, 1.0] {
+                        for cost in costs {
+                            let mut columns = vec![
+                                Column::new(GROUP_ID.into(), ["g"]),
+                                Column::new(TRAJ_ID.into(), ["t"]),
+                                Column::new(STEP.into(), [0i64]),
+                                Column::new(REWARD.into(), [reward]),
+                                Column::new(OBS.into(), [obs]),
+                                Column::new(NEXT_OBS.into(), [next]),
+                            ];
+                            if let Some(success) = success {
+                                columns.push(Column::new(SUCCESS.into(), [success]));
+                            }
+                            if let Some(cost) = cost {
+                                columns.push(Column::new(COST.into(), [cost]));
+                            }
+                            let frame = DataFrame::new(1, columns).unwrap();
+                            let batch = StepBatch::new(frame, 0.5, 1.0).unwrap();
+                            let graph_columns = GraphColumns::of(&batch);
+                            let mut scratch = Scratch::default();
+                            let (mut told, mut built) = (Vec::new(), Vec::new());
+                            let one = one_step_stats(
+                                &batch,
+                                &graph_columns,
+                                0,
+                                &mut scratch.distances,
+                                &mut |n| told.push(n),
+                            );
+                            let told_distances = scratch.distances.clone();
+                            let graph = built_graph_stats(
+                                &batch,
+                                &graph_columns,
+                                0,
+                                &mut scratch,
+                                &mut |n| built.push(n),
+                            );
+                            let case = (obs, next, success, reward, cost);
+                            assert_eq!(one, graph, "{case:?}");
+                            assert_eq!(told_distances, scratch.distances, "{case:?}");
+                            assert_eq!(told, built, "{case:?}");
+                            cases += 1;
+                        }
+                    }
+                }
+            }
+        }
+        assert_eq!(cases, 2 * 4 * 3 * 2 * 8);
     }
 }
