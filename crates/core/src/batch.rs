@@ -6,6 +6,7 @@
 //! R_t at the ingest γ, and `next_obs` (the next row's `obs` when the producer did not log it).
 
 use crate::error::{Error, Result};
+use crate::graph::BatchStates;
 use crate::schema::columns::*;
 use polars::prelude::*;
 
@@ -44,6 +45,8 @@ pub struct StepBatch {
     pub traj_of_row: Vec<u32>,
     /// The 0-based position of each row within its trajectory.
     pub position: Vec<u32>,
+    /// The states interned, when first asked for ([`StepBatch::states`]).
+    states: std::sync::OnceLock<BatchStates>,
 }
 
 impl StepBatch {
@@ -144,6 +147,7 @@ impl StepBatch {
             group_of_row,
             traj_of_row,
             position,
+            states: std::sync::OnceLock::new(),
         };
         let per_row = |f: &dyn Fn(&Traj) -> f64| -> Vec<f64> {
             batch
@@ -200,6 +204,12 @@ impl StepBatch {
         self.has(ITERATION)
     }
 
+    /// Every group's state nodes and steps, interned when first asked for and then shared by
+    /// whatever reads the batch's states (methods, analyses, graphs).
+    pub fn states(&self) -> &BatchStates {
+        self.states.get_or_init(|| BatchStates::of(self))
+    }
+
     /// Adds (or replaces) the float column `name` with one value per row, e.g. `progress` filled
     /// from a trained estimator.
     pub fn with_column_f64(&mut self, name: &str, values: Vec<f64>) -> Result<()> {
@@ -221,6 +231,8 @@ impl StepBatch {
             )));
         }
         self.frame.with_column(column)?;
+        // The states are read from `obs` and `next_obs`, which a column may replace.
+        self.states = std::sync::OnceLock::new();
         Ok(())
     }
 

@@ -13,6 +13,7 @@ use crate::schema::columns::{ACTION, COST, NEXT_OBS, OBS};
 use petgraph::graph::{DiGraph, NodeIndex};
 use petgraph::visit::{EdgeRef, Reversed};
 use polars::prelude::{Float64Chunked, PlHashMap, StringChunked};
+use rayon::prelude::*;
 
 /// What a node stands for.
 #[derive(Clone, Debug, PartialEq)]
@@ -132,11 +133,158 @@ pub struct OneStep {
     pub progress: bool,
 }
 
+/// Every group's nodes and steps, the states interned once for a batch ([`StepBatch::states`]):
+/// GiGPO's exact anchor clusters, HGPO's state sequences, GraphGPO's graphs and the graph
+/// statistics share them, so each observation is hashed once however many of them a run asks for.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct BatchStates {
+    /// Group g's nodes, in the order [`GroupGraph`] adds them:
+    /// `nodes[node_starts[g]..node_starts[g + 1]]`.
+    nodes: Vec<NodeKind>,
+    node_starts: Vec<usize>,
+    /// Each step's (row, source, target), nodes numbered within the group, in the order of the
+    /// group's trajectories and their rows (`batch.group_rows`):
+    /// `steps[step_starts[g]..step_starts[g + 1]]`.
+    steps: Vec<(u32, u32, u32)>,
+    step_starts: Vec<usize>,
+}
+
+impl BatchStates {
+    pub fn of(batch: &StepBatch) -> Self {
+        Self::in_runs(
+            batch,
+            (batch.len() / (4 * rayon::current_num_threads())).max(1 << 14),
+        )
+    }
+
+    /// Groups are independent: interned in parallel over runs of whole groups of about `target`
+    /// rows, each run with a table of its own, and laid end to end in group order.
+    fn in_runs(batch: &StepBatch, target: usize) -> Self {
+        let columns = GraphColumns::of(batch);
+        let mut runs = Vec::new();
+        let (mut from, mut rows) = (0, 0);
+        for (g, group) in batch.groups.iter().enumerate() {
+            rows += group.n_rows;
+            if rows >= target {
+                runs.push(from..g + 1);
+                (from, rows) = (g + 1, 0);
+            }
+        }
+        runs.push(from..batch.groups.len());
+        let parts: Vec<BatchStates> = runs
+            .into_par_iter()
+            .map(|groups| {
+                let mut part = BatchStates::empty();
+                let mut by_key = PlHashMap::default();
+                for g in groups {
+                    part.intern(&columns, batch, g, &mut by_key);
+                }
+                part
+            })
+            .collect();
+        let mut states = BatchStates::empty();
+        for part in parts {
+            let (nodes, steps) = (states.nodes.len(), states.steps.len());
+            states.nodes.extend(part.nodes);
+            states.steps.extend(part.steps);
+            states
+                .node_starts
+                .extend(part.node_starts[1..].iter().map(|&k| k + nodes));
+            states
+                .step_starts
+                .extend(part.step_starts[1..].iter().map(|&k| k + steps));
+        }
+        states
+    }
+
+    fn empty() -> Self {
+        BatchStates {
+            node_starts: vec![0],
+            step_starts: vec![0],
+            ..Default::default()
+        }
+    }
+
+    /// Group g's nodes, in the order [`GroupGraph`] adds them.
+    pub fn nodes(&self, g: usize) -> &[NodeKind] {
+        &self.nodes[self.node_starts[g]..self.node_starts[g + 1]]
+    }
+
+    /// Group g's steps (row, source, target), in `batch.group_rows` order.
+    pub fn steps(&self, g: usize) -> &[(u32, u32, u32)] {
+        &self.steps[self.step_starts[g]..self.step_starts[g + 1]]
+    }
+
+    /// Appends group g's nodes and steps; `by_key` is the text → node table, kept from one group
+    /// to the next for its allocation.
+    fn intern<'a>(
+        &mut self,
+        columns: &GraphColumns<'a>,
+        batch: &StepBatch,
+        g: usize,
+        by_key: &mut PlHashMap<&'a str, u32>,
+    ) {
+        let GraphColumns { obs, next_obs, .. } = *columns;
+        let group = &batch.groups[g];
+        // Sized for every row's state up front: growing would hash each long text again. A
+        // table grown by a large group is dropped rather than cleared for each small one after.
+        if by_key.capacity() > 4 * (group.n_rows + group.trajs.len()).max(256) {
+            *by_key = PlHashMap::default();
+        }
+        by_key.clear();
+        by_key.reserve(group.n_rows + group.trajs.len());
+        let first = self.nodes.len();
+        let mut success = None;
+        // Interns state keys (borrowed from the batch) into nodes numbered within the group; a
+        // missing observation cannot be matched with anything and gets its own node.
+        let add = |nodes: &mut Vec<NodeKind>, kind: NodeKind| {
+            nodes.push(kind);
+            (nodes.len() - 1 - first) as u32
+        };
+        let mut node_for =
+            |nodes: &mut Vec<NodeKind>, key: Option<&'a str>, row: u32, from_next| {
+                let kind = NodeKind::State { row, from_next };
+                match key {
+                    None => add(nodes, kind),
+                    Some(k) => *by_key.entry(k).or_insert_with(|| add(nodes, kind)),
+                }
+            };
+        for &t in &group.trajs {
+            let traj = &batch.trajs[t as usize];
+            // The node of the next step's observation, found as this step's target: each text is
+            // hashed once (a state with no text is a node of its own each time, so not carried).
+            let mut carried = None;
+            for (k, &row) in traj.rows.iter().enumerate() {
+                let r = row as usize;
+                let source = carried.take().unwrap_or_else(|| {
+                    node_for(&mut self.nodes, obs.and_then(|o| o.get(r)), row, false)
+                });
+                let logged_next = next_obs.and_then(|o| o.get(r));
+                let last = k + 1 == traj.rows.len();
+                let target = if logged_next == Some("success") || (last && traj.success) {
+                    *success.get_or_insert_with(|| add(&mut self.nodes, NodeKind::Success))
+                } else if !last {
+                    let key = obs.and_then(|o| o.get(traj.rows[k + 1] as usize));
+                    let node = node_for(&mut self.nodes, key, traj.rows[k + 1], false);
+                    carried = key.map(|_| node);
+                    node
+                } else if let Some(next) = logged_next {
+                    node_for(&mut self.nodes, Some(next), row, true)
+                } else {
+                    add(&mut self.nodes, NodeKind::Fail { traj: t })
+                };
+                self.steps.push((row, source, target));
+            }
+        }
+        self.node_starts.push(self.nodes.len());
+        self.step_starts.push(self.steps.len());
+    }
+}
+
 /// What building a group's graph allocates besides the graph, kept from one group to the next
 /// with it ([`GroupGraph::rebuild`]): a window can hold a group per row.
 #[derive(Default)]
-pub struct GraphScratch<'a> {
-    by_key: PlHashMap<&'a str, NodeIndex>,
+pub struct GraphScratch {
     first: Vec<usize>,
     sources: Vec<u32>,
     next: Vec<usize>,
@@ -155,83 +303,40 @@ impl GroupGraph {
         graph
     }
 
-    /// [`GroupGraph::build_from`] into this graph, with its allocations and `scratch`'s reused.
-    pub fn rebuild<'a>(
+    /// [`GroupGraph::build_from`] into this graph, with its allocations and `scratch`'s reused:
+    /// the nodes and steps the batch interned ([`StepBatch::states`]), the distances searched.
+    pub fn rebuild(
         &mut self,
-        columns: &GraphColumns<'a>,
+        columns: &GraphColumns,
         batch: &StepBatch,
         g: usize,
-        scratch: &mut GraphScratch<'a>,
+        scratch: &mut GraphScratch,
     ) {
-        let GraphColumns {
-            obs,
-            next_obs,
-            costs,
-            ..
-        } = *columns;
-        let group = &batch.groups[g];
-        // A node per row and a terminal per trajectory at most (more only without `obs`); an
-        // edge per row.
+        let states = batch.states();
+        let (nodes, steps) = (states.nodes(g), states.steps(g));
+        let costs = columns.costs;
         let graph = &mut self.graph;
         graph.clear();
-        graph.reserve_nodes(group.n_rows + group.trajs.len());
-        graph.reserve_edges(group.n_rows);
-        // Sized for every row's state up front: growing would hash each long text again. A
-        // table grown by a large group is dropped rather than cleared for each small one after.
-        let by_key = &mut scratch.by_key;
-        if by_key.capacity() > 4 * (group.n_rows + group.trajs.len()).max(256) {
-            *by_key = PlHashMap::default();
-        }
-        by_key.clear();
-        by_key.reserve(group.n_rows + group.trajs.len());
+        graph.reserve_nodes(nodes.len());
+        graph.reserve_edges(steps.len());
         let mut success = None;
+        for kind in nodes {
+            let node = graph.add_node(kind.clone());
+            if *kind == NodeKind::Success {
+                success = Some(node);
+            }
+        }
         let endpoints = &mut self.endpoints;
         endpoints.clear();
-        endpoints.reserve(group.n_rows);
-        // Interns state keys (borrowed from the batch) into nodes; a missing observation cannot
-        // be matched with anything and gets its own node.
-        fn node_for<'a>(
-            graph: &mut DiGraph<NodeKind, Step>,
-            by_key: &mut PlHashMap<&'a str, NodeIndex>,
-            key: Option<&'a str>,
-            row: u32,
-            from_next: bool,
-        ) -> NodeIndex {
-            match key {
-                None => graph.add_node(NodeKind::State { row, from_next }),
-                Some(k) => *by_key
-                    .entry(k)
-                    .or_insert_with(|| graph.add_node(NodeKind::State { row, from_next })),
-            }
-        }
-        for &t in &group.trajs {
-            let traj = &batch.trajs[t as usize];
-            // The node of the next step's observation, found as this step's target: each text is
-            // hashed once (a state with no text is a node of its own each time, so not carried).
-            let mut carried = None;
-            for (k, &row) in traj.rows.iter().enumerate() {
-                let r = row as usize;
-                let source = carried.take().unwrap_or_else(|| {
-                    node_for(graph, by_key, obs.and_then(|o| o.get(r)), row, false)
-                });
-                let logged_next = next_obs.and_then(|o| o.get(r));
-                let last = k + 1 == traj.rows.len();
-                let target = if logged_next == Some("success") || (last && traj.success) {
-                    *success.get_or_insert_with(|| graph.add_node(NodeKind::Success))
-                } else if !last {
-                    let key = obs.and_then(|o| o.get(traj.rows[k + 1] as usize));
-                    let node = node_for(graph, by_key, key, traj.rows[k + 1], false);
-                    carried = key.map(|_| node);
-                    node
-                } else if let Some(next) = logged_next {
-                    node_for(graph, by_key, Some(next), row, true)
-                } else {
-                    graph.add_node(NodeKind::Fail { traj: t })
-                };
-                let cost = costs.and_then(|c| c.get(r)).unwrap_or(1.0);
-                graph.add_edge(source, target, Step { row, cost });
-                endpoints.push((row, source, target));
-            }
+        endpoints.reserve(steps.len());
+        for &(row, source, target) in steps {
+            let (source, target) = (
+                NodeIndex::new(source as usize),
+                NodeIndex::new(target as usize),
+            );
+            let cost = costs.and_then(|c| c.get(row as usize)).unwrap_or(1.0);
+            graph.add_edge(source, target, Step { row, cost });
+            endpoints.push((row, source, target));
         }
         let n = graph.node_count();
         let distance = &mut self.distance;
@@ -255,7 +360,6 @@ impl GroupGraph {
                     sources,
                     next,
                     queue,
-                    ..
                 } = scratch;
                 first.clear();
                 first.resize(n + 1, 0);
@@ -472,6 +576,108 @@ mod tests {
         let g2 = GroupGraph::build(&b, 1);
         assert_eq!(g2.graph.node_count(), 2);
         assert_eq!(g2.distance[state(&g2, &b, "A").index()], 1.0);
+    }
+
+    /// Batches of a few groups of short trajectories, states drawn from a few texts or missing,
+    /// next states logged or not (`success` among them), some trajectories succeeding.
+    fn random_batches() -> impl Iterator<Item = StepBatch> {
+        use crate::schema::columns::{GROUP_ID, REWARD, STEP, TRAJ_ID};
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |n: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % n) as usize
+        };
+        (0..300).map(move |_| {
+            let (mut group, mut traj, mut step) = (Vec::new(), Vec::new(), Vec::new());
+            let (mut obs, mut next_obs, mut reward) = (Vec::new(), Vec::new(), Vec::new());
+            for g in 0..1 + next(4) {
+                for t in 0..1 + next(4) {
+                    let len = 1 + next(4);
+                    for k in 0..len {
+                        group.push(format!("g{g}"));
+                        traj.push(format!("g{g}t{t}"));
+                        step.push(k as i64);
+                        obs.push([None, Some("A"), Some("B"), Some("C")][next(4)]);
+                        next_obs.push([None, Some("A"), Some("D"), Some("success")][next(4)]);
+                        reward.push(if k + 1 == len { next(2) as f64 } else { 0.0 });
+                    }
+                }
+            }
+            let columns = vec![
+                Column::new(GROUP_ID.into(), group),
+                Column::new(TRAJ_ID.into(), traj),
+                Column::new(STEP.into(), step),
+                Column::new(REWARD.into(), reward),
+                Column::new(OBS.into(), obs),
+                Column::new(NEXT_OBS.into(), next_obs),
+            ];
+            let frame = polars::prelude::DataFrame::new_infer_height(columns).unwrap();
+            StepBatch::new(frame, 0.5, 1.0).unwrap()
+        })
+    }
+
+    #[test]
+    fn interned_states_are_the_texts_and_ends_of_each_step() {
+        for batch in random_batches() {
+            let states = batch.states();
+            // However the groups are split between runs, the same nodes and steps.
+            for target in [1, 2, 5] {
+                assert_eq!(&BatchStates::in_runs(&batch, target), states);
+            }
+            let (obs, next_obs) = (batch.texts(OBS).unwrap(), batch.texts(NEXT_OBS).unwrap());
+            for g in 0..batch.groups.len() {
+                let (nodes, steps) = (states.nodes(g), states.steps(g));
+                let rows: Vec<u32> = batch.group_rows(g).collect();
+                assert_eq!(steps.iter().map(|s| s.0).collect::<Vec<_>>(), rows);
+                // A state node's text, from the row that named it.
+                let text = |node: u32| match nodes[node as usize] {
+                    NodeKind::State { row, from_next } => {
+                        (if from_next { next_obs } else { obs }).get(row as usize)
+                    }
+                    _ => panic!("node {node} is not a state"),
+                };
+                for (i, &(row, source, target)) in steps.iter().enumerate() {
+                    let r = row as usize;
+                    assert_eq!(text(source), obs.get(r));
+                    // Two steps leave one node exactly when both have the same text.
+                    for &(other, other_source, _) in steps {
+                        let same = obs.get(r).is_some() && obs.get(r) == obs.get(other as usize);
+                        assert_eq!(source == other_source, same || other == row);
+                    }
+                    let traj = &batch.trajs[batch.traj_of_row[r] as usize];
+                    let last = traj.rows.last() == Some(&row);
+                    let next = next_obs.get(r);
+                    if next == Some("success") || (last && traj.success) {
+                        assert_eq!(nodes[target as usize], NodeKind::Success);
+                    } else if !last {
+                        // The next step's state, or a node of its own where it has no text.
+                        match obs.get(steps[i + 1].0 as usize) {
+                            Some(_) => assert_eq!(target, steps[i + 1].1),
+                            None => {
+                                assert_eq!((text(target), target == steps[i + 1].1), (None, false))
+                            }
+                        }
+                    } else if let Some(next) = next {
+                        assert_eq!(text(target), Some(next));
+                        // Merged with the state of that text, wherever it was seen.
+                        for &(other, other_source, _) in steps {
+                            if obs.get(other as usize) == Some(next) {
+                                assert_eq!(target, other_source);
+                            }
+                        }
+                    } else {
+                        assert_eq!(
+                            nodes[target as usize],
+                            NodeKind::Fail {
+                                traj: batch.traj_of_row[r]
+                            }
+                        );
+                    }
+                }
+            }
+        }
     }
 
     #[test]

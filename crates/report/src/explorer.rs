@@ -391,7 +391,7 @@ fn singletons(batch: &StepBatch) -> Vec<Option<(f64, String)>> {
     if !batch.has(OBS) {
         return vec![None; single.len()];
     }
-    for cluster in anchor_clusters(batch, None) {
+    for cluster in anchor_clusters(batch, None).iter() {
         if let [row] = cluster[..] {
             single[batch.group_of_row[row as usize] as usize] += 1;
         }

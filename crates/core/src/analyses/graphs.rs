@@ -76,7 +76,7 @@ impl GraphStats {
 #[derive(Default)]
 struct Scratch<'a> {
     graph: GroupGraph,
-    building: GraphScratch<'a>,
+    building: GraphScratch,
     edges: PlHashSet<(u32, &'a str, u32)>,
     seen: PlHashSet<u32>,
     /// Rows leaving each node: a state node's are its exact anchor cluster.

@@ -464,7 +464,7 @@ impl SummaryPart {
                 .iter()
                 .map(|&t| {
                     let mut counts = SizeCounts::default();
-                    for c in anchor_clusters(batch, Some(t)) {
+                    for c in anchor_clusters(batch, Some(t)).iter() {
                         counts.add(c.len());
                     }
                     (t, counts)

@@ -24,7 +24,8 @@
 //! the reference; θ must lie in (0, 1).
 
 use super::group_stats::{
-    cluster_advantages, episode_advantages, episode_scores, episode_stats, step_returns, Norm,
+    cluster_advantages, episode_advantages, episode_scores, episode_stats, step_returns, Clusters,
+    Norm,
 };
 use super::sequence_matcher::{similar, Matcher, Scratch, Text};
 use super::{Advantages, Values};
@@ -85,10 +86,14 @@ impl Params {
     }
 }
 
-/// The anchor-state clusters of every group, as lists of row indices: byte-identical `obs`
-/// (`similarity` = None) or verl-agent's first-match similarity clusters. Rows without `obs` are
-/// singletons. Shared with the analyses (step-group size distributions).
-pub fn anchor_clusters(batch: &StepBatch, similarity: Option<f64>) -> Vec<Vec<u32>> {
+/// The anchor-state clusters of every group, as lists of row indices in the order of their first
+/// rows: byte-identical `obs` (`similarity` = None) or verl-agent's first-match similarity
+/// clusters. Rows without `obs` are singletons. Shared with the analyses (step-group size
+/// distributions) and the report's explorer.
+pub fn anchor_clusters(batch: &StepBatch, similarity: Option<f64>) -> Clusters {
+    let Some(similarity) = similarity else {
+        return exact_clusters(batch);
+    };
     let obs = batch.texts(OBS);
     // Groups are independent, and similarity groups cost a ratio per pair of distinct texts:
     // clustered in parallel, concatenated in group order.
@@ -96,15 +101,41 @@ pub fn anchor_clusters(batch: &StepBatch, similarity: Option<f64>) -> Vec<Vec<u3
         .into_par_iter()
         .map(|g| group_clusters(batch.group_rows(g), batch.groups[g].n_rows, obs, similarity))
         .collect();
-    per_group.into_iter().flatten().collect()
+    let mut clusters = Clusters::default();
+    for cluster in per_group.iter().flatten() {
+        clusters.push(cluster);
+    }
+    clusters
 }
 
-/// One group's clusters, in the order of their first rows.
+/// Exact anchor clusters from the batch's interned states ([`StepBatch::states`]): the rows
+/// leaving each state node, as a node stands for one observation text (a row without one has a
+/// node of its own), numbered in the order of their first rows.
+fn exact_clusters(batch: &StepBatch) -> Clusters {
+    let states = batch.states();
+    let mut keyed = Vec::with_capacity(batch.len());
+    let (mut cluster_of, mut clusters) = (Vec::new(), 0u32);
+    for g in 0..batch.groups.len() {
+        cluster_of.clear();
+        cluster_of.resize(states.nodes(g).len(), u32::MAX);
+        for &(row, source, _) in states.steps(g) {
+            let cluster = &mut cluster_of[source as usize];
+            if *cluster == u32::MAX {
+                *cluster = clusters;
+                clusters += 1;
+            }
+            keyed.push((*cluster, row));
+        }
+    }
+    Clusters::by_key(&keyed, clusters as usize)
+}
+
+/// One group's similarity clusters, in the order of their first rows.
 fn group_clusters(
     rows: impl Iterator<Item = u32>,
     n_rows: usize,
     obs: Option<&StringChunked>,
-    similarity: Option<f64>,
+    threshold: f64,
 ) -> Vec<Vec<u32>> {
     let mut clusters: Vec<Vec<u32>> = Vec::new();
     // State text → its cluster. With similarity groups a repeated text lands where its first
@@ -124,23 +155,16 @@ fn group_clusters(
             Some(&k) => k,
             None => {
                 // Prepared once: to compare with the representatives, and as one itself.
-                let prepared = similarity.map(|threshold| (threshold, Text::new(text)));
-                let found = prepared.as_ref().and_then(|(threshold, prepared)| {
-                    representatives
-                        .iter()
-                        .find(|(_, rep)| similar(prepared, rep, *threshold, &mut scratch))
-                        .map(|(k, _)| *k)
+                let prepared = Text::new(text);
+                let found = representatives
+                    .iter()
+                    .find(|(_, rep)| similar(&prepared, rep, threshold, &mut scratch))
+                    .map(|(k, _)| *k);
+                let k = found.unwrap_or_else(|| {
+                    clusters.push(Vec::new());
+                    representatives.push((clusters.len() - 1, Matcher::new(prepared)));
+                    clusters.len() - 1
                 });
-                let k = match found {
-                    Some(k) => k,
-                    None => {
-                        clusters.push(Vec::new());
-                        if let Some((_, prepared)) = prepared {
-                            representatives.push((clusters.len() - 1, Matcher::new(prepared)));
-                        }
-                        clusters.len() - 1
-                    }
-                };
                 index.insert(text, k);
                 k
             }
@@ -161,14 +185,14 @@ pub fn advantages(batch: &StepBatch, params: &Params) -> Result<Advantages> {
     let mut step = vec![0.0; batch.len()];
     cluster_advantages(
         &returns,
-        &clusters,
+        clusters.iter(),
         params.mode,
         conv.std_ddof,
         conv.eps,
         &mut step,
     );
     let mut size = vec![0i64; batch.len()];
-    for c in &clusters {
+    for c in clusters.iter() {
         for &r in c {
             size[r as usize] = c.len() as i64;
         }
@@ -272,6 +296,26 @@ mod tests {
         );
     }
 
+    #[test]
+    fn exact_clusters_come_in_the_order_of_their_first_rows() {
+        use crate::schema::columns::NEXT_OBS;
+        use polars::prelude::Column;
+        // τa ends in a logged next state Z (a node made before τb's Y), and τb reaches Z.
+        let rows = [
+            ("g", "a", 0, "X", 0.0, true),
+            ("g", "b", 0, "Y", 0.0, true),
+            ("g", "b", 1, "Z", 0.0, true),
+            ("g", "b", 2, "X", 0.0, true),
+        ];
+        let next = Column::new(NEXT_OBS.into(), [Some("Z"), None, None, None]);
+        let batch = crate::batch::testing::batch_with_columns(&rows, vec![next]);
+        let clusters: Vec<Vec<u32>> = anchor_clusters(&batch, None)
+            .iter()
+            .map(<[u32]>::to_vec)
+            .collect();
+        assert_eq!(clusters, vec![vec![0, 3], vec![1], vec![2]]);
+    }
+
     // Similarity groups, derived by hand. difflib ratios against the representatives:
     // "abxy"~"abcd" = 2·2/8 = 0.5 (new cluster); "abxyd"~"abcd" = 2·3/9 = 0.667 (joins the first
     // cluster, though "abxyd"~"abxy" = 8/9 is better: first match, not best); "zzzz" matches none.
@@ -284,16 +328,16 @@ mod tests {
             ("g", "2", 2, "zzzz", 0.0, true),
         ];
         let batch = crate::batch::testing::batch(&rows);
-        assert_eq!(
-            anchor_clusters(&batch, Some(0.6)),
-            vec![vec![0, 2], vec![1], vec![3]]
-        );
+        let clusters = |t| {
+            anchor_clusters(&batch, Some(t))
+                .iter()
+                .map(<[u32]>::to_vec)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(clusters(0.6), vec![vec![0, 2], vec![1], vec![3]]);
         // At 0.7 "abxyd" misses "abcd" and joins "abxy"; at 0.9 it misses both.
-        assert_eq!(
-            anchor_clusters(&batch, Some(0.7)),
-            vec![vec![0], vec![1, 2], vec![3]]
-        );
-        assert_eq!(anchor_clusters(&batch, Some(0.9)).len(), 4);
+        assert_eq!(clusters(0.7), vec![vec![0], vec![1, 2], vec![3]]);
+        assert_eq!(clusters(0.9).len(), 4);
         let p = Params {
             similarity: Some(0.6),
             ..Params::paper()

@@ -16,7 +16,7 @@
 //! `compute_graphgpo_outcome_advantage`): as above; ω = 0.1 (ALFWorld) in both, `mean_std_norm`.
 
 use super::group_stats::{
-    cluster_advantages, episode_advantages, episode_scores, episode_stats, Norm,
+    cluster_advantages, episode_advantages, episode_scores, episode_stats, Clusters, Norm,
 };
 use super::{Advantages, Values};
 use crate::batch::StepBatch;
@@ -88,10 +88,19 @@ pub fn advantages(batch: &StepBatch, params: &Params) -> Result<Advantages> {
     let mut next_distance = vec![0.0; n];
     let mut graph_adv = vec![0.0; n];
     let mut group_size = vec![0i64; n];
+    // Step groups by source state, numbered across the batch (a group's nodes after the nodes
+    // of the groups before it): occurrences (row, source) or distinct (s, a, s′) edges
+    // (edge, source), clustered by one counting sort once every group is read.
+    let mut by_source: Vec<(u32, u32)> = Vec::with_capacity(n);
+    let mut edge_of: PlHashMap<(u32, &str, u32), u32> = PlHashMap::default();
+    let mut edge_of_row = vec![0u32; if params.unique_edges { n } else { 0 }];
+    let mut edge_reward = Vec::new();
+    let mut nodes_before = 0u32;
     // One graph and its scratch, rebuilt group by group (a batch may hold a group per row).
     let (mut graph, mut scratch) = (GroupGraph::default(), GraphScratch::default());
     for g in 0..batch.groups.len() {
         graph.rebuild(&columns, batch, g, &mut scratch);
+        edge_of.clear();
         for &(row, source, target) in &graph.endpoints {
             let r = row as usize;
             let cost = costs.and_then(|c| c.get(r)).unwrap_or(1.0);
@@ -100,65 +109,53 @@ pub fn advantages(batch: &StepBatch, params: &Params) -> Result<Advantages> {
                 - if valid[r] { 0.0 } else { conv.invalid_penalty };
             distance[r] = graph.distance[source.index()];
             next_distance[r] = graph.distance[target.index()];
+            let in_batch = nodes_before + source.index() as u32;
+            if params.unique_edges {
+                let edge = columns.edge((row, source, target));
+                edge_of_row[r] = *edge_of.entry(edge).or_insert_with(|| {
+                    edge_reward.push(reward[r]);
+                    by_source.push((in_batch, (edge_reward.len() - 1) as u32));
+                    (edge_reward.len() - 1) as u32
+                });
+            } else {
+                by_source.push((in_batch, row));
+            }
         }
-        // Step groups by source state: occurrences, or distinct (s, a, s′) edges.
-        let mut by_source: PlHashMap<u32, Vec<u32>> = PlHashMap::default();
-        if params.unique_edges {
-            let mut edge_of: PlHashMap<(u32, &str, u32), usize> = PlHashMap::default();
-            let mut edge_rows: Vec<Vec<u32>> = Vec::new();
-            let mut edge_reward: Vec<f64> = Vec::new();
-            for &(row, source, target) in &graph.endpoints {
-                let e = *edge_of
-                    .entry(columns.edge((row, source, target)))
-                    .or_insert_with(|| {
-                        edge_rows.push(Vec::new());
-                        edge_reward.push(reward[row as usize]);
-                        by_source
-                            .entry(source.index() as u32)
-                            .or_default()
-                            .push((edge_rows.len() - 1) as u32);
-                        edge_rows.len() - 1
-                    });
-                edge_rows[e].push(row);
+        nodes_before += graph.graph.node_count() as u32;
+    }
+    let clusters = Clusters::by_key(&by_source, nodes_before as usize);
+    if params.unique_edges {
+        let mut edge_adv = vec![0.0; edge_reward.len()];
+        cluster_advantages(
+            &edge_reward,
+            clusters.iter(),
+            params.mode,
+            conv.std_ddof,
+            conv.eps,
+            &mut edge_adv,
+        );
+        let mut edge_group_size = vec![0i64; edge_reward.len()];
+        for cluster in clusters.iter() {
+            for &e in cluster {
+                edge_group_size[e as usize] = cluster.len() as i64;
             }
-            let clusters: Vec<Vec<u32>> = by_source.into_values().collect();
-            let mut edge_adv = vec![0.0; edge_reward.len()];
-            cluster_advantages(
-                &edge_reward,
-                &clusters,
-                params.mode,
-                conv.std_ddof,
-                conv.eps,
-                &mut edge_adv,
-            );
-            for cluster in &clusters {
-                for &e in cluster {
-                    for &row in &edge_rows[e as usize] {
-                        graph_adv[row as usize] = edge_adv[e as usize];
-                        group_size[row as usize] = cluster.len() as i64;
-                    }
-                }
-            }
-        } else {
-            for &(row, source, _) in &graph.endpoints {
-                by_source
-                    .entry(source.index() as u32)
-                    .or_default()
-                    .push(row);
-            }
-            let clusters: Vec<Vec<u32>> = by_source.into_values().collect();
-            cluster_advantages(
-                &reward,
-                &clusters,
-                params.mode,
-                conv.std_ddof,
-                conv.eps,
-                &mut graph_adv,
-            );
-            for cluster in &clusters {
-                for &row in cluster {
-                    group_size[row as usize] = cluster.len() as i64;
-                }
+        }
+        for (r, &e) in edge_of_row.iter().enumerate() {
+            graph_adv[r] = edge_adv[e as usize];
+            group_size[r] = edge_group_size[e as usize];
+        }
+    } else {
+        cluster_advantages(
+            &reward,
+            clusters.iter(),
+            params.mode,
+            conv.std_ddof,
+            conv.eps,
+            &mut graph_adv,
+        );
+        for cluster in clusters.iter() {
+            for &row in cluster {
+                group_size[row as usize] = cluster.len() as i64;
             }
         }
     }

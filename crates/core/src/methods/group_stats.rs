@@ -146,11 +146,73 @@ pub fn episode_advantages(
         .collect()
 }
 
+/// Clusters of indices (rows, or edges) laid end to end: cluster k is
+/// `members[starts[k]..starts[k + 1]]`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Clusters {
+    members: Vec<u32>,
+    starts: Vec<usize>,
+}
+
+impl Default for Clusters {
+    fn default() -> Self {
+        Clusters {
+            members: Vec::new(),
+            starts: vec![0],
+        }
+    }
+}
+
+impl Clusters {
+    /// Members grouped by their key (< `n_keys`): a cluster per key that has any, in key order,
+    /// each holding its members in the order given (a counting sort, nothing hashed).
+    pub fn by_key(keyed: &[(u32, u32)], n_keys: usize) -> Self {
+        let mut counts = vec![0usize; n_keys + 1];
+        for &(key, _) in keyed {
+            counts[key as usize + 1] += 1;
+        }
+        let starts: Vec<usize> = std::iter::once(0)
+            .chain(counts[1..].iter().filter(|&&n| n > 0).scan(0, |end, &n| {
+                *end += n;
+                Some(*end)
+            }))
+            .collect();
+        // Where each key's next member goes.
+        for k in 0..n_keys {
+            counts[k + 1] += counts[k];
+        }
+        let mut members = vec![0u32; keyed.len()];
+        for &(key, member) in keyed {
+            members[counts[key as usize]] = member;
+            counts[key as usize] += 1;
+        }
+        Clusters { members, starts }
+    }
+
+    /// Appends a cluster.
+    pub fn push(&mut self, members: &[u32]) {
+        self.members.extend_from_slice(members);
+        self.starts.push(self.members.len());
+    }
+
+    pub fn len(&self) -> usize {
+        self.starts.len() - 1
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    pub fn iter(&self) -> impl ExactSizeIterator<Item = &[u32]> + '_ {
+        self.starts.windows(2).map(|w| &self.members[w[0]..w[1]])
+    }
+}
+
 /// Normalises each value against its cluster: `(x − μ)/(σ + ε)` or `x − μ`; clusters of one value
-/// or of bit-identical values give exactly 0. `clusters` lists the row indices of each cluster.
-pub fn cluster_advantages(
+/// or of bit-identical values give exactly 0. Each cluster lists the indices of its values.
+pub fn cluster_advantages<'c>(
     values: &[f64],
-    clusters: &[Vec<u32>],
+    clusters: impl IntoIterator<Item = &'c [u32]>,
     norm: Norm,
     ddof: u32,
     eps: f64,
@@ -196,12 +258,21 @@ mod tests {
     }
 
     #[test]
+    fn clusters_by_key_come_in_key_order_members_as_given() {
+        let clusters = Clusters::by_key(&[(2, 10), (0, 11), (2, 12), (4, 13), (0, 14)], 5);
+        let members: Vec<Vec<u32>> = clusters.iter().map(<[u32]>::to_vec).collect();
+        // Keys 1 and 3 have no members and make no cluster.
+        assert_eq!(members, vec![vec![11, 14], vec![10, 12], vec![13]]);
+        assert_eq!(clusters.len(), 3);
+    }
+
+    #[test]
     fn identical_cluster_is_exactly_zero() {
         let values = [0.1 + 0.2, 0.1 + 0.2, 0.3];
         let mut out = [f64::NAN; 3];
         cluster_advantages(
             &values,
-            &[vec![0, 1], vec![2]],
+            [&[0, 1][..], &[2]],
             Norm::MeanStd,
             1,
             1e-6,

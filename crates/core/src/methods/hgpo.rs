@@ -29,7 +29,6 @@ use super::{Advantages, Values};
 use crate::batch::StepBatch;
 use crate::error::{Error, Result};
 use crate::profile::{Conventions, Profile};
-use crate::schema::columns::OBS;
 use polars::prelude::PlHashMap;
 use serde::{Deserialize, Serialize};
 
@@ -119,7 +118,14 @@ pub fn advantages(batch: &StepBatch, params: &Params) -> Result<Advantages> {
             break;
         }
         let mut level = vec![0.0; n];
-        cluster_advantages(&returns, &clusters, params.mode, 0, conv.eps, &mut level);
+        cluster_advantages(
+            &returns,
+            clusters.iter().map(Vec::as_slice),
+            params.mode,
+            0,
+            conv.eps,
+            &mut level,
+        );
         levels.push(level);
     }
 
@@ -157,30 +163,23 @@ pub fn advantages(batch: &StepBatch, params: &Params) -> Result<Advantages> {
 }
 
 /// Every trajectory's states in step order, one after another (trajectory t's at
-/// `start[t]..start[t] + len`), as small integers: equal for byte-identical `obs` within a group
-/// (ids are only compared within a group), unique for a row without `obs`.
+/// `start[t]..start[t] + len`), as small integers: the source nodes the batch interned
+/// ([`StepBatch::states`]), equal for byte-identical `obs` within a group (ids are only compared
+/// within a group), unique for a row without `obs`.
 fn state_sequences(batch: &StepBatch) -> (Vec<u32>, Vec<usize>) {
-    let obs = batch.texts(OBS);
-    let mut states = Vec::with_capacity(batch.len());
+    let states = batch.states();
+    let mut sequences = Vec::with_capacity(batch.len());
     let mut start = vec![0; batch.trajs.len()];
-    let mut index: PlHashMap<&str, u32> = PlHashMap::default();
-    for group in &batch.groups {
-        index.clear();
-        let mut next = 0u32;
+    for (g, group) in batch.groups.iter().enumerate() {
+        // A group's steps come trajectory by trajectory, each in step order.
+        let mut steps = states.steps(g).iter();
         for &t in &group.trajs {
-            start[t as usize] = states.len();
-            for &r in &batch.trajs[t as usize].rows {
-                let fresh = next;
-                let id = match obs.and_then(|o| o.get(r as usize)) {
-                    Some(text) => *index.entry(text).or_insert(fresh),
-                    None => fresh,
-                };
-                next += u32::from(id == fresh);
-                states.push(id);
-            }
+            start[t as usize] = sequences.len();
+            let len = batch.trajs[t as usize].rows.len();
+            sequences.extend(steps.by_ref().take(len).map(|&(_, source, _)| source));
         }
     }
-    (states, start)
+    (sequences, start)
 }
 
 #[cfg(test)]
