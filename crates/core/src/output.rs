@@ -40,17 +40,18 @@ pub fn table_format(path: &Path) -> Result<TableFormat> {
 
 /// The output of `credit advantages`: keys (`group_id`, `traj_id`, `step`, and `iteration` when
 /// present) then every method's columns, one row per batch row in input order.
-pub fn advantages_frame(batch: &StepBatch, results: &[Advantages]) -> Result<DataFrame> {
+pub fn advantages_frame(batch: &StepBatch, results: Vec<Advantages>) -> Result<DataFrame> {
     let mut columns = Vec::new();
     for key in [GROUP_ID, TRAJ_ID, STEP, ITERATION] {
         if let Ok(c) = batch.frame().column(key) {
             columns.push(c.clone());
         }
     }
+    // The values move into the frame's arrays (a copy of each was ~1% of a five-method run).
     for result in results {
-        for output in &result.columns {
+        for output in result.columns {
             let name: PlSmallStr = output.name.as_str().into();
-            columns.push(match &output.values {
+            columns.push(match output.values {
                 Values::F64(v) => Column::new(name, v),
                 Values::I64(v) => Column::new(name, v),
             });
@@ -327,7 +328,7 @@ impl OutputRows {
 }
 
 /// The output rows of `credit advantages` for one batch (see [`advantages_frame`]).
-pub fn advantages_rows(batch: &StepBatch, results: &[Advantages]) -> Result<OutputRows> {
+pub fn advantages_rows(batch: &StepBatch, results: Vec<Advantages>) -> Result<OutputRows> {
     Ok(OutputRows(advantages_frame(batch, results)?))
 }
 

@@ -131,7 +131,7 @@ impl RunPlan {
             |window| {
                 let computed = self.compute(fill, window)?;
                 Ok((
-                    advantages_rows(&computed.batch, &computed.results)?,
+                    advantages_rows(&computed.batch, computed.results)?,
                     computed.notes,
                 ))
             },
