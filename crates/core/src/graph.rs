@@ -182,7 +182,9 @@ impl BatchStates {
                 part
             })
             .collect();
-        let mut states = BatchStates::empty();
+        // The first run's part is the start (a window of one run is not copied).
+        let mut parts = parts.into_iter();
+        let mut states = parts.next().unwrap_or_else(BatchStates::empty);
         for part in parts {
             let (nodes, steps) = (states.nodes.len(), states.steps.len());
             states.nodes.extend(part.nodes);
