@@ -952,7 +952,7 @@ mod tests {
         let (mut above, mut below) = (0, 0);
         // Rounds 3 and 4: long texts of a few frequent elements and many rare ones, ASCII and
         // not, so that autojunk leaves some elements popular and others not, and runs of
-        // non-popular ones (the pair cells) occur.
+        // non-popular ones (runs of cells) occur.
         let rare_ascii = "bcdfghjklmnpqrsuvwxyzBCDFGHJKLMNPQRSTVWXYZ0123456789.,;:!?-()";
         let rare_other = "bcdfghjklmnpqrsuvwxyz√éüß中文字αβγδ€£→←0123456789";
         for round in 0..5000 {
