@@ -4,6 +4,7 @@
 # the CUDA 13 runtime libraries (see docs/training.md, "Two commands").
 #
 #   scripts/build-cuda.sh            # → <cargo target dir>/cuda/credit-train
+#   scripts/build-cuda.sh --check    # CI: the same build unoptimised, to see it compile, link, load
 #
 # Environment (all optional):
 #   CUDA_COMPUTE_CAP   compute capability to build for [90: H100/H200]; one value per build
@@ -25,7 +26,20 @@
 #   is found at run time. candle asks cudarc for `dynamic-linking`, which excludes cudarc's
 #   `dynamic-loading`, so the libraries cannot instead be opened at run time.
 # - CUDA_COMPUTE_CAP: candle's build would ask `nvidia-smi`, which a machine without a GPU lacks.
+# - --check builds the same sources, features and libraries with neither host nor device code
+#   optimised (the `cuda-check` profile, and nvcc's NVVM at -O0: half of each kernel's compile):
+#   what can break a GPU build (an API, a link, a missing library) breaks it too, in about half
+#   the time, and the binary is thrown away.
 set -euo pipefail
+
+profile=release
+if [[ "${1:-}" == "--check" ]]; then
+    profile=cuda-check
+    export NVCC_APPEND_FLAGS="${NVCC_APPEND_FLAGS:+$NVCC_APPEND_FLAGS }-Xcicc -O0"
+elif [[ $# -gt 0 ]]; then
+    echo "usage: scripts/build-cuda.sh [--check]" >&2
+    exit 2
+fi
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$root"
@@ -76,11 +90,14 @@ export NVCC="$cuda/bin/nvcc"
 echo "CUDA $("$NVCC" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p') from wheels in $cuda; compute capability $CUDA_COMPUTE_CAP" >&2
 wheels_done=$SECONDS
 
-cargo build --release -p credit-train --features cuda --bin credit-train
+cargo build --profile "$profile" -p credit-train --features cuda --bin credit-train
 
-mkdir -p "$target/cuda"
-cp "$target/release/credit-train" "$target/cuda/credit-train"
-bin="$target/cuda/credit-train"
+bin="$target/$profile/credit-train"
+if [[ "$profile" == release ]]; then
+    mkdir -p "$target/cuda"
+    cp "$bin" "$target/cuda/credit-train"
+    bin="$target/cuda/credit-train"
+fi
 
 # The binary must load: every library it names resolves to the wheels' (the stub standing in for
 # the driver under its soname, in a folder of its own so it never shadows a real driver).

@@ -7,7 +7,7 @@
 //! checks (ids present, steps contiguous from 0 or 1, one group per trajectory, finite rewards,
 //! no duplicate (trajectory, step)).
 //!
-//! Bounded by time: `CREDIT_FUZZ_SECONDS` (default 15; `.ci/run` gives it a few minutes, see
+//! Bounded by time: `CREDIT_FUZZ_SECONDS` (default 15; `.ci/run` gives it 90 s, see
 //! docs/testing.md for a long run) and reproducible with `CREDIT_FUZZ_SEED`.
 
 use credit_core::ingest::{read_paths, IngestOptions};
