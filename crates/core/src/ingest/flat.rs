@@ -11,11 +11,29 @@
 
 use simd_json::{Node, StaticNode};
 
-/// Buffers reused from line to line: decoded strings (those with escapes) and the scanned values.
+/// Buffers reused from line to line: the scanned values, and the strings with escapes decoded,
+/// kept for the whole block (its text columns view them there instead of copying them again).
 #[derive(Default)]
 pub(crate) struct Scratch {
     decoded: String,
     parts: Vec<Part>,
+}
+
+impl Scratch {
+    /// The strings decoded so far, for the block that views them.
+    pub fn take_decoded(&mut self) -> Vec<u8> {
+        std::mem::take(&mut self.decoded).into_bytes()
+    }
+
+    /// Bytes decoded so far.
+    pub fn decoded_len(&self) -> usize {
+        self.decoded.len()
+    }
+
+    /// Room for `additional` more decoded bytes (a buffer grown by doubling copies what it holds).
+    pub fn reserve_decoded(&mut self, additional: usize) {
+        self.decoded.reserve(additional);
+    }
 }
 
 /// A scanned key or value, before it is borrowed as a node.
@@ -29,19 +47,23 @@ enum Part {
 }
 
 /// The nodes of the flat object at the start of `text` (after spaces), into `nodes` (emptied
-/// first): where the object ends, or `None` when it is not a flat object of plain values, or not
-/// valid JSON. A line break ends the search (the object must lie in one line); what follows the
-/// object is for the caller to check. `text` must hold no control character but line breaks
-/// ([`clean_text`]): simd-json rejects them in strings, and the string scan looks for none.
+/// first): where the object ends, and the text decoded so far (the object's strings with escapes
+/// at its end, after those of the lines before), or `None` when it is not a flat object of plain
+/// values, or not valid JSON. A line break ends the search (the object must lie in one line); what
+/// follows the object is for the caller to check. `text` must hold no control character but line
+/// breaks ([`clean_text`]): simd-json rejects them in strings, and the string scan looks for none.
 pub(crate) fn scan<'a>(
     text: &'a str,
     scratch: &'a mut Scratch,
     nodes: &mut Vec<Node<'a>>,
-) -> Option<usize> {
+) -> Option<(usize, &'a [u8])> {
     nodes.clear();
-    scratch.decoded.clear();
     scratch.parts.clear();
-    let (len, end) = entries(text, scratch)?;
+    let before = scratch.decoded.len();
+    let Some((len, end)) = entries(text, scratch) else {
+        scratch.decoded.truncate(before);
+        return None;
+    };
     let scratch: &'a Scratch = scratch;
     nodes.reserve(1 + scratch.parts.len());
     nodes.push(Node::Object {
@@ -53,7 +75,7 @@ pub(crate) fn scan<'a>(
         Part::Decoded(from, to) => Node::String(&scratch.decoded[from..to]),
         Part::Static(value) => Node::Static(value),
     }));
-    Some(end)
+    Some((end, scratch.decoded.as_bytes()))
 }
 
 /// `bytes` as text when they are valid UTF-8 holding no control character (below U+0020) other
@@ -86,17 +108,16 @@ pub(crate) fn ends_line(rest: &[u8]) -> bool {
     rest.iter().all(|&b| b == b' ')
 }
 
-/// [`scan`] on one line (no line break) checked on its own: whether it is valid UTF-8 with no
-/// control character, holding one flat object of plain values and nothing after it but spaces.
+/// [`scan`] on one line (no line break) checked on its own, when it is valid UTF-8 with no
+/// control character, holding one flat object of plain values and nothing after it but spaces:
+/// the text decoded so far.
 pub(crate) fn scan_line<'a>(
     line: &'a [u8],
     scratch: &'a mut Scratch,
     nodes: &mut Vec<Node<'a>>,
-) -> bool {
-    match clean_text(line) {
-        Some(text) => scan(text, scratch, nodes).is_some_and(|end| ends_line(&line[end..])),
-        None => false,
-    }
+) -> Option<&'a [u8]> {
+    let (end, decoded) = scan(clean_text(line)?, scratch, nodes)?;
+    ends_line(&line[end..]).then_some(decoded)
 }
 
 /// An empty vector of nodes for another line, keeping the allocation (the collect happens in
@@ -349,7 +370,7 @@ mod tests {
     fn ours(line: &str) -> Option<Vec<Node<'static>>> {
         let mut scratch = Scratch::default();
         let mut nodes = Vec::new();
-        scan_line(line.as_bytes(), &mut scratch, &mut nodes).then(|| owned(&nodes))
+        scan_line(line.as_bytes(), &mut scratch, &mut nodes).map(|_| owned(&nodes))
     }
 
     /// Bitwise equality (floats by their bits: -0.0 is not 0.0).
@@ -454,7 +475,7 @@ mod tests {
         // without looking for the line break, and nothing reads past one.
         let chunk = "{\"a\":\"x\\ny\",\"b\":1}  \n{\"a\":2}\n";
         let (mut scratch, mut nodes) = (Scratch::default(), Vec::new());
-        let end = scan(chunk, &mut scratch, &mut nodes).unwrap();
+        let (end, _) = scan(chunk, &mut scratch, &mut nodes).unwrap();
         assert_eq!(&chunk[end..end + 3], "  \n");
         assert_eq!(nodes[2], Node::String("x\ny"));
         for broken in [

@@ -515,10 +515,12 @@ impl<'a> FastPath<'a> {
         Ok(())
     }
 
-    /// Types one flat step row from its tape into `rows`; false when the serde path must decide.
+    /// Types one flat step row from its tape into `rows` (its strings that lie in `decoded`, the
+    /// block's decoded text, are viewed there); false when the serde path must decide.
     fn row(
         &mut self,
         nodes: &[Node<'_>],
+        decoded: &[u8],
         origin: Origin,
         rows: &mut Rows,
         uses: &mut BTreeSet<ColumnUse>,
@@ -544,7 +546,7 @@ impl<'a> FastPath<'a> {
             _ => "",
         };
         let pushed = match self.shape(entries.iter().map(|&(k, _)| key(k)), names) {
-            Ok(()) => self.typed_row(&entries, nodes, origin, rows, uses),
+            Ok(()) => self.typed_row(&entries, nodes, decoded, origin, rows, uses),
             Err(_) => false,
         };
         self.entries = entries;
@@ -556,6 +558,7 @@ impl<'a> FastPath<'a> {
         &mut self,
         entries: &[(usize, usize)],
         nodes: &[Node<'_>],
+        decoded: &[u8],
         origin: Origin,
         rows: &mut Rows,
         uses: &mut BTreeSet<ColumnUse>,
@@ -602,7 +605,7 @@ impl<'a> FastPath<'a> {
                 _ => values[f] = chosen.map(|v| derived(feed.derive, v)),
             }
         }
-        rows.push(origin, &values);
+        rows.push_decoded(origin, &values, decoded);
         if !shape.reported {
             uses.extend(shape.resolution.uses.iter().cloned());
             shape.reported = true;
@@ -713,12 +716,13 @@ pub(crate) fn parse(chunk: &Chunk, path: &Path, columns: &ColumnMap) -> Block {
         // The common line is scanned in place; a line the scanner leaves is parsed by simd-json
         // (which gives the same nodes where both read it), and the serde path decides the rest.
         let mut nodes = flat::recycle(std::mem::take(&mut spare));
+        // `scanned`: the block's decoded text so far, when the scanner read the line.
         let (end, scanned) = match clean {
             Some(text) => {
-                let object_end = flat::scan(&text[start..], &mut scratch, &mut nodes);
-                let end = line_break(start + object_end.unwrap_or(0));
+                let object = flat::scan(&text[start..], &mut scratch, &mut nodes);
+                let end = line_break(start + object.map_or(0, |(n, _)| n));
                 let ends = |n| flat::ends_line(&bytes[start + n..without_cr(end)]);
-                (end, object_end.is_some_and(ends))
+                (end, object.filter(|&(n, _)| ends(n)).map(|(_, d)| d))
             }
             None => {
                 let end = line_break(start);
@@ -738,31 +742,34 @@ pub(crate) fn parse(chunk: &Chunk, path: &Path, columns: &ColumnMap) -> Block {
             file,
             line: this_line,
         };
-        let mut fast_row = |nodes: &[Node<'_>], rows: &mut Rows, uses: &mut _, names: &mut _| {
-            let pushed = fast.row(nodes, origin, rows, uses, names);
-            if pushed && rows.len() == RESERVE_AFTER_ROWS {
-                // Room for the rest of the chunk's rows at the rate of its first rows (lines of
-                // one log are alike), so they are not copied as they grow.
-                rows.reserve_at_rate(end + 1, bytes.len());
-            }
-            pushed
-        };
-        if scanned {
-            let pushed = fast_row(&nodes, &mut rows, &mut uses, &mut names);
+        let mut fast_row =
+            |nodes: &[Node<'_>], decoded: &[u8], rows: &mut Rows, uses: &mut _, names: &mut _| {
+                fast.row(nodes, decoded, origin, rows, uses, names)
+            };
+        let pushed = if let Some(decoded) = scanned {
+            let pushed = fast_row(&nodes, decoded, &mut rows, &mut uses, &mut names);
             spare = flat::recycle(nodes);
-            if pushed {
-                continue;
-            }
+            pushed
         } else if !has_surrogate_escape(&bytes[range.clone()]) {
             // The tape is parsed from a copy: simd-json rewrites its input in place, and a line
             // that the serde path must read again needs its original bytes.
             copy.clear();
             copy.extend_from_slice(&bytes[range.clone()]);
-            if let Ok(tape) = simd_json::to_tape_with_buffers(&mut copy, &mut buffers) {
-                if fast_row(&tape.0, &mut rows, &mut uses, &mut names) {
-                    continue;
-                }
+            simd_json::to_tape_with_buffers(&mut copy, &mut buffers)
+                .is_ok_and(|tape| fast_row(&tape.0, &[], &mut rows, &mut uses, &mut names))
+        } else {
+            false
+        };
+        if pushed {
+            if rows.len() == RESERVE_AFTER_ROWS {
+                // Room for the rest of the chunk's rows and decoded text at the rate of its first
+                // rows (lines of one log are alike), so they are not copied as they grow.
+                let (read, total) = (end + 1, bytes.len());
+                rows.reserve_at_rate(read, total);
+                let rate = scratch.decoded_len() as f64 / read as f64;
+                scratch.reserve_decoded((rate * 1.125 * (total - read.min(total)) as f64) as usize);
             }
+            continue;
         }
         let at = |char_column: Option<u64>, column: Option<String>| Location {
             path: path.to_path_buf(),
@@ -781,6 +788,7 @@ pub(crate) fn parse(chunk: &Chunk, path: &Path, columns: &ColumnMap) -> Block {
             &mut names,
         );
     }
+    rows.attach_decoded(scratch.take_decoded());
     Block {
         file,
         rows,
@@ -1273,6 +1281,56 @@ mod tests {
     }
 
     #[test]
+    fn decoded_strings_are_viewed_where_they_were_decoded() {
+        let text = [
+            // Escaped text long and short (inline in its view), plain text, an id as a number.
+            r#"{"uid": 7, "traj_uid": "t", "step": 0, "reward": 0, "anchor_obs": "line one\nline two, well past twelve bytes", "action": "go \"n\"", "env_feedback": "plain text past twelve bytes"}"#,
+            // Scanned and decoded, then typed by the serde path (an action given as a number):
+            // what the scanner decoded for it stays unused.
+            r#"{"uid": "g", "traj_uid": "t", "step": 1, "reward": 0, "anchor_obs": "serde\tline text", "action": 5}"#,
+            // Left by the scanner halfway (a nested value after an escaped string).
+            r#"{"uid": "g", "traj_uid": "t", "step": 2, "reward": 0, "anchor_obs": "nested\nafter", "extra": {"a": 1}}"#,
+            r#"{"uid": "g", "traj_uid": "t", "step": 3, "reward": 0, "anchor_obs": "caf\u00e9 and a back\\slash, long"}"#,
+        ]
+        .join("\n");
+        let mut block = parse_text(&text, 1);
+        assert!(block.problems.is_empty(), "{:?}", block.problems);
+        let expected_obs = [
+            "line one\nline two, well past twelve bytes",
+            "serde\tline text",
+            "nested\nafter",
+            "café and a back\\slash, long",
+        ];
+        let rows = &mut block.rows;
+        let obs: Vec<&str> = (0..4).map(|r| rows.text(fi(OBS), r)).collect();
+        assert_eq!(obs, expected_obs);
+        assert_eq!(rows.text(fi(ACTION), 0), "go \"n\"");
+        assert_eq!(rows.text(fi(FEEDBACK), 0), "plain text past twelve bytes");
+        assert_eq!(rows.text(fi(GROUP_ID), 0), "7");
+        rows.freeze();
+        let frame = Rows::frame(&[(&*rows, &[3, 0, 1, 2])], &rows.present).unwrap();
+        let column = frame.column(OBS).unwrap().str().unwrap().clone();
+        let got: Vec<Option<&str>> = column.iter().collect();
+        let want = [3, 0, 1, 2].map(|r| Some(expected_obs[r]));
+        assert_eq!(got, want);
+        // The scanned lines' text was decoded once, into the block's decoded buffer, and viewed
+        // there; the column's own bytes hold what the serde path typed. A line the scanner left
+        // halfway leaves nothing decoded behind (one typed by the serde path after a scan does).
+        let array = column.downcast_iter().next().unwrap();
+        let [own, decoded] = array.data_buffers().as_ref() else {
+            panic!("a JSONL block's text has its own and its decoded buffer");
+        };
+        let holds =
+            |buffer: &[u8], text: &str| buffer.windows(text.len()).any(|w| w == text.as_bytes());
+        let [scanned, serde_after_scan, left_halfway, scanned_again] = expected_obs;
+        for text in [scanned, scanned_again] {
+            assert!(holds(decoded, text) && !holds(own, text), "{text:?}");
+        }
+        assert!(holds(own, serde_after_scan));
+        assert!(holds(own, left_halfway) && !holds(decoded, left_halfway));
+    }
+
+    #[test]
     fn episode_lines_give_one_row_per_step() {
         // The episode's uid/traj_uid apply to each step; a step's own key wins over the episode's.
         let line = r#"{"uid": "e", "traj_uid": "u", "reward": 9, "steps": [{"step": 0, "reward": 0}, {"step": 1, "reward": 1, "uid": "f"}]}"#;
@@ -1420,7 +1478,7 @@ mod tests {
                 file: 0,
                 line: i + 1,
             };
-            assert!(fast.row(&tape.0, origin, &mut rows, &mut uses, &mut names));
+            assert!(fast.row(&tape.0, &[], origin, &mut rows, &mut uses, &mut names));
         }
         assert_eq!(rows.len(), 1000);
         assert_eq!(fast.shapes.len(), 1);

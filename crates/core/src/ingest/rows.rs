@@ -3,10 +3,12 @@
 //!
 //! Readers fill one [`Rows`] per block of input; the assembler hands each row, by reference, to the
 //! unit (group or iteration) it belongs to ([`UnitRows`]), and a window of complete units becomes a
-//! polars frame ([`Rows::frame`]). Text is stored as one byte buffer with offsets, so a row costs no
-//! allocation of its own; once a block is complete its buffers are frozen, and the frames' string
-//! columns are views into them (the text is never copied again). Parquet text stays in the string
-//! views polars decoded it into, shared the same way.
+//! polars frame ([`Rows::frame`]). Text is stored as string views into byte buffers, so a row
+//! costs no allocation of its own and each value's bytes are written once: into the column's own
+//! buffer, or, for a string the JSONL scanner decoded from escapes, left where it was decoded (the
+//! block's decoded text, [`Rows::push_decoded`]). Once a block is complete its columns are frozen
+//! into view arrays, and the frames' string columns share their buffers (the text is never copied
+//! again). Parquet text stays in the string views polars decoded it into, shared the same way.
 
 use super::Cell;
 use crate::schema::{Kind, FIELDS};
@@ -41,40 +43,125 @@ impl<'a> Value<'a> {
     }
 }
 
-/// A text column's bytes: growing while a reader fills its block, then frozen into a buffer that
-/// every window's frame shares.
+/// A text column's values while a reader fills its block: a view per row into the column's own
+/// bytes ([`OWN`]) or into the block's decoded text ([`DECODED`]).
 #[derive(Clone, Debug, Default)]
-pub(crate) struct Bytes {
-    growing: Vec<u8>,
-    frozen: Option<polars_buffer::Buffer<u8>>,
+pub(crate) struct TextValues {
+    views: Vec<View>,
+    valid: Vec<bool>,
+    own: Vec<u8>,
+    /// Bytes of the values (each view's length).
+    bytes: usize,
+    /// Whether a value lay beyond the 4 GiB a view's offset reaches (the block's frame fails).
+    overflow: bool,
 }
 
-impl Bytes {
-    fn as_slice(&self) -> &[u8] {
-        self.frozen.as_deref().unwrap_or(&self.growing)
-    }
+/// The buffers of a text column's views: its own bytes, then the block's decoded text.
+const OWN: u32 = 0;
+const DECODED: u32 = 1;
 
-    /// The bytes to append to (a frozen buffer is copied back first; readers never do that).
-    fn growing(&mut self) -> &mut Vec<u8> {
-        if let Some(frozen) = self.frozen.take() {
-            self.growing = frozen.as_slice().to_vec();
-        }
-        &mut self.growing
-    }
-
-    fn freeze(&mut self) {
-        if self.frozen.is_none() {
-            self.frozen = Some(std::mem::take(&mut self.growing).into());
+impl TextValues {
+    fn nulls(n: usize) -> Self {
+        TextValues {
+            views: vec![View::default(); n],
+            valid: vec![false; n],
+            ..Default::default()
         }
     }
 
-    /// The bytes as a buffer for a string-view array (a copy only if never frozen).
-    fn shared(&self) -> polars_buffer::Buffer<u8> {
-        match &self.frozen {
-            Some(frozen) => frozen.clone(),
-            None => self.growing.clone().into(),
-        }
+    /// Appends a value: a string inside `decoded` is viewed there, any other is copied (an id
+    /// given as a number is written as its digits).
+    fn push(&mut self, value: Option<Value>, decoded: &[u8]) {
+        let (buffer, start, len) = match value {
+            Some(Value::Str(s)) => match offset_in(decoded, s.as_bytes()) {
+                Some(start) => (DECODED, start, s.len()),
+                None => {
+                    let start = self.own.len();
+                    self.own.extend_from_slice(s.as_bytes());
+                    (OWN, start, s.len())
+                }
+            },
+            Some(Value::Int(v)) => {
+                use std::io::Write as _;
+                let start = self.own.len();
+                let _ = write!(self.own, "{v}");
+                (OWN, start, self.own.len() - start)
+            }
+            _ => {
+                self.views.push(View::default());
+                self.valid.push(false);
+                return;
+            }
+        };
+        let Ok(offset) = u32::try_from(start) else {
+            self.overflow = true;
+            self.views.push(View::default());
+            self.valid.push(false);
+            return;
+        };
+        let bytes = match buffer {
+            OWN => &self.own[start..start + len],
+            _ => &decoded[start..start + len],
+        };
+        self.views.push(View::new_from_bytes(bytes, buffer, offset));
+        self.valid.push(true);
+        self.bytes += len;
     }
+
+    fn get<'a>(&'a self, row: usize, decoded: &'a [u8]) -> Option<&'a str> {
+        if !self.valid[row] {
+            return None;
+        }
+        let view = &self.views[row];
+        let bytes = match view.get_inlined_slice() {
+            Some(inline) => inline,
+            None => {
+                let buffer: &[u8] = if view.buffer_idx == OWN {
+                    &self.own
+                } else {
+                    decoded
+                };
+                let start = view.offset as usize;
+                buffer.get(start..start + view.length as usize)?
+            }
+        };
+        // SAFETY: only whole `&str`s (or digits) were pushed, so every view holds UTF-8.
+        Some(unsafe { std::str::from_utf8_unchecked(bytes) })
+    }
+
+    /// The values as a string-view array over their own bytes and the block's decoded text; the
+    /// values back when one lies beyond the 4 GiB a view's offset reaches.
+    fn into_array(self, decoded: &polars_buffer::Buffer<u8>) -> Result<Utf8ViewArray, Self> {
+        use polars_arrow::datatypes::ArrowDataType;
+        if self.overflow {
+            return Err(self);
+        }
+        let own: polars_buffer::Buffer<u8> = self.own.into();
+        let total_buffer_len = own.len() + decoded.len();
+        let validity = self
+            .valid
+            .contains(&false)
+            .then(|| self.valid.iter().copied().collect());
+        // SAFETY: every view lies inside the buffer it names ([`TextValues::push`]: `decoded` holds
+        // the text the views into it were made from), and only whole `&str`s were pushed, so the
+        // bytes are UTF-8.
+        Ok(unsafe {
+            Utf8ViewArray::new_unchecked(
+                ArrowDataType::Utf8View,
+                self.views.into(),
+                vec![own, decoded.clone()].into(),
+                validity,
+                Some(self.bytes),
+                total_buffer_len,
+            )
+        })
+    }
+}
+
+/// Where `value` starts inside `buffer`, when it lies there.
+fn offset_in(buffer: &[u8], value: &[u8]) -> Option<usize> {
+    let start = (value.as_ptr() as usize).checked_sub(buffer.as_ptr() as usize)?;
+    (!value.is_empty() && start + value.len() <= buffer.len()).then_some(start)
 }
 
 /// One field's values.
@@ -84,12 +171,8 @@ pub(crate) enum Buffer {
     /// are absent from any one log, and a buffer of nulls per row each (16 bytes a float) cost
     /// more memory and writes than the values that are there.
     Nulls(Kind, usize),
-    /// Keys and text: bytes with `ends[i]` the end of row i's text; `None` rows are null.
-    Text {
-        bytes: Bytes,
-        ends: Vec<usize>,
-        valid: Vec<bool>,
-    },
+    /// Keys and text while a reader fills its block (frozen into [`Buffer::Views`]).
+    Text(TextValues),
     /// Keys and text as a reader decoded them into string views (Parquet): never copied.
     Views(Utf8ViewArray),
     Int(Vec<Option<i64>>),
@@ -101,11 +184,7 @@ impl Buffer {
     /// `n` nulls of a field's kind, as values are written: the first value makes room for them.
     fn materialized(kind: Kind, n: usize) -> Self {
         match kind {
-            Kind::Key | Kind::Text => Buffer::Text {
-                bytes: Bytes::default(),
-                ends: vec![0; n],
-                valid: vec![false; n],
-            },
+            Kind::Key | Kind::Text => Buffer::Text(TextValues::nulls(n)),
             Kind::Int => Buffer::Int(vec![None; n]),
             Kind::Float => Buffer::Float(vec![None; n]),
             Kind::Bool => Buffer::Bool(vec![None; n]),
@@ -113,27 +192,15 @@ impl Buffer {
     }
 
     /// Appends a value (of the column's kind: readers convert first; an id given as a number is
-    /// written as its digits) or a null.
-    fn push(&mut self, value: Option<Value>) {
+    /// written as its digits) or a null; text inside `decoded` stays there.
+    fn push(&mut self, value: Option<Value>, decoded: &[u8]) {
         match self {
             Buffer::Nulls(_, n) if value.is_none() => *n += 1,
             &mut Buffer::Nulls(kind, n) => {
                 *self = Buffer::materialized(kind, n);
-                self.push(value);
+                self.push(value, decoded);
             }
-            Buffer::Text { bytes, ends, valid } => {
-                let bytes = bytes.growing();
-                match value {
-                    Some(Value::Str(s)) => bytes.extend_from_slice(s.as_bytes()),
-                    Some(Value::Int(v)) => {
-                        use std::io::Write as _;
-                        let _ = write!(bytes, "{v}");
-                    }
-                    _ => {}
-                }
-                valid.push(matches!(value, Some(Value::Str(_) | Value::Int(_))));
-                ends.push(bytes.len());
-            }
+            Buffer::Text(text) => text.push(value, decoded),
             Buffer::Views(_) => unreachable!("rows are pushed one by one into byte buffers only"),
             Buffer::Int(v) => v.push(match value {
                 Some(Value::Int(x)) => Some(x),
@@ -150,27 +217,16 @@ impl Buffer {
         }
     }
 
-    #[cfg(test)]
-    fn frozen_ptr(&self) -> *const u8 {
-        match self {
-            Buffer::Text { bytes, .. } => bytes
-                .frozen
-                .as_ref()
-                .map_or(std::ptr::null(), |b| b.as_ptr()),
-            _ => std::ptr::null(),
-        }
+    /// Row `row`'s value, of a column read whole (no decoded text besides).
+    pub fn get(&self, row: usize) -> Option<Value<'_>> {
+        self.get_in(row, &[])
     }
 
-    pub fn get(&self, row: usize) -> Option<Value<'_>> {
+    /// Row `row`'s value (`decoded`: its block's decoded text).
+    fn get_in<'a>(&'a self, row: usize, decoded: &'a [u8]) -> Option<Value<'a>> {
         match self {
             Buffer::Nulls(..) => None,
-            Buffer::Text { bytes, ends, valid } => valid[row].then(|| {
-                let start = if row == 0 { 0 } else { ends[row - 1] };
-                // SAFETY: only whole `&str`s are pushed, so every [start, end) holds valid UTF-8.
-                Value::Str(unsafe {
-                    std::str::from_utf8_unchecked(&bytes.as_slice()[start..ends[row]])
-                })
-            }),
+            Buffer::Text(text) => text.get(row, decoded).map(Value::Str),
             Buffer::Views(array) => array.get(row).map(Value::Str),
             Buffer::Int(v) => v[row].map(Value::Int),
             Buffer::Float(v) => v[row].map(Value::Float),
@@ -181,7 +237,7 @@ impl Buffer {
     fn len(&self) -> usize {
         match self {
             Buffer::Nulls(_, n) => *n,
-            Buffer::Text { valid, .. } => valid.len(),
+            Buffer::Text(text) => text.valid.len(),
             Buffer::Views(array) => array.len(),
             Buffer::Int(v) => v.len(),
             Buffer::Float(v) => v.len(),
@@ -192,7 +248,7 @@ impl Buffer {
     fn any_value(&self) -> bool {
         match self {
             Buffer::Nulls(..) => false,
-            Buffer::Text { valid, .. } => valid.iter().any(|&v| v),
+            Buffer::Text(text) => text.valid.contains(&true),
             Buffer::Views(array) => array.len() > array.null_count(),
             Buffer::Int(v) => v.iter().any(Option::is_some),
             Buffer::Float(v) => v.iter().any(Option::is_some),
@@ -226,7 +282,7 @@ impl Buffer {
             Buffer::Int(v) => Buffer::Int(pick(v, keep)),
             Buffer::Float(v) => Buffer::Float(pick(v, keep)),
             Buffer::Bool(v) => Buffer::Bool(pick(v, keep)),
-            Buffer::Text { .. } => unreachable!("readers keep rows of whole columns as views"),
+            Buffer::Text(_) => unreachable!("readers keep rows of whole columns as views"),
         }
     }
 }
@@ -241,6 +297,12 @@ pub(crate) struct Rows {
     /// Per field: whether an id was given as a number, and as a string (keys only).
     pub numbered: Vec<bool>,
     pub named: Vec<bool>,
+    /// The strings a reader decoded from escapes, where the text columns' views find them
+    /// ([`Rows::push_decoded`], [`Rows::attach_decoded`]).
+    decoded: polars_buffer::Buffer<u8>,
+    /// Text bytes held, counted when the block is frozen (its columns' own bytes and the decoded
+    /// text once, which their view arrays share).
+    frozen_text_bytes: Option<usize>,
 }
 
 impl Default for Rows {
@@ -251,6 +313,8 @@ impl Default for Rows {
             present: vec![false; FIELDS.len()],
             numbered: vec![false; FIELDS.len()],
             named: vec![false; FIELDS.len()],
+            decoded: Default::default(),
+            frozen_text_bytes: None,
         }
     }
 }
@@ -270,16 +334,22 @@ impl Rows {
 
     /// Heap bytes held (text and fixed-size values), for the memory budget.
     pub fn bytes(&self) -> usize {
-        let text: usize = self
+        let text = self.frozen_text_bytes.unwrap_or_else(|| self.text_bytes());
+        text + self.len() * Self::FIXED_BYTES_PER_ROW
+    }
+
+    /// Text bytes held: each column's own, and the decoded text once.
+    fn text_bytes(&self) -> usize {
+        let own: usize = self
             .columns
             .iter()
             .map(|c| match c {
-                Buffer::Text { bytes, .. } => bytes.as_slice().len(),
+                Buffer::Text(text) => text.own.len(),
                 Buffer::Views(array) => array.total_bytes_len(),
                 _ => 0,
             })
             .sum();
-        text + self.len() * Self::FIXED_BYTES_PER_ROW
+        own + self.decoded.len()
     }
 
     /// Rows read a column at a time: `columns[i]` holds `FIELDS[i]`'s values (of its kind, text as
@@ -298,6 +368,8 @@ impl Rows {
             present,
             numbered: vec![false; FIELDS.len()],
             named,
+            decoded: Default::default(),
+            frozen_text_bytes: None,
         }
     }
 
@@ -313,11 +385,10 @@ impl Rows {
         self.origin.reserve(rows);
         for column in &mut self.columns {
             match column {
-                Buffer::Text { bytes, ends, valid } => {
-                    let bytes = bytes.growing();
-                    bytes.reserve(at_rate(bytes.len()));
-                    ends.reserve(rows);
-                    valid.reserve(rows);
+                Buffer::Text(text) => {
+                    text.own.reserve(at_rate(text.own.len()));
+                    text.views.reserve(rows);
+                    text.valid.reserve(rows);
                 }
                 Buffer::Int(v) => v.reserve(rows),
                 Buffer::Float(v) => v.reserve(rows),
@@ -327,17 +398,32 @@ impl Rows {
         }
     }
 
-    /// Ends the block: its text buffers become shareable, so frames point into them.
+    /// Ends the block: its text columns become view arrays over buffers that frames share.
     pub fn freeze(&mut self) {
+        if self.frozen_text_bytes.is_some() {
+            return;
+        }
+        self.frozen_text_bytes = Some(self.text_bytes());
         for column in &mut self.columns {
-            if let Buffer::Text { bytes, .. } = column {
-                bytes.freeze();
+            if let Buffer::Text(text) = column {
+                // A block past what a view reaches stays as it is: its frame fails.
+                *column = match std::mem::take(text).into_array(&self.decoded) {
+                    Ok(array) => Buffer::Views(array),
+                    Err(text) => Buffer::Text(text),
+                };
             }
         }
     }
 
     /// Appends one row: `values[i]` belongs to `FIELDS[i]` and is already of its kind.
     pub fn push(&mut self, origin: Origin, values: &[Option<Value>]) {
+        self.push_decoded(origin, values, &[]);
+    }
+
+    /// [`Rows::push`] of a row whose strings may lie in `decoded`, the text a reader decoded
+    /// for this block so far: they are viewed there, not copied, once [`Rows::attach_decoded`]
+    /// hands the block that text (which must hold `decoded` at the same offsets).
+    pub fn push_decoded(&mut self, origin: Origin, values: &[Option<Value>], decoded: &[u8]) {
         for (i, (column, value)) in self.columns.iter_mut().zip(values).enumerate() {
             match value {
                 Some(Value::Int(_)) if FIELDS[i].kind == Kind::Key => self.numbered[i] = true,
@@ -347,13 +433,18 @@ impl Rows {
             if value.is_some() {
                 self.present[i] = true;
             }
-            column.push(*value);
+            column.push(*value, decoded);
         }
         self.origin.push(origin);
     }
 
+    /// The text decoded for this block, which [`Rows::push_decoded`]'s views point into.
+    pub fn attach_decoded(&mut self, decoded: Vec<u8>) {
+        self.decoded = decoded.into();
+    }
+
     pub fn get(&self, field: usize, row: usize) -> Option<Value<'_>> {
-        self.columns[field].get(row)
+        self.columns[field].get_in(row, &self.decoded)
     }
 
     /// A key or text value ("" when null).
@@ -445,71 +536,59 @@ fn text_column(
     use polars_arrow::datatypes::ArrowDataType;
 
     let mut buffers: Vec<polars_buffer::Buffer<u8>> = Vec::new();
-    // Where each block's byte buffer went, and where each view array's buffers begin.
-    let mut buffer_of: PlHashMap<usize, u32> = PlHashMap::default();
+    // Where each frozen block's view array's buffers begin.
     let mut first_buffer_of: PlHashMap<usize, u32> = PlHashMap::default();
     let mut views: Vec<View> = Vec::with_capacity(height);
     let mut validity = MutableBitmap::with_capacity(height);
     let mut total_bytes = 0;
     for (rows, selection) in parts {
-        let (bytes, ends, valid) = match &rows.columns[field] {
-            Buffer::Text { bytes, ends, valid } => (bytes, ends, valid),
+        // A block still growing (tests) is viewed through a copy of its columns.
+        let copied;
+        let array = match &rows.columns[field] {
+            Buffer::Views(array) => array,
+            Buffer::Text(text) => {
+                copied = text.clone().into_array(&rows.decoded).map_err(|_| {
+                    polars_err!(ComputeError: "a block of {} text over 4 GiB", FIELDS[field].name)
+                })?;
+                &copied
+            }
             Buffer::Nulls(..) => {
                 views.extend(std::iter::repeat_n(View::default(), selection.len()));
                 validity.extend_constant(selection.len(), false);
                 continue;
             }
-            Buffer::Views(array) => {
-                let own = array.data_buffers();
-                let first = *first_buffer_of
-                    .entry(own.as_ptr() as usize)
-                    .or_insert_with(|| {
-                        buffers.extend(own.iter().cloned());
-                        (buffers.len() - own.len()) as u32
-                    });
-                for &r in selection.iter() {
-                    let valid = array.is_valid(r);
-                    validity.push(valid);
-                    if !valid {
-                        views.push(View::default());
-                        continue;
-                    }
-                    let mut view = array.views()[r];
-                    total_bytes += view.length as usize;
-                    if view.length > View::MAX_INLINE_SIZE {
-                        view.buffer_idx += first;
-                    }
-                    views.push(view);
-                }
-                continue;
-            }
             _ => polars_bail!(ComputeError: "field {} holds no text", FIELDS[field].name),
         };
-        let data = bytes.as_slice();
-        let buffer = *buffer_of.entry(data.as_ptr() as usize).or_insert_with(|| {
-            buffers.push(bytes.shared());
-            (buffers.len() - 1) as u32
-        });
+        let own = array.data_buffers();
+        let mut add_buffers = || {
+            buffers.extend(own.iter().cloned());
+            (buffers.len() - own.len()) as u32
+        };
+        let first = match &rows.columns[field] {
+            Buffer::Views(_) => *first_buffer_of
+                .entry(own.as_ptr() as usize)
+                .or_insert_with(add_buffers),
+            _ => add_buffers(),
+        };
         for &r in selection.iter() {
-            validity.push(valid[r]);
-            if !valid[r] {
+            let valid = array.is_valid(r);
+            validity.push(valid);
+            if !valid {
                 views.push(View::default());
                 continue;
             }
-            let start = if r == 0 { 0 } else { ends[r - 1] };
-            let Ok(offset) = u32::try_from(start) else {
-                polars_bail!(ComputeError: "a block of {} text over 4 GiB", FIELDS[field].name);
-            };
-            let value = &data[start..ends[r]];
-            total_bytes += value.len();
-            views.push(View::new_from_bytes(value, buffer, offset));
+            let mut view = array.views()[r];
+            total_bytes += view.length as usize;
+            if view.length > View::MAX_INLINE_SIZE {
+                view.buffer_idx += first;
+            }
+            views.push(view);
         }
     }
     let total_buffer_len = buffers.iter().map(|b| b.len()).sum();
     let validity = (validity.unset_bits() > 0).then(|| validity.into());
-    // SAFETY: every view lies inside its buffer (offsets and lengths from `ends`, or a view array's
-    // own views moved with its buffers), and only whole `&str`s were pushed or decoded (polars
-    // checks UTF-8), so the bytes are UTF-8.
+    // SAFETY: the views are the parts' own, moved with their buffers, and hold UTF-8 (only whole
+    // `&str`s were pushed or decoded; polars checks Parquet's).
     let array = unsafe {
         Utf8ViewArray::new_unchecked(
             ArrowDataType::Utf8View,
@@ -848,13 +927,26 @@ mod tests {
             .flat_map(|(_, selection)| selection.iter().map(|&r| texts[r]))
             .collect();
         assert_eq!(got, expected);
-        // The frame shares the blocks' buffers (two, once each) instead of copying the text.
+        // The frame shares the blocks' buffers (each block's own and decoded text, once each)
+        // instead of copying the text.
         let column = frame.column(OBS).unwrap().str().unwrap().clone();
         let array = column.downcast_iter().next().unwrap();
-        assert_eq!(array.data_buffers().len(), 2);
+        let pointers = |buffers: &[polars_buffer::Buffer<u8>]| {
+            buffers.iter().map(|b| b.as_ptr()).collect::<Vec<_>>()
+        };
+        let Buffer::Views(a_obs) = &a.columns[obs] else {
+            panic!("a frozen block's text is a view array");
+        };
+        let Buffer::Views(b_obs) = &b.columns[obs] else {
+            panic!("a frozen block's text is a view array");
+        };
         assert_eq!(
-            array.data_buffers()[0].as_ptr(),
-            a.columns[obs].frozen_ptr()
+            pointers(array.data_buffers()),
+            [
+                pointers(a_obs.data_buffers()),
+                pointers(b_obs.data_buffers())
+            ]
+            .concat()
         );
         // A block still growing is copied, with the same values.
         let mut growing = Rows::default();
