@@ -373,7 +373,10 @@ struct Shape {
     /// Per key: (field, rank) — rank 0 feeds the field, rank k ≥ 1 is its k-th agreeing column.
     roles: Vec<Option<(usize, usize)>>,
     resolution: Resolution,
-    /// An episode's `steps`, or too many agreeing columns: the serde path decides.
+    /// The fields some key feeds, in field order: a row's values are typed for these alone.
+    fed: Vec<usize>,
+    /// An episode's `steps`, too many agreeing columns, or a required field no key feeds: the
+    /// serde path decides.
     slow: bool,
     /// Whether this block's report already has the shape's column uses.
     reported: bool,
@@ -394,16 +397,24 @@ impl Shape {
                 })
             })
             .collect();
+        let fed = (0..N_FIELDS)
+            .filter(|&f| resolution.feeds[f].is_some())
+            .collect();
         let slow = keys.contains(&"steps")
             || resolution
                 .feeds
                 .iter()
                 .flatten()
-                .any(|f| f.agree.len() >= MAX_RANK);
+                .any(|f| f.agree.len() >= MAX_RANK)
+            || FIELDS
+                .iter()
+                .zip(&resolution.feeds)
+                .any(|(field, feed)| field.required && feed.is_none());
         Shape {
             keys: keys.iter().map(|k| k.to_string()).collect(),
             roles,
             resolution,
+            fed,
             slow,
             reported: false,
         }
@@ -570,41 +581,23 @@ impl<'a> FastPath<'a> {
         if shape.slow || last.repeats {
             return false;
         }
-        self.slots.iter_mut().for_each(|s| *s = None);
-        for (&entry, role) in last.read.iter().zip(&shape.roles) {
-            if let Some((field, rank)) = *role {
-                self.slots[field * MAX_RANK + rank] = Some(entries[entry].1);
-            }
+        // The slots a row sets are cleared after it (the others stay `None`).
+        let roles = || {
+            last.read
+                .iter()
+                .zip(&shape.roles)
+                .filter_map(|(&e, r)| Some((e, (*r)?)))
+        };
+        for (entry, (field, rank)) in roles() {
+            self.slots[field * MAX_RANK + rank] = Some(entries[entry].1);
         }
-        let mut values: [Option<Typed>; N_FIELDS] = [None; N_FIELDS];
-        for (f, field) in FIELDS.iter().enumerate() {
-            let Some(feed) = &shape.resolution.feeds[f] else {
-                if field.required {
-                    return false;
-                }
-                continue;
-            };
-            let mut chosen: Option<Typed> = None;
-            for rank in 0..=feed.agree.len() {
-                let Some(node) = self.slots[f * MAX_RANK + rank] else {
-                    continue;
-                };
-                let Some(value) = typed(field.kind, &nodes[node]) else {
-                    return false;
-                };
-                match (chosen, value) {
-                    (_, None) => {}
-                    (None, Some(v)) => chosen = Some(v),
-                    (Some(c), Some(v)) if c == v => {}
-                    _ => return false,
-                }
-            }
-            match chosen {
-                None if field.required => return false,
-                Some(v) if out_of_domain(field, v) => return false,
-                _ => values[f] = chosen.map(|v| derived(feed.derive, v)),
-            }
+        let typed = typed_values(shape, &self.slots, nodes);
+        for (_, (field, rank)) in roles() {
+            self.slots[field * MAX_RANK + rank] = None;
         }
+        let Some(values) = typed else {
+            return false;
+        };
         rows.push_decoded(origin, &values, decoded);
         if !shape.reported {
             uses.extend(shape.resolution.uses.iter().cloned());
@@ -612,6 +605,37 @@ impl<'a> FastPath<'a> {
         }
         true
     }
+}
+
+/// A row's values for the fields `shape` feeds, from the value nodes in `slots`; `None` when the
+/// serde path must decide.
+fn typed_values<'i>(
+    shape: &Shape,
+    slots: &[Option<usize>],
+    nodes: &[Node<'i>],
+) -> Option<[Option<Typed<'i>>; N_FIELDS]> {
+    let mut values: [Option<Typed>; N_FIELDS] = [None; N_FIELDS];
+    for &f in &shape.fed {
+        let (field, feed) = (&FIELDS[f], shape.resolution.feeds[f].as_ref()?);
+        let mut chosen: Option<Typed> = None;
+        for rank in 0..=feed.agree.len() {
+            let Some(node) = slots[f * MAX_RANK + rank] else {
+                continue;
+            };
+            match (chosen, typed(field.kind, &nodes[node])?) {
+                (_, None) => {}
+                (None, Some(v)) => chosen = Some(v),
+                (Some(c), Some(v)) if c == v => {}
+                _ => return None,
+            }
+        }
+        match chosen {
+            None if field.required => return None,
+            Some(v) if out_of_domain(field, v) => return None,
+            _ => values[f] = chosen.map(|v| derived(feed.derive, v)),
+        }
+    }
+    Some(values)
 }
 
 /// A tape value as the field's kind, when that needs no conversion worth a message:
