@@ -200,7 +200,7 @@ fn word(
 /// closing quote). The line holds no control character ([`clean_text`]).
 fn string(line: &str, from: usize, scratch: &mut Scratch) -> Option<usize> {
     let bytes = line.as_bytes();
-    let mut at = from + memchr::memchr3(b'"', b'\\', b'\n', &bytes[from..])?;
+    let mut at = string_stop(bytes, from)?;
     match bytes[at] {
         b'"' => {
             scratch.parts.push(Part::Line(from, at));
@@ -236,7 +236,7 @@ fn string(line: &str, from: usize, scratch: &mut Scratch) -> Option<usize> {
             }
             _ => return None,
         }
-        let next = at + memchr::memchr3(b'"', b'\\', b'\n', &bytes[at..])?;
+        let next = string_stop(bytes, at)?;
         decoded.push_str(&line[at..next]);
         at = next;
         match bytes[at] {
@@ -248,6 +248,28 @@ fn string(line: &str, from: usize, scratch: &mut Scratch) -> Option<usize> {
             _ => {}
         }
     }
+}
+
+/// The first quote, backslash or line break at or after `from`. Most strings of a row (its keys,
+/// ids, short values) end within 16 bytes: those are looked at with one SSE2 comparison inline,
+/// where a call to `memchr3` per string cost more than the search itself.
+fn string_stop(bytes: &[u8], from: usize) -> Option<usize> {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(window) = bytes.get(from..from + 16) {
+        use std::arch::x86_64::*;
+        // SAFETY: SSE2 is part of x86_64; the load reads the 16 bytes of `window`.
+        let stops = unsafe {
+            let v = _mm_loadu_si128(window.as_ptr().cast());
+            let is = |b: u8| _mm_cmpeq_epi8(v, _mm_set1_epi8(b as i8));
+            _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(is(b'"'), is(b'\\')), is(b'\n'))) as u32
+        };
+        if stops != 0 {
+            return Some(from + stops.trailing_zeros() as usize);
+        }
+        let rest = from + 16;
+        return memchr::memchr3(b'"', b'\\', b'\n', &bytes[rest..]).map(|p| rest + p);
+    }
+    memchr::memchr3(b'"', b'\\', b'\n', &bytes[from..]).map(|p| from + p)
 }
 
 /// Exact powers of ten in `f64` (10^22 is the last).
@@ -467,6 +489,27 @@ mod tests {
             }
         }
         assert!(taken > 100_000, "only {taken} numbers took the scanner");
+    }
+
+    #[test]
+    fn a_string_stops_where_memchr3_finds_its_end() {
+        // Every start in buffers of every length up to 40, with a stop byte at every place or
+        // none: within the 16 bytes looked at inline, just past them, and with fewer than 16 left.
+        for len in 0..40 {
+            for stop_at in (0..len).map(Some).chain([None]) {
+                for stop in [b'"', b'\\', b'\n'] {
+                    let mut bytes = vec![b'a'; len];
+                    if let Some(p) = stop_at {
+                        bytes[p] = stop;
+                    }
+                    for from in 0..=len {
+                        let want =
+                            memchr::memchr3(b'"', b'\\', b'\n', &bytes[from..]).map(|p| from + p);
+                        assert_eq!(string_stop(&bytes, from), want, "{len} {stop_at:?} {from}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]
