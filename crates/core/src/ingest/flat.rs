@@ -25,14 +25,11 @@ impl Scratch {
         std::mem::take(&mut self.decoded).into_bytes()
     }
 
-    /// Bytes decoded so far.
-    pub fn decoded_len(&self) -> usize {
-        self.decoded.len()
-    }
-
-    /// Room for `additional` more decoded bytes (a buffer grown by doubling copies what it holds).
-    pub fn reserve_decoded(&mut self, additional: usize) {
-        self.decoded.reserve(additional);
+    /// Room for the rest of the input's decoded text at the rate of the `read` bytes of its
+    /// `total` so far (a buffer grown by doubling copies what it holds).
+    pub fn reserve_decoded_at_rate(&mut self, read: usize, total: usize) {
+        let more = super::rows::at_rate(self.decoded.len(), read, total);
+        self.decoded.reserve(more);
     }
 }
 
@@ -254,22 +251,27 @@ fn string(line: &str, from: usize, scratch: &mut Scratch) -> Option<usize> {
 /// ids, short values) end within 16 bytes: those are looked at with one SSE2 comparison inline,
 /// where a call to `memchr3` per string cost more than the search itself.
 fn string_stop(bytes: &[u8], from: usize) -> Option<usize> {
+    // Where `memchr3` goes on from: past the 16 bytes looked at inline.
     #[cfg(target_arch = "x86_64")]
-    if let Some(window) = bytes.get(from..from + 16) {
-        use std::arch::x86_64::*;
-        // SAFETY: SSE2 is part of x86_64; the load reads the 16 bytes of `window`.
-        let stops = unsafe {
-            let v = _mm_loadu_si128(window.as_ptr().cast());
-            let is = |b: u8| _mm_cmpeq_epi8(v, _mm_set1_epi8(b as i8));
-            _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(is(b'"'), is(b'\\')), is(b'\n'))) as u32
-        };
-        if stops != 0 {
-            return Some(from + stops.trailing_zeros() as usize);
+    let rest = match bytes.get(from..from + 16) {
+        Some(window) => {
+            use std::arch::x86_64::*;
+            // SAFETY: SSE2 is part of x86_64; the load reads the 16 bytes of `window`.
+            let stops = unsafe {
+                let v = _mm_loadu_si128(window.as_ptr().cast());
+                let is = |b: u8| _mm_cmpeq_epi8(v, _mm_set1_epi8(b as i8));
+                _mm_movemask_epi8(_mm_or_si128(_mm_or_si128(is(b'"'), is(b'\\')), is(b'\n'))) as u32
+            };
+            if stops != 0 {
+                return Some(from + stops.trailing_zeros() as usize);
+            }
+            from + 16
         }
-        let rest = from + 16;
-        return memchr::memchr3(b'"', b'\\', b'\n', &bytes[rest..]).map(|p| rest + p);
-    }
-    memchr::memchr3(b'"', b'\\', b'\n', &bytes[from..]).map(|p| from + p)
+        None => from,
+    };
+    #[cfg(not(target_arch = "x86_64"))]
+    let rest = from;
+    memchr::memchr3(b'"', b'\\', b'\n', &bytes[rest..]).map(|p| rest + p)
 }
 
 /// Exact powers of ten in `f64` (10^22 is the last).

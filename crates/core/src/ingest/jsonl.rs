@@ -790,8 +790,7 @@ pub(crate) fn parse(chunk: &Chunk, path: &Path, columns: &ColumnMap) -> Block {
                 // rows (lines of one log are alike), so they are not copied as they grow.
                 let (read, total) = (end + 1, bytes.len());
                 rows.reserve_at_rate(read, total);
-                let rate = scratch.decoded_len() as f64 / read as f64;
-                scratch.reserve_decoded((rate * 1.125 * (total - read.min(total)) as f64) as usize);
+                scratch.reserve_decoded_at_rate(read, total);
             }
             continue;
         }

@@ -87,17 +87,11 @@ impl TextValues {
                 let _ = write!(self.own, "{v}");
                 (OWN, start, self.own.len() - start)
             }
-            _ => {
-                self.views.push(View::default());
-                self.valid.push(false);
-                return;
-            }
+            _ => return self.push_null(),
         };
         let Ok(offset) = u32::try_from(start) else {
             self.overflow = true;
-            self.views.push(View::default());
-            self.valid.push(false);
-            return;
+            return self.push_null();
         };
         let bytes = match buffer {
             OWN => &self.own[start..start + len],
@@ -106,6 +100,11 @@ impl TextValues {
         self.views.push(View::new_from_bytes(bytes, buffer, offset));
         self.valid.push(true);
         self.bytes += len;
+    }
+
+    fn push_null(&mut self) {
+        self.views.push(View::default());
+        self.valid.push(false);
     }
 
     fn get<'a>(&'a self, row: usize, decoded: &'a [u8]) -> Option<&'a str> {
@@ -156,6 +155,13 @@ impl TextValues {
             )
         })
     }
+}
+
+/// Room for what the rest of an input would add to `held`, at the rate `read` of its `total`
+/// bytes gave so far (plus an eighth).
+pub(crate) fn at_rate(held: usize, read: usize, total: usize) -> usize {
+    let rate = held as f64 / read.max(1) as f64;
+    (rate * 1.125 * total.saturating_sub(read) as f64) as usize
 }
 
 /// Where `value` starts inside `buffer`, when it lies there.
@@ -377,10 +383,7 @@ impl Rows {
     /// far, at the same rate per field (plus an eighth): buffers that grow by doubling copy what
     /// they hold each time, into fresh pages.
     pub fn reserve_at_rate(&mut self, read: usize, total: usize) {
-        let at_rate = |held: usize| {
-            let rate = held as f64 / read.max(1) as f64;
-            (rate * 1.125 * total.saturating_sub(read) as f64) as usize
-        };
+        let at_rate = |held| at_rate(held, read, total);
         let rows = at_rate(self.len());
         self.origin.reserve(rows);
         for column in &mut self.columns {
