@@ -545,15 +545,16 @@ fn text_column(
     let mut validity = MutableBitmap::with_capacity(height);
     let mut total_bytes = 0;
     for (rows, selection) in parts {
-        // A block still growing (tests) is viewed through a copy of its columns.
+        // A block still growing (tests) is viewed through a copy of its columns, whose buffers
+        // no other part shares.
         let copied;
-        let array = match &rows.columns[field] {
-            Buffer::Views(array) => array,
+        let (array, shared) = match &rows.columns[field] {
+            Buffer::Views(array) => (array, true),
             Buffer::Text(text) => {
                 copied = text.clone().into_array(&rows.decoded).map_err(|_| {
                     polars_err!(ComputeError: "a block of {} text over 4 GiB", FIELDS[field].name)
                 })?;
-                &copied
+                (&copied, false)
             }
             Buffer::Nulls(..) => {
                 views.extend(std::iter::repeat_n(View::default(), selection.len()));
@@ -567,11 +568,11 @@ fn text_column(
             buffers.extend(own.iter().cloned());
             (buffers.len() - own.len()) as u32
         };
-        let first = match &rows.columns[field] {
-            Buffer::Views(_) => *first_buffer_of
+        let first = match shared {
+            true => *first_buffer_of
                 .entry(own.as_ptr() as usize)
                 .or_insert_with(add_buffers),
-            _ => add_buffers(),
+            false => add_buffers(),
         };
         for &r in selection.iter() {
             let valid = array.is_valid(r);
