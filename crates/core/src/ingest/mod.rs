@@ -20,6 +20,7 @@ mod files;
 mod flat;
 mod ids;
 mod jsonl;
+mod pages;
 mod parquet;
 mod rows;
 mod stream;

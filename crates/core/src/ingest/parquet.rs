@@ -1,5 +1,6 @@
-//! Parquet reading through polars' own reader, slice by slice, reading only the columns that feed
-//! a field: one step row per row. Columns are resolved through the same schema table as JSONL and
+//! Parquet reading, slice by slice, reading only the columns that feed a field: one step row per
+//! row. Text columns are read from their pages as views into them where they decode ([`pages`]),
+//! the others through polars' own reader. Columns are resolved through the same schema table as JSONL and
 //! cast to each field's kind, a column at a time; a value that does not cast is reported with its
 //! row (0-based) and column.
 //!
@@ -14,6 +15,7 @@
 //! once per slice: a 1M-row group of ids takes ~1.5x the memory of 82k-row groups.
 
 use super::jsonl::Block;
+use super::pages;
 use super::rows::{Buffer, Origin, Rows, Value as Typed};
 use super::{conflict_message, domain_error, Cell, SeenColumns};
 use crate::error::{Error, Location, Reason, Result, Unit};
@@ -45,6 +47,8 @@ pub(crate) struct Plan {
     pub columns: SeenColumns,
     /// The columns that feed a field (feeding and agreeing ones).
     projection: Vec<String>,
+    /// Those of them read from their pages as string views ([`pages`]), where they decode.
+    text_columns: Vec<String>,
     metadata: Arc<polars_parquet_metadata::FileMetadata>,
     pub slices: Vec<Slice>,
     /// Bytes of the file per row, for progress.
@@ -185,6 +189,18 @@ pub(crate) fn plan(path: &Path, file: u32, size: u64, columns: &ColumnMap) -> Re
             }
         }
     }
+    let text_columns = projection
+        .iter()
+        .filter(|name| {
+            schema.get(name.as_str()).is_some_and(|field| {
+                matches!(
+                    field.dtype,
+                    ArrowDataType::Utf8 | ArrowDataType::LargeUtf8 | ArrowDataType::Utf8View
+                )
+            }) && pages::readable(&metadata, name)
+        })
+        .cloned()
+        .collect();
     let rows = metadata.num_rows;
     let slices = slices(&metadata, &projection, SLICE_BYTES);
     Ok(Plan {
@@ -192,6 +208,7 @@ pub(crate) fn plan(path: &Path, file: u32, size: u64, columns: &ColumnMap) -> Re
         resolution,
         columns: noted,
         projection,
+        text_columns,
         metadata,
         slices,
         disk_bytes_per_row: size as f64 / rows.max(1) as f64,
@@ -293,19 +310,59 @@ type Problems = Vec<(usize, usize, String, Reason, String)>;
 
 /// Reads a slice of a planned file into a block.
 pub(crate) fn read_slice(path: &Path, plan: &Plan, slice: Slice) -> Result<Block> {
-    let handle = std::fs::File::open(path).map_err(|source| Error::Io {
-        path: path.to_path_buf(),
-        cause: source,
-    })?;
-    let mut reader = ParquetReader::new(handle)
-        .with_columns(Some(plan.projection.clone()))
-        .with_slice(Some((slice.start, slice.rows)))
-        // Only this way does polars skip the row groups before the slice: the others set up
-        // every earlier group's columns (decompressing their dictionaries) for none of its rows.
-        .read_parallel(ParallelStrategy::RowGroups);
-    reader.set_metadata(plan.metadata.clone());
-    let frame = guard(path, || reader.finish())?;
-    let n = frame.height();
+    let open = || {
+        std::fs::File::open(path).map_err(|source| Error::Io {
+            path: path.to_path_buf(),
+            cause: source,
+        })
+    };
+    // Text columns from their pages where they decode (polars reads the others, and these where
+    // they do not).
+    let mut text: Vec<(&str, Column)> = Vec::new();
+    if !plan.text_columns.is_empty() {
+        let mut file = open()?;
+        for name in &plan.text_columns {
+            let array = guard(path, || {
+                Ok(pages::text(&mut file, &plan.metadata, name, slice))
+            });
+            if let Ok(Some(array)) = array {
+                let series = Series::from_arrow(name.as_str().into(), Box::new(array))?;
+                text.push((name, series.into_column()));
+            }
+        }
+    }
+    let rest: Vec<String> = plan
+        .projection
+        .iter()
+        .filter(|name| !text.iter().any(|(t, _)| t == name))
+        .cloned()
+        .collect();
+    let (frame, n) = if rest.is_empty() {
+        (DataFrame::empty(), slice.rows)
+    } else {
+        let mut reader = ParquetReader::new(open()?)
+            .with_columns(Some(rest))
+            .with_slice(Some((slice.start, slice.rows)))
+            // Only this way does polars skip the row groups before the slice: the others set up
+            // every earlier group's columns (decompressing their dictionaries) for none of its rows.
+            .read_parallel(ParallelStrategy::RowGroups);
+        reader.set_metadata(plan.metadata.clone());
+        let frame = guard(path, || reader.finish())?;
+        let n = frame.height();
+        if n != slice.rows && !text.is_empty() {
+            return Err(unreadable(
+                path,
+                "its row groups hold other rows than its footer says",
+            ));
+        }
+        (frame, n)
+    };
+    let column = |name: &str| -> Result<&Column> {
+        match text.iter().find(|(t, _)| *t == name) {
+            Some((_, column)) => Ok(column),
+            None => Ok(frame.column(name)?),
+        }
+    };
 
     let mut problems: Problems = Vec::new();
     // Per field: its values, a column at a time (nulls where no column feeds it).
@@ -316,7 +373,7 @@ pub(crate) fn read_slice(path: &Path, plan: &Plan, slice: Slice) -> Result<Block
             continue;
         };
         let mut cast = |name: &str| -> Result<Buffer> {
-            let (values, bad) = cast_column(field.kind, frame.column(name)?)?;
+            let (values, bad) = cast_column(field.kind, column(name)?)?;
             for (row, reason, message) in bad {
                 problems.push((row, i, name.to_string(), reason, message));
             }
@@ -379,7 +436,7 @@ pub(crate) fn read_slice(path: &Path, plan: &Plan, slice: Slice) -> Result<Block
     // Ids stored as integers are numbers, as in JSONL (`1` vs `"1"`, see the assembler).
     for (i, field) in FIELDS.iter().enumerate() {
         if let (Kind::Key, Some(feed)) = (field.kind, &plan.resolution.feeds[i]) {
-            if frame.column(&feed.column)?.dtype().is_integer() {
+            if column(&feed.column)?.dtype().is_integer() {
                 rows.numbered[i] = true;
                 rows.named[i] = false;
             }
@@ -837,6 +894,68 @@ mod tests {
         assert!(problems[0].ends_with("log.parquet:row 12 (step): expected an integer, got 0.5"));
         assert!(problems[1]
             .ends_with("log.parquet:row 44 (reward): `reward` is null; a value is required"));
+    }
+
+    /// A log whose text comes in every page layout (`scripts/fixture-pages.py`), read in slices
+    /// that cut pages and row groups: each row's text is what polars reads, whether it came from
+    /// the pages or, for a column in an encoding read by polars alone, from polars.
+    #[test]
+    fn text_read_from_pages_is_what_polars_reads() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+        for version in [1, 2] {
+            let path = root.join(format!("fixtures/formats/pages-v{version}.parquet"));
+            let size = std::fs::metadata(&path).unwrap().len();
+            let mut plan = plan(&path, 0, size, &ColumnMap::default()).unwrap();
+            let text_fields = [GROUP_ID, TRAJ_ID, OBS, ACTION, TASK, FEEDBACK];
+            let mut read_by_pages = plan.text_columns.clone();
+            read_by_pages.sort();
+            let mut expected = [
+                "action",
+                "anchor_obs",
+                "env_feedback",
+                "task",
+                "traj_uid",
+                "uid",
+            ];
+            expected.sort();
+            assert_eq!(read_by_pages, expected);
+            plan.slices = slices(&plan.metadata, &plan.projection, 16 << 10);
+            assert!(plan.slices.len() > 10, "{} slices", plan.slices.len());
+            let whole = ParquetReader::new(std::fs::File::open(&path).unwrap())
+                .finish()
+                .unwrap();
+            let columns = [
+                "uid",
+                "traj_uid",
+                "anchor_obs",
+                "action",
+                "task",
+                "env_feedback",
+            ];
+            let polars: Vec<Vec<Option<String>>> = columns
+                .iter()
+                .map(|c| {
+                    let column = whole.column(c).unwrap().str().unwrap().clone();
+                    column.iter().map(|v| v.map(str::to_string)).collect()
+                })
+                .collect();
+            let mut row = 0;
+            for &slice in &plan.slices {
+                let block = read_slice(&path, &plan, slice).unwrap();
+                assert!(block.problems.is_empty());
+                for r in 0..block.rows.len() {
+                    for (field, want) in text_fields.iter().zip(&polars) {
+                        let got = block.rows.get(fi(field), r).map(|v| match v {
+                            Typed::Str(s) => s.to_string(),
+                            other => panic!("{field}: {other:?}"),
+                        });
+                        assert_eq!(got, want[row], "v{version} row {row} {field}");
+                    }
+                    row += 1;
+                }
+            }
+            assert_eq!(row, whole.height());
+        }
     }
 
     #[test]
