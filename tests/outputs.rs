@@ -72,6 +72,37 @@ fn workspace(run: &Run) {
     std::fs::hard_link(logs.join("a.jsonl"), run.path("hard.jsonl")).unwrap();
 }
 
+/// What the property test adds to [`workspace`]: credit folder outputs whose subfolder or file
+/// was replaced by a link to the user's `other/`, and temporaries of runs elsewhere.
+fn hostile(run: &Run) {
+    for (dir, command, linked) in [("rep", "report", "figures"), ("g", "graph", "x.dot")] {
+        std::fs::create_dir(run.path(dir)).unwrap();
+        let manifest = serde_json::json!({
+            "command": command,
+            "files": ["figures/success.png", "x.dot", "report.html"],
+        });
+        std::fs::write(
+            run.path(&format!("{dir}/.credit-manifest.json")),
+            serde_json::to_vec(&manifest).unwrap(),
+        )
+        .unwrap();
+        std::fs::write(run.path(&format!("{dir}/report.html")), "old").unwrap();
+        let to = if linked == "figures" {
+            "../other"
+        } else {
+            "../other/notes.txt"
+        };
+        std::os::unix::fs::symlink(to, run.path(&format!("{dir}/{linked}"))).unwrap();
+    }
+    std::fs::write(run.path("other/success.png"), "the user's").unwrap();
+    for name in [
+        ".credit-4194305-0badf00d-abcdef.tmp",
+        "other/.credit-4194305-abcdef.tmp",
+    ] {
+        std::fs::write(run.path(name), "theirs").unwrap();
+    }
+}
+
 fn exit(out: &Output) -> Option<i32> {
     out.status.code()
 }
@@ -258,6 +289,154 @@ fn a_report_folder_is_credits_and_keeps_a_users_file() {
     assert!(left.is_empty(), "temporaries left: {left:?}");
 }
 
+/// The `.credit-` temporaries under the workspace that were not there before the run.
+fn new_temporaries(
+    before: &BTreeMap<PathBuf, Vec<u8>>,
+    after: &BTreeMap<PathBuf, Vec<u8>>,
+) -> Vec<PathBuf> {
+    after
+        .keys()
+        .filter(|p| {
+            p.to_string_lossy().contains(".credit-")
+                && !p.ends_with(".credit-manifest.json")
+                && !before.contains_key(*p)
+        })
+        .cloned()
+        .collect()
+}
+
+#[cfg(unix)]
+#[test]
+fn nothing_is_written_or_removed_through_a_link_inside_a_folder_output() {
+    let run = Run::new();
+    workspace(&run);
+    let report = ["report", "logs", "--out", "rep", "--explore-max", "0"];
+    let out = run.credit(report);
+    assert!(out.status.success(), "{}", stderr(&out));
+    // The figures folder, restored from a CI artifact as a link to another folder holding a
+    // user's files of the same names.
+    std::fs::create_dir(run.path("outside")).unwrap();
+    for entry in std::fs::read_dir(run.path("rep/figures")).unwrap() {
+        let name = entry.unwrap().file_name();
+        std::fs::write(run.path("outside").join(&name), "the user's").unwrap();
+    }
+    std::fs::remove_dir_all(run.path("rep/figures")).unwrap();
+    std::os::unix::fs::symlink("../outside", run.path("rep/figures")).unwrap();
+    let before = snapshot(run.dir.path());
+    let out = run.credit(report);
+    assert_eq!(exit(&out), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(
+            "lies under a symbolic link inside the folder output, figures (to ../outside): credit never writes or removes through a link; remove the link or choose another folder (nothing was written)"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    // The user's files, the earlier report and its manifest: all as they were.
+    assert_eq!(snapshot(run.dir.path()), before);
+
+    // A graph folder whose file was replaced by a link to a user's file.
+    let graph = ["graph", "logs", "--out", "g", "--top", "1"];
+    let out = run.credit(graph);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let dot = std::fs::read_dir(run.path("g"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.extension().is_some_and(|e| e == "dot"))
+        .unwrap();
+    std::fs::remove_file(&dot).unwrap();
+    std::os::unix::fs::symlink("../other/notes.txt", &dot).unwrap();
+    let before = snapshot(run.dir.path());
+    let out = run.credit(graph);
+    assert_eq!(exit(&out), Some(2), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("is a symbolic link inside the folder output")
+            && stderr(&out).contains("(to ../other/notes.txt)"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(snapshot(run.dir.path()), before);
+}
+
+#[cfg(unix)]
+#[test]
+fn temporaries_of_other_runs_and_look_alikes_are_left_alone() {
+    let run = Run::new();
+    workspace(&run);
+    // A live run in another container or host sharing the disk (its pid means nothing here), an
+    // earlier version's temporary, and a user's files that look like temporaries.
+    let theirs = [
+        ".credit-4194305-0badf00d-abcdef.tmp",
+        ".credit-1-0badf00d-abcdef.tmp.png",
+        ".credit-4194305-abcdef.tmp",
+        ".credit-notes.tmp",
+    ];
+    for name in theirs {
+        std::fs::write(run.path(name), "theirs").unwrap();
+    }
+    let out = run.credit(["advantages", "logs", "--methods", "grpo", "-o", "adv.csv"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    for name in theirs {
+        assert_eq!(
+            std::fs::read_to_string(run.path(name)).unwrap(),
+            "theirs",
+            "{name}"
+        );
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn concurrent_runs_on_one_folder_output_take_turns_or_are_refused_naming_the_other() {
+    let run = Run::new();
+    workspace(&run);
+    for (command, out_dir) in [
+        (["report", "logs", "--out", "r", "--explore-max", "1"], "r"),
+        (["graph", "logs", "--out", "g", "--top", "2"], "g"),
+    ] {
+        for _ in 0..3 {
+            let spawn = || {
+                std::process::Command::new(env!("CARGO_BIN_EXE_credit"))
+                    .args(command)
+                    .current_dir(run.dir.path())
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            };
+            let (a, b) = (spawn(), spawn());
+            let outs = [a.wait_with_output().unwrap(), b.wait_with_output().unwrap()];
+            let mut succeeded = 0;
+            for out in &outs {
+                match exit(out) {
+                    Some(0) => succeeded += 1,
+                    Some(2) => assert!(
+                        stderr(out).contains("is being written by another credit run (pid ")
+                            && stderr(out).contains(
+                                "wait for it to end, or choose another folder (nothing was written)"
+                            ),
+                        "{command:?}: {}",
+                        stderr(out)
+                    ),
+                    code => panic!("{command:?}: exit {code:?}: {}", stderr(out)),
+                }
+            }
+            assert!(succeeded >= 1, "{command:?}: neither run wrote");
+            // The folder is whole and credit's: every file its manifest lists is there, and the
+            // next run writes it.
+            let files = snapshot(&run.path(out_dir));
+            for listed in credits_files(&files) {
+                assert!(
+                    files.contains_key(&listed),
+                    "{command:?}: {listed:?} missing"
+                );
+            }
+            let out = run.credit(command);
+            assert!(out.status.success(), "{command:?}: {}", stderr(&out));
+        }
+    }
+}
+
 #[test]
 fn output_names_of_251_to_255_characters_are_written() {
     // The hidden temporary beside the output has a short name of its own: it never makes a legal
@@ -400,11 +579,26 @@ fn a_full_disk_is_a_write_error_naming_the_output_and_keeps_the_old_one() {
             "{name}: temporaries left: {stdout}"
         );
     }
+    // A report over an earlier one: the disk fills while its files are written, and the earlier
+    // report stays whole (no new figure beside the old page).
+    let sums = "(cd full/rep && find . -type f | sort | xargs md5sum)";
     let out = on_a_small_disk(
         &run,
-        &format!("{FILL} && $CREDIT report {input} --out full/rep"),
+        &format!(
+            "$CREDIT report {input} --out full/rep --explore-max 0 --methods grpo >/dev/null 2>&1 && echo FIRST \
+             && {sums} > sums.before && {FILL} \
+             && $CREDIT report {input} --out full/rep --methods all; code=$?; \
+             {sums} > sums.after; cmp sums.before sums.after && echo SAME; ls -a full/rep; exit $code"
+        ),
     );
-    let stderr = String::from_utf8_lossy(&out.stderr);
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(
+        stdout.contains("FIRST"),
+        "the first report fits: {stdout}{stderr}"
+    );
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(
         stderr.contains("error: writing full/rep/") && stderr.contains("no space left on device"),
@@ -414,6 +608,11 @@ fn a_full_disk_is_a_write_error_naming_the_output_and_keeps_the_old_one() {
         !stderr.contains("Error(") && !stderr.contains("Custom"),
         "{stderr}"
     );
+    assert!(
+        stdout.contains("SAME"),
+        "the earlier report is whole: {stdout}"
+    );
+    assert!(!stdout.contains(".tmp"), "temporaries left: {stdout}");
 }
 
 /// xorshift64*.
@@ -502,6 +701,8 @@ fn fuzz_outputs_never_touch_inputs() {
         "hard.jsonl",
         "logs/inside",
         "linkdir/inside",
+        "rep",
+        "g",
     ];
     let inputs = ["logs", "logs/a.jsonl", "linkdir", "logs/b.parquet"];
     let deadline = Instant::now() + Duration::from_secs(seconds);
@@ -509,6 +710,7 @@ fn fuzz_outputs_never_touch_inputs() {
     while Instant::now() < deadline {
         let run = Run::new();
         workspace(&run);
+        hostile(&run);
         let (command, flag, extension) = *rng.pick(&commands);
         let input = *rng.pick(&inputs);
         let output = *rng.pick(&outputs);
@@ -528,14 +730,34 @@ fn fuzz_outputs_never_touch_inputs() {
         }
         args.extend([flag, output.as_str()]);
         let before = snapshot(run.dir.path());
-        let out = run.credit(&args);
+        // One run in four races a second one on the same output.
+        let concurrent = rng.next() % 4 == 0;
+        let outs: Vec<Output> = if concurrent {
+            let spawn = || {
+                std::process::Command::new(env!("CARGO_BIN_EXE_credit"))
+                    .args(&args)
+                    .current_dir(run.dir.path())
+                    .stdout(std::process::Stdio::piped())
+                    .stderr(std::process::Stdio::piped())
+                    .spawn()
+                    .unwrap()
+            };
+            let (a, b) = (spawn(), spawn());
+            vec![a.wait_with_output().unwrap(), b.wait_with_output().unwrap()]
+        } else {
+            vec![run.credit(&args)]
+        };
         let after = snapshot(run.dir.path());
-        let code = exit(&out);
-        assert!(
-            code == Some(0) || code == Some(2),
-            "seed {seed}, {args:?}: exit {code:?}: {}",
-            stderr(&out)
-        );
+        for out in &outs {
+            let code = exit(out);
+            assert!(
+                code == Some(0) || code == Some(2),
+                "seed {seed}, {args:?}: exit {code:?}: {}",
+                stderr(out)
+            );
+        }
+        let out = &outs[0];
+        let code = exit(out);
         // What credit may have replaced: the file the user named as the table output (when it is
         // no input) and its metadata, and what a manifest lists.
         let mut ours = credits_files(&after);
@@ -554,16 +776,11 @@ fn fuzz_outputs_never_touch_inputs() {
                     path.display(),
                     bytes.len(),
                     after.get(path).map(Vec::len),
-                    stderr(&out)
+                    stderr(out)
                 );
             }
         }
-        let temporaries: Vec<_> = after
-            .keys()
-            .filter(|p| {
-                p.to_string_lossy().contains(".credit-") && !p.ends_with(".credit-manifest.json")
-            })
-            .collect();
+        let temporaries = new_temporaries(&before, &after);
         assert!(
             temporaries.is_empty(),
             "seed {seed}, {args:?}: {temporaries:?}"

@@ -7,7 +7,7 @@ use crate::exit::ExitCode;
 use anyhow::{bail, Context, Result};
 use credit_core::ingest::Event;
 use credit_core::project::ProjectFile;
-use credit_output::{OutputDir, Stale};
+use credit_output::{Commit, OutputDir, Stale};
 use credit_report::dot::abridge;
 use credit_report::graphs::{self, Choice, Kept, Picker};
 use std::path::PathBuf;
@@ -63,7 +63,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         (None, false) => Choice::Top(args.top.unwrap_or(1)),
     };
     let read = super::inputs(&args.globals, &project, &[])?;
-    let out = OutputDir::open(&args.out, "graph", &read)?;
+    let out = OutputDir::open(&args.out, "graph", &read, Commit::Whole)?;
     let dot_available = credit_report::dot::available();
     let picker = Picker::new(choice);
     let mut kept = Kept::default();

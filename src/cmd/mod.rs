@@ -20,7 +20,7 @@ use credit_core::plan::{ParamValue, Setting};
 use credit_core::profile::Profile;
 use credit_core::project::{column_map, ProjectFile};
 use credit_core::run::{Finished, OnProgress, RunPlan};
-use credit_output::{Inputs, OutputDir, Stale};
+use credit_output::{Commit, Inputs, OutputDir, Stale};
 use std::path::PathBuf;
 
 /// Credit assignment diagnostics for multi-turn LLM-agent RL: recompute, compare and report
@@ -389,7 +389,7 @@ pub fn write_plots(
     scope: credit_report::Scope,
     json: bool,
 ) -> Result<()> {
-    let out = OutputDir::open(dir, command, read)?;
+    let out = OutputDir::open(dir, command, read, Commit::Whole)?;
     let bar = crate::bars::spinner("drawing figures", json);
     let figures = credit_report::folder::write_figures(dir, inputs, scope)?;
     bar.finish_and_clear();

@@ -10,7 +10,7 @@ use anyhow::{bail, Result};
 use credit_core::methods::hisr;
 use credit_core::project::ProjectFile;
 use credit_learn::signals::{trajectories, Signals};
-use credit_output::{OutputDir, Stale};
+use credit_output::{Commit, OutputDir, Stale};
 use credit_train::load::model_dir_problem;
 use credit_train::signal::lm::{train_backbone_progress, BackboneTrain};
 use credit_train::signal::ngram::{train_progress, ProgressTrain};
@@ -110,7 +110,7 @@ pub fn train(args: ProgressArgs, readout: Readout) -> Result<ExitCode> {
     let mut progress = |p| crate::bars::update_passes(&bar, p);
     // The model's files go into the folder output once it is trained.
     let save = |save: &dyn Fn(&Path) -> credit_train::Result<()>| -> Result<()> {
-        let out = OutputDir::open(&args.out, command, &read)?;
+        let out = OutputDir::open(&args.out, command, &read, Commit::Whole)?;
         save(&args.out)?;
         out.finish(Stale::Remove)?;
         Ok(())

@@ -8,7 +8,7 @@ use crate::exit::ExitCode;
 use anyhow::{bail, Context, Result};
 use credit_core::project::ProjectFile;
 use credit_learn::samples::samples;
-use credit_output::{OutputDir, Stale};
+use credit_output::{Commit, OutputDir, Stale};
 use credit_train::load::{model_dir_problem, Tokenizer};
 use credit_train::lora::LoraConfig;
 use credit_train::signal::Readout;
@@ -235,7 +235,8 @@ fn policy(mut args: PolicyArgs) -> Result<ExitCode> {
     let Some(out) = args.out.clone() else {
         bail!("`--out DIR` is required unless --handoff is given")
     };
-    let out_dir = OutputDir::open(&out, "train policy", &read)?;
+    // Checkpoints land as they are made: a stopped run keeps them for `--resume`.
+    let out_dir = OutputDir::open(&out, "train policy", &read, Commit::AsWritten)?;
     let options = RunOptions {
         model_dir: args.model.clone(),
         out_dir: out.clone(),

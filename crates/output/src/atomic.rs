@@ -1,16 +1,21 @@
 //! Files written whole or not at all.
 
 use crate::error::{Error, Result};
-use crate::{folder, temporaries};
+use crate::folder::{self, Claimed};
+use crate::temporaries;
 use std::io::{BufWriter, Write};
 use std::path::{Path, PathBuf};
 
 /// A file being written: bytes go to a hidden temporary beside `target` through a 1 MiB buffer
 /// (polars writes a Parquet page at a time: unbuffered, that is a system call each);
-/// [`AtomicFile::commit`] syncs it and renames it into place. Dropped uncommitted, it leaves
+/// [`AtomicFile::commit`] syncs it and renames it into place (or, inside a folder output that is
+/// written whole, hands it to the folder to rename at its finish). Dropped uncommitted, it leaves
 /// nothing behind.
 pub struct AtomicFile {
     target: PathBuf,
+    /// Where the target lies: claimed before the temporary is made, so that a refused target
+    /// (a user's file, a link in a folder output) costs nothing and leaves nothing.
+    claimed: Claimed,
     file: Option<BufWriter<tempfile::NamedTempFile>>,
     /// The first write that failed: what a failure is reported as (polars, say, wraps the disk's
     /// "no space left on device" three times over and loses the path).
@@ -19,10 +24,21 @@ pub struct AtomicFile {
 
 impl AtomicFile {
     pub fn create(target: &Path) -> Result<Self> {
+        let claimed = folder::claimed(target)?;
+        Self::create_claimed(target, claimed)
+    }
+
+    /// As [`AtomicFile::create`], for a folder's manifest itself (which lists the others).
+    pub(crate) fn create_manifest(target: &Path) -> Result<Self> {
+        Self::create_claimed(target, Claimed::Now)
+    }
+
+    fn create_claimed(target: &Path, claimed: Claimed) -> Result<Self> {
         let file = temporaries::create(parent(target), target)
             .map_err(|cause| Error::write(target, cause))?;
         Ok(AtomicFile {
             target: target.to_path_buf(),
+            claimed,
             file: Some(BufWriter::with_capacity(1 << 20, file)),
             failure: None,
         })
@@ -58,11 +74,17 @@ impl AtomicFile {
         synced.map_err(|cause| self.failed(cause))
     }
 
-    /// Moves the synced temporary into place, once its folder's manifest (if it is written into a
-    /// folder output) lists it.
-    fn rename(self) -> Result<()> {
-        folder::claim(&self.target)?;
-        self.persist()
+    /// Moves the synced temporary into place, or hands it to the folder output written whole
+    /// that it lies in.
+    fn rename(mut self) -> Result<()> {
+        let Claimed::AtFinish(folder) = self.claimed else {
+            return self.persist();
+        };
+        let file = self.file.take().expect("open until committed or dropped");
+        let file = file
+            .into_inner()
+            .map_err(|e| Error::write(&self.target, e.into_error()))?;
+        folder::stage(folder, file.into_temp_path(), self.target.clone())
     }
 
     fn persist(mut self) -> Result<()> {
@@ -83,12 +105,6 @@ impl AtomicFile {
     pub fn commit(mut self) -> Result<()> {
         self.sync()?;
         self.rename()
-    }
-
-    /// As [`AtomicFile::commit`], for a folder's manifest itself (which lists the others).
-    pub(crate) fn commit_manifest(mut self) -> Result<()> {
-        self.sync()?;
-        self.persist()
     }
 }
 

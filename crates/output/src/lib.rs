@@ -8,8 +8,10 @@
 //!   contains, or lies inside an input (symlinks resolved; hard links by device and inode).
 //! - [`OutputDir`]: a folder output is written only into a new or empty folder, or into one that
 //!   holds credit's own earlier output of the same command, as listed in its
-//!   [`MANIFEST`]; only the files that manifest lists are ever replaced or removed, and a user's
-//!   file is never renamed aside.
+//!   [`MANIFEST`]; only the files that manifest lists are ever replaced or removed, a user's
+//!   file is never renamed aside, nothing is written or removed through a link inside the
+//!   folder, one run at a time writes it ([`hold`]), and a report's folder receives its files
+//!   all together at the end ([`Commit::Whole`]).
 
 mod atomic;
 mod error;
@@ -19,6 +21,6 @@ mod temporaries;
 
 pub use atomic::{commit_together, write_file, write_file_at, AtomicFile};
 pub use error::{describe, Error, Result};
-pub use folder::{claim, OutputDir, Stale, MANIFEST};
+pub use folder::{claim, hold, Commit, Hold, OutputDir, Stale, MANIFEST};
 pub use rule::{file_id, Inputs};
 pub use temporaries::remove_temporaries;

@@ -1,6 +1,13 @@
 //! The hidden temporaries of this run: created beside their targets, registered while they exist
 //! so that [`remove_temporaries`] can delete them when the run is interrupted (SIGINT, SIGTERM),
 //! and cleared from a folder when a run that was killed outright (SIGKILL) left some.
+//!
+//! A temporary's name says which run made it: `.credit-PID-MACHINE-XXXXXX.tmp`, where MACHINE
+//! tags the space its pid means something in (this boot of this kernel, this pid namespace).
+//! Another run's temporary is removed only when it is provably dead: made in this same space by
+//! a pid that no longer runs. A run in another container or on another host sharing the disk is
+//! never judged by this machine's processes, and a file that merely looks like a temporary is not
+//! credit's to remove.
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
@@ -13,8 +20,8 @@ static TEMPORARIES: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 /// files into one folder: clear it once, not once per file).
 static CLEARED: Mutex<Option<HashSet<PathBuf>>> = Mutex::new(None);
 
-/// A new temporary file in `dir`: `.credit-PID-XXXXXX.tmp`, plus the target's extension when it
-/// has a short one (plotters picks the image format from the name).
+/// A new temporary file in `dir`: `.credit-PID-MACHINE-XXXXXX.tmp`, plus the target's extension
+/// when it has a short one (plotters picks the image format from the name).
 pub(crate) fn create(dir: &Path, target: &Path) -> std::io::Result<tempfile::NamedTempFile> {
     clear_stale(dir);
     let extension = target
@@ -23,7 +30,11 @@ pub(crate) fn create(dir: &Path, target: &Path) -> std::io::Result<tempfile::Nam
         .filter(|e| e.len() <= 8 && e.chars().all(|c| c.is_ascii_alphanumeric()))
         .map_or(String::new(), |e| format!(".{e}"));
     let (prefix, suffix) = (
-        format!("{PREFIX}{}-", std::process::id()),
+        format!(
+            "{PREFIX}{}-{}-",
+            std::process::id(),
+            machine().unwrap_or("0")
+        ),
         format!(".tmp{extension}"),
     );
     let mut builder = tempfile::Builder::new();
@@ -45,8 +56,20 @@ pub(crate) fn forget(path: &Path) {
     }
 }
 
-/// Deletes every temporary file of this run (when it is interrupted).
+/// Taken while a folder output's files are renamed into place: [`remove_temporaries`] waits for
+/// it, so a signal ends the run before the renames or after them, never among them.
+static COMMITTING: Mutex<()> = Mutex::new(());
+
+pub(crate) fn committing() -> std::sync::MutexGuard<'static, ()> {
+    COMMITTING
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Deletes every temporary file of this run (when it is interrupted), once a folder output being
+/// committed is whole.
 pub fn remove_temporaries() {
+    let _committed = committing();
     if let Ok(list) = TEMPORARIES.lock() {
         for path in list.iter() {
             let _ = std::fs::remove_file(path);
@@ -54,17 +77,51 @@ pub fn remove_temporaries() {
     }
 }
 
-/// The process that made a temporary of this run's naming, if `name` is one.
-fn owner(name: &str) -> Option<u32> {
-    let rest = name.strip_prefix(PREFIX)?;
-    let (pid, rest) = rest.split_once('-')?;
-    rest.contains(".tmp").then_some(())?;
-    pid.parse().ok()
+/// This machine's tag (8 hex digits): a hash of the kernel's boot id and this process's pid
+/// namespace, read once. `None` where either cannot be read (outside Linux): no temporary of
+/// another run is then ever removed.
+fn machine() -> Option<&'static str> {
+    static TAG: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    TAG.get_or_init(|| {
+        let boot = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").ok()?;
+        let namespace = std::fs::read_link("/proc/self/ns/pid").ok()?;
+        // FNV-1a: stable across builds and versions of credit, unlike std's hasher.
+        let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
+        for byte in boot
+            .trim()
+            .bytes()
+            .chain([0])
+            .chain(namespace.as_os_str().as_encoded_bytes().iter().copied())
+        {
+            hash = (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3);
+        }
+        Some(format!("{:08x}", (hash >> 32) ^ (hash & 0xffff_ffff)))
+    })
+    .as_deref()
 }
 
-/// Whether process `pid` is running (unknown outside Linux: assumed running, so nothing is removed).
+/// The process and machine that made a temporary of credit's naming, if `name` is one.
+fn owner(name: &str) -> Option<(u32, &str)> {
+    let rest = name.strip_prefix(PREFIX)?;
+    let (pid, rest) = rest.split_once('-')?;
+    let (tag, rest) = rest.split_once('-')?;
+    rest.contains(".tmp").then_some(())?;
+    (tag.len() == 8 && tag.bytes().all(|b| b.is_ascii_hexdigit())).then_some(())?;
+    Some((pid.parse().ok()?, tag))
+}
+
+/// Whether process `pid` of this machine's pid namespace is running.
 fn running(pid: u32) -> bool {
-    !Path::new("/proc/self").exists() || Path::new(&format!("/proc/{pid}")).exists()
+    Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Whether the temporary named `name` was made by a run of this machine that has ended.
+fn dead(name: &str) -> bool {
+    let Some(machine) = machine() else {
+        return false;
+    };
+    owner(name)
+        .is_some_and(|(pid, tag)| tag == machine && pid != std::process::id() && !running(pid))
 }
 
 /// Removes the temporaries in `dir` of credit runs that no longer exist.
@@ -83,10 +140,7 @@ fn clear_stale(dir: &Path) {
     };
     for entry in entries.flatten() {
         let name = entry.file_name();
-        let stale = name
-            .to_str()
-            .and_then(owner)
-            .is_some_and(|pid| pid != std::process::id() && !running(pid));
+        let stale = name.to_str().is_some_and(dead);
         if stale && entry.file_type().is_ok_and(|t| t.is_file()) {
             let _ = std::fs::remove_file(entry.path());
         }
@@ -109,12 +163,13 @@ mod tests {
             .to_str()
             .unwrap()
             .to_string();
+        let machine = machine().expect("Linux: a boot id and a pid namespace");
         assert!(
-            name.starts_with(&format!(".credit-{}-", std::process::id())),
+            name.starts_with(&format!(".credit-{}-{machine}-", std::process::id())),
             "{name}"
         );
-        assert!(name.ends_with(".tmp.png") && name.len() < 40, "{name}");
-        assert_eq!(owner(&name), Some(std::process::id()));
+        assert!(name.ends_with(".tmp.png") && name.len() < 48, "{name}");
+        assert_eq!(owner(&name), Some((std::process::id(), machine)));
         assert!(TEMPORARIES
             .lock()
             .unwrap()
@@ -125,23 +180,40 @@ mod tests {
     }
 
     #[test]
-    fn stale_temporaries_of_dead_runs_are_cleared_and_nothing_else() {
+    fn only_temporaries_of_dead_runs_of_this_machine_are_cleared() {
         let dir = tempfile::tempdir().unwrap();
+        let machine = machine().expect("Linux: a boot id and a pid namespace");
+        let other = if machine == "00000000" {
+            "00000001"
+        } else {
+            "00000000"
+        };
         // 4194305 is above Linux's largest pid (2^22): no process has it.
-        let stale = dir.path().join(".credit-4194305-abcdef.tmp");
-        let stale_png = dir.path().join(".credit-4194305-abcdef.tmp.png");
-        let users = [
+        let stale = dir
+            .path()
+            .join(format!(".credit-4194305-{machine}-abcdef.tmp"));
+        let stale_png = dir
+            .path()
+            .join(format!(".credit-4194305-{machine}-abcdef.tmp.png"));
+        let kept = [
+            // Another container's or host's run (its pid says nothing here), live or not.
+            dir.path()
+                .join(format!(".credit-4194305-{other}-abcdef.tmp")),
+            // A live run of this machine (this very process, as another run would be).
+            dir.path().join(format!(".credit-1-{machine}-abcdef.tmp")),
+            // Earlier versions' names, which say no machine, and a user's look-alikes.
+            dir.path().join(".credit-4194305-abcdef.tmp"),
             dir.path().join(".credit-notapid-abcdef.tmp"),
             dir.path().join(".credit-4194305.txt"),
             dir.path().join("credit-4194305-abcdef.tmp"),
         ];
-        for path in users.iter().chain([&stale, &stale_png]) {
+        for path in kept.iter().chain([&stale, &stale_png]) {
             std::fs::write(path, "").unwrap();
         }
         drop(create(dir.path(), Path::new("out.csv")).unwrap());
-        if Path::new("/proc/self").exists() {
-            assert!(!stale.exists() && !stale_png.exists());
+        assert!(!stale.exists() && !stale_png.exists());
+        for path in &kept {
+            assert!(path.exists(), "{} was removed", path.display());
         }
-        assert!(users.iter().all(|p| p.exists()));
     }
 }

@@ -12,7 +12,7 @@ use credit_core::analyses::summary::{summary_part, Summary, SummaryBuilder, Summ
 use credit_core::ingest::{IngestReport, UnitKind};
 use credit_core::plan::Notes;
 use credit_core::run::{Fill, Finished, Gathered, OnProgress, RunPlan};
-use credit_output::{OutputDir, Stale};
+use credit_output::{Commit, OutputDir, Stale};
 use std::collections::{BTreeMap, HashSet};
 use std::path::Path;
 
@@ -374,7 +374,7 @@ pub fn write(
         None => None,
     };
     let labels = plan.labels();
-    let out = OutputDir::open(out, "report", inputs_read)?;
+    let out = OutputDir::open(out, "report", inputs_read, Commit::Whole)?;
     let figures = write_report(
         out.path(),
         &Report {

@@ -78,7 +78,12 @@ fn main() -> ExitCode {
         }
         let (config, samples) = credit_train::data::read_handoff(&args.handoff)?;
         let inputs = credit_output::Inputs::new([&args.handoff, &args.model]);
-        let out = credit_output::OutputDir::open(&args.out, "train policy", &inputs)?;
+        let out = credit_output::OutputDir::open(
+            &args.out,
+            "train policy",
+            &inputs,
+            credit_output::Commit::AsWritten,
+        )?;
         let options = RunOptions {
             model_dir: args.model.clone(),
             out_dir: args.out.clone(),
