@@ -17,3 +17,4 @@ mod train;
 mod util;
 mod verl;
 mod watch;
+mod verl_registry;

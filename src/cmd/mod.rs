@@ -83,7 +83,7 @@ pub struct Globals {
 /// Flags of the commands that run methods.
 #[derive(Clone, Debug, Default, Args)]
 pub struct MethodArgs {
-    /// Methods, comma-separated, or `all` (grpo, drgrpo, rloo, gigpo, hgpo, proxmo, graphgpo, mgr, and `logged` where the logs carry an advantage column); spa, hisr and empg read logged signals and run when named.
+    /// Methods, comma-separated, or `all` (grpo, drgrpo, rloo, gigpo, hgpo, proxmo, graphgpo, mgr, and `logged` where the logs carry an advantage column); spa, hisr and empg read logged signals and run when named; `verl` runs verl's advantage registry.
     ///
     /// `logged` is the advantage the trainer itself computed (an `advantage`, `advantages` or
     /// `adv` column, one value per step row): `compare --methods logged,gigpo --preset verl`
@@ -99,7 +99,8 @@ pub struct MethodArgs {
     /// Invalid-action penalty c for every method that has one [paper: 0, verl: 0.1].
     #[arg(long, value_name = "X")]
     pub invalid_penalty: Option<f64>,
-    /// Discount γ of the step returns for every method that has one [default: 0.95].
+    /// Discount γ of the step returns for every method that has one [default: 0.95; verl's
+    /// reinforce_plus_plus and gae: 1].
     #[arg(long, value_name = "X")]
     pub gamma: Option<f64>,
     /// Seed of MGR's gate and SPA's `random` variant (`--set mgr.seed=…`, `--set spa.seed=…`).
@@ -250,10 +251,10 @@ pub fn inputs(
 /// `--methods`' help with the command's default list in it, for `#[command(mut_arg(…))]`.
 pub fn methods_help(arg: clap::Arg, default: &'static str) -> clap::Arg {
     let short = format!(
-        "Methods, comma-separated, or `all` (grpo, drgrpo, rloo, gigpo, hgpo, proxmo, graphgpo, mgr, and `logged` where the logs carry an advantage column); spa, hisr and empg read logged signals and run when named [default: credit.toml's `methods`, else {default}]"
+        "Methods, comma-separated, or `all` (grpo, drgrpo, rloo, gigpo, hgpo, proxmo, graphgpo, mgr, and `logged` where the logs carry an advantage column); spa, hisr and empg read logged signals and run when named; `verl` runs verl's advantage registry [default: credit.toml's `methods`, else {default}]"
     );
     let long = format!(
-        "{short}\n\n`logged` is the advantage the trainer itself computed (an `advantage`, `advantages` or `adv` column, one value per step row): `compare --methods logged,gigpo --preset verl` names the first rows where GiGPO departs from it. `all` looks for the column in the first rows of the first file."
+        "{short}\n\n`logged` is the advantage the trainer itself computed (an `advantage`, `advantages` or `adv` column, one value per step row): `compare --methods logged,gigpo --preset verl` names the first rows where GiGPO departs from it. `all` looks for the column in the first rows of the first file.\n\n`verl` is verl 0.9.1's registry under its `algorithm.adv_estimator` names: grpo, grpo_vectorized, grpo_passk, rloo, rloo_vectorized, opo, gpg, reinforce_plus_plus, reinforce_plus_plus_baseline, gdpo; remax (a logged `reward_baseline` per group) and gae (a logged step `value`) run when named. `--preset verl` is verl-agent's layout (a batch row per step row, penalty 0.1); `--set <m>.stats_over=trajectories` is verl's own agent loop (a batch row per trajectory). gpg's α and the whitening of reinforce_plus_plus, reinforce_plus_plus_baseline, gdpo and gae depend on the batch: one `iteration` (the whole input without the column). reinforce_plus_plus and gae keep verl's γ = 1."
     );
     arg.help(short).long_help(long)
 }

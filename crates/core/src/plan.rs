@@ -11,7 +11,7 @@
 use crate::batch::StepBatch;
 use crate::error::{Error, Result};
 use crate::ingest::UnitKind;
-use crate::methods::{hisr, out_of_range, parse_list, Advantages, Method, ALL};
+use crate::methods::{hisr, known, out_of_range, parse_list, Advantages, Method};
 use crate::profile::Profile;
 
 /// Keys every method may have, set on each planned method that has them (`--gamma`,
@@ -118,10 +118,10 @@ impl Plan {
                 matched = true;
             }
             if !matched {
-                if !ALL.contains(&label) {
+                if !known().any(|name| name == label) {
                     return Err(Error::Param(format!(
                         "`{key}={value}`: unknown method `{label}` (expected one of {})",
-                        ALL.join(", ")
+                        known().collect::<Vec<_>>().join(", ")
                     )));
                 }
                 let mut probe = Method::preset(label, profile)?;
@@ -364,5 +364,35 @@ mod tests {
         assert_eq!(iteration.unit(), UnitKind::Iteration);
         let hisr = Plan::hisr(Profile::Paper, &set(&[("hisr.segments", "rule")])).unwrap();
         assert_eq!(hisr.segments, hisr::Segments::Rule);
+    }
+
+    #[test]
+    fn verl_runs_the_registry_under_verl_s_names() {
+        let plan = Plan::new(Profile::Verl, "verl", &[]).unwrap();
+        assert_eq!(plan.labels(), crate::methods::VERL);
+        // gpg's α and the whitening of REINFORCE++ and GDPO span the batch.
+        assert_eq!(plan.unit(), UnitKind::Iteration);
+        let passk = Plan::new(Profile::Verl, "grpo_passk,opo", &[]).unwrap();
+        assert_eq!(passk.unit(), UnitKind::Group);
+        // verl's γ, not credit's 0.95, until a layer sets it.
+        let gamma = |settings: &[Setting]| {
+            Plan::new(Profile::Verl, "reinforce_plus_plus", settings)
+                .unwrap()
+                .methods[0]
+                .params_json()["gamma"]
+                .as_f64()
+                .unwrap()
+        };
+        assert_eq!(gamma(&[]), 1.0);
+        assert_eq!(gamma(&set(&[("reinforce_plus_plus.gamma", "0.95")])), 0.95);
+        let err = |list: &str, pairs: &[(&str, &str)]| {
+            Plan::new(Profile::Verl, list, &set(pairs))
+                .unwrap_err()
+                .to_string()
+        };
+        assert!(err("optimal_token_baseline", &[]).contains("sum_pi_squared"));
+        // `norm` is grpo_passk's alone: verl's trainer passes it to no other registry entry.
+        assert!(err("gdpo", &[("gdpo.norm", "mean")]).contains("unknown parameter `gdpo.norm`"));
+        assert!(err("gae", &[("gae.lambda", "2")]).contains("out of range [0, 1]"));
     }
 }

@@ -29,6 +29,8 @@ pub mod columns {
     pub const SEGMENT_REWARD: &str = "segment_reward";
     pub const PROGRESS: &str = "progress";
     pub const VALUE: &str = "value";
+    /// The reward of the group's greedy rollout (ReMax's baseline, verl's `reward_baselines`).
+    pub const REWARD_BASELINE: &str = "reward_baseline";
     pub const ENTROPY: &str = "entropy";
     /// The advantage the trainer computed for the step (method `logged`).
     pub const ADVANTAGE: &str = "advantage";
@@ -287,6 +289,13 @@ pub const FIELDS: &[Field] = &[
         kind: Kind::Float,
         required: false,
         sources: &[VALUE, "values", "critic_value"],
+        collision: Collision::Agree,
+    },
+    Field {
+        name: REWARD_BASELINE,
+        kind: Kind::Float,
+        required: false,
+        sources: &[REWARD_BASELINE, "reward_baselines"],
         collision: Collision::Agree,
     },
     Field {

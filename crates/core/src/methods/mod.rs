@@ -17,6 +17,8 @@ pub mod sequence_matcher;
 pub mod spa;
 pub mod step_rl;
 pub mod tfidf;
+pub mod verl_batch;
+pub mod verl_registry;
 
 use crate::batch::StepBatch;
 use crate::error::{Error, Result};
@@ -80,7 +82,8 @@ impl Advantages {
     }
 }
 
-/// Every method `credit` knows, in the order `--methods all` runs them (less [`LOGGED_SIGNALS`]).
+/// The agentic methods (and `logged`), in the order `--methods all` runs them (less
+/// [`LOGGED_SIGNALS`]); verl's registry is [`VERL`] and [`verl_registry`].
 pub const ALL: &[&str] = &[
     "logged", "grpo", "drgrpo", "rloo", "gigpo", "hgpo", "proxmo", "graphgpo", "mgr", "spa",
     "hisr", "empg",
@@ -90,6 +93,34 @@ pub const ALL: &[&str] = &[
 /// `entropy`): `--methods all` leaves them out, so that it runs on any logs; name them to run
 /// them. `all` takes `logged` back where the logs carry the column ([`crate::plan::for_logs`]).
 pub const LOGGED_SIGNALS: &[&str] = &["logged", "spa", "hisr", "empg"];
+
+/// verl's advantage registry (`algorithm.adv_estimator`) under its own names, in the order
+/// `--methods verl` runs them: every entry computed from the rewards alone. `remax` and `gae` read
+/// logged signals (`reward_baseline`, `value`) and run when named; `optimal_token_baseline` and
+/// `tir_optimal_token_baseline` are refused ([`verl_registry::refusal`]).
+pub const VERL: &[&str] = &[
+    "grpo",
+    "grpo_vectorized",
+    "grpo_passk",
+    "rloo",
+    "rloo_vectorized",
+    "opo",
+    "gpg",
+    "reinforce_plus_plus",
+    "reinforce_plus_plus_baseline",
+    "gdpo",
+];
+
+/// Every method name `--methods` and `--set` take: [`ALL`], then verl's registry.
+pub fn known() -> impl Iterator<Item = &'static str> {
+    ALL.iter()
+        .copied()
+        .chain(verl_registry::Estimator::ALL.iter().map(|e| e.name()))
+}
+
+fn known_list() -> String {
+    known().collect::<Vec<_>>().join(", ")
+}
 
 /// A configured estimator.
 #[derive(Clone, Debug)]
@@ -108,6 +139,11 @@ pub enum Method {
     Spa(spa::Params),
     Hisr(hisr::Params),
     Empg(empg::Params),
+    /// An estimator of verl's registry (`verl_registry.rs`).
+    Verl {
+        estimator: verl_registry::Estimator,
+        params: verl_registry::Params,
+    },
 }
 
 impl Method {
@@ -136,10 +172,20 @@ impl Method {
             "spa" => Method::Spa(spa::Params::preset(profile)),
             "hisr" => Method::Hisr(hisr::Params::preset(profile)),
             other => {
-                return Err(Error::Param(format!(
-                    "unknown method `{other}` (expected one of {}, or `all`)",
-                    ALL.join(", ")
-                )))
+                if let Some(estimator) = verl_registry::Estimator::from_name(other) {
+                    return Ok(Method::Verl {
+                        estimator,
+                        params: verl_registry::Params::preset(estimator, profile),
+                    });
+                }
+                return Err(Error::Param(verl_registry::refusal(other).unwrap_or_else(
+                    || {
+                        format!(
+                            "unknown method `{other}` (expected one of {}, `all` or `verl`)",
+                            known_list()
+                        )
+                    },
+                )));
             }
         })
     }
@@ -158,6 +204,7 @@ impl Method {
             Method::Mgr(_) => "mgr",
             Method::Spa(_) => "spa",
             Method::Hisr(_) => "hisr",
+            Method::Verl { estimator, .. } => estimator.name(),
         }
     }
 
@@ -178,6 +225,7 @@ impl Method {
             Method::Mgr(p) => set_field(p, label, key, value),
             Method::Spa(p) => set_field(p, label, key, value),
             Method::Hisr(p) => set_field(p, label, key, value),
+            Method::Verl { params, .. } => set_field(params, label, key, value),
         }
     }
 
@@ -200,19 +248,27 @@ impl Method {
             Method::Mgr(p) => serde_json::to_value(p),
             Method::Spa(p) => serde_json::to_value(p),
             Method::Hisr(p) => serde_json::to_value(p),
+            Method::Verl { params, .. } => serde_json::to_value(params),
         };
         v.unwrap_or(serde_json::Value::Null)
     }
 
     /// Whether the method takes statistics over the whole training batch (an iteration) rather
     /// than within each group: ProxMO's TF-IDF fit, MGR's batch completion and validity rates,
-    /// SPA's and HISR's whitening, EMPG's entropy range and mean. Such a method needs every group
-    /// of an iteration at once.
+    /// SPA's and HISR's whitening, EMPG's entropy range and mean, GPG's α and the whitening of
+    /// REINFORCE++, GDPO and GAE. Such a method needs every group of an iteration at once.
     pub fn batch_scoped(&self) -> bool {
-        matches!(
-            self,
-            Method::Proxmo(_) | Method::Mgr(_) | Method::Spa(_) | Method::Hisr(_) | Method::Empg(_)
-        )
+        match self {
+            Method::Verl { estimator, .. } => estimator.batch_scoped(),
+            _ => matches!(
+                self,
+                Method::Proxmo(_)
+                    | Method::Mgr(_)
+                    | Method::Spa(_)
+                    | Method::Hisr(_)
+                    | Method::Empg(_)
+            ),
+        }
     }
 
     /// Checks the parameters once; estimators then assume them valid.
@@ -234,6 +290,7 @@ impl Method {
             Method::Mgr(p) => p.check(),
             Method::Spa(p) => p.check(),
             Method::Hisr(p) => p.check(),
+            Method::Verl { params, .. } => params.check(label),
             _ => Ok(()),
         }
     }
@@ -253,6 +310,9 @@ impl Method {
             Method::Mgr(p) => mgr::advantages(batch, p),
             Method::Spa(p) => spa::advantages(batch, p),
             Method::Hisr(p) => hisr::advantages(batch, p),
+            Method::Verl { estimator, params } => {
+                verl_registry::advantages(batch, *estimator, params)
+            }
         }?;
         check_finite(batch, self.label(), &out)?;
         Ok(out)
@@ -335,13 +395,16 @@ pub fn parse_list(list: &str) -> Result<Vec<String>> {
                     .filter(|m| !LOGGED_SIGNALS.contains(m))
                     .map(|s| s.to_string()),
             );
+        } else if name == "verl" {
+            names.extend(VERL.iter().map(|s| s.to_string()));
         } else {
             names.push(name.to_string());
         }
     }
     if names.is_empty() {
         return Err(Error::Param(
-            "no methods given (e.g. `--methods grpo,gigpo` or `--methods all`)".into(),
+            "no methods given (e.g. `--methods grpo,gigpo`, `--methods all` or `--methods verl`)"
+                .into(),
         ));
     }
     Ok(names)
