@@ -1,7 +1,9 @@
 //! `credit watch [PATHS] --out DIR [--check thresholds.toml] [--fail-fast] [--interval SECS]
-//! [--once]`: follows a run's logs as the trainer writes them, rewrites the report (as `credit
-//! report` writes it) after each iteration lands and prints a line per iteration; exit 1 when a
-//! threshold rule fails in the last report (at once with `--fail-fast`).
+//! [--once]`: follows a run's logs as the trainer writes them (waiting for its folder and first
+//! log file), rewrites the report (as `credit report` writes it) after each iteration lands and
+//! prints a line per iteration; exit 1 when a threshold rule fails in the last report (at once
+//! with `--fail-fast`), 2 when a log file could not be read (named in a note and in
+//! `summary.json`'s notes).
 
 use super::{Format, Globals, MethodArgs};
 use crate::exit::ExitCode;
@@ -9,7 +11,8 @@ use anyhow::{Context, Result};
 use credit_core::project::ProjectFile;
 use credit_output::OutputDir;
 use credit_report::run::{read_rules, Options};
-use credit_report::watch::{IterationLine, Landed, Watch};
+use credit_report::watch::{IterationLine, Landed, Pace, Watch};
+use std::collections::BTreeSet;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -33,10 +36,11 @@ pub struct Args {
     #[arg(long, requires = "check")]
     pub fail_fast: bool,
     /// Seconds between two looks at the logs; a file is read once its size holds still across
-    /// two looks.
+    /// two looks (or after 5 looks that found it growing).
     #[arg(long, value_name = "SECS", default_value_t = 2.0)]
     pub interval: f64,
-    /// Read what is there, write the report and exit (for cron and CI).
+    /// Read what is there as `credit report` reads it, write the report and exit (for cron and
+    /// CI); exit 2 when a log file could not be read.
     #[arg(long)]
     pub once: bool,
     /// A group for the explorer, by its `group_id` (repeatable).
@@ -60,6 +64,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
         );
     }
     let project = ProjectFile::load(args.globals.config.as_deref())?;
+    let interval = Duration::from_secs_f64(args.interval);
+    if !args.once {
+        wait_for_logs(&project.inputs(&args.globals.paths), interval);
+    }
     let plan = args
         .methods
         .plan(&args.globals, &project, credit_core::plan::REPORT)?;
@@ -82,26 +90,39 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let mut watch = Watch::new(run, &fillers, &options)?;
     // SIGINT/SIGTERM ask the loop to stop after the report it is writing (see `main`).
     crate::STOP_GRACEFULLY.store(true, Ordering::SeqCst);
-    let interval = Duration::from_secs_f64(args.interval);
     let stop = || crate::STOP.load(Ordering::SeqCst);
     let mut passed = true;
     let mut written = false;
-    while !stop() {
+    // The folder's lock, held from the watch's first report to its end (between reports too): a
+    // second watch or report on the same `--out` is refused, naming this one.
+    let mut held = None;
+    loop {
+        // A stop reads what is complete once more, and names what is still being written.
+        let stopping = stop();
+        let pace = match (args.once, stopping) {
+            (true, _) => Pace::Once,
+            (false, true) => Pace::Stop,
+            (false, false) => Pace::Live,
+        };
         let landed = watch
-            .poll::<anyhow::Error>(&args.out, &read, args.once)
+            .poll::<anyhow::Error>(&args.out, &read, pace)
             .context("watching the logs")?;
-        if let Some(landed) = landed {
+        if let Some(report) = &landed.written {
             if !written && !json {
                 outln!("methods: {} → {}", labels.join(", "), args.out.display());
             }
             written = true;
-            passed = landed.written.outcome.as_ref().is_none_or(|o| o.passed);
-            say(&landed, json)?;
-            if args.fail_fast && !landed.newly_failing.is_empty() {
-                return Ok(ExitCode::GateFailed);
+            if held.is_none() {
+                held = Some(credit_output::hold(&args.out)?);
             }
+            passed = report.outcome.as_ref().is_none_or(|o| o.passed);
         }
-        if args.once {
+        say(&landed, json)?;
+        if args.fail_fast && !landed.newly_failing.is_empty() {
+            all_read(&watch, written)?;
+            return Ok(ExitCode::GateFailed);
+        }
+        if args.once || stopping {
             break;
         }
         let until = Instant::now() + interval;
@@ -109,7 +130,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             std::thread::sleep(Duration::from_millis(20).min(interval));
         }
     }
-    if args.once && !written {
+    if !written && watch.unreadable().is_empty() && args.once {
         anyhow::bail!(
             "no step rows found in {}: nothing to report",
             run_paths.join(", ")
@@ -128,6 +149,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             outln!("report: {}", args.out.join("report.html").display());
         }
     }
+    all_read(&watch, written)?;
     Ok(if passed {
         ExitCode::Ok
     } else {
@@ -135,11 +157,70 @@ pub fn run(args: Args) -> Result<ExitCode> {
     })
 }
 
-/// Prints what landed: a line per iteration (a JSON object each with `--format json`), notes on
-/// stderr, and a line per rule that started failing.
+/// An error (exit 2) naming the log files that could not be read, if any: their notes were
+/// printed and, when a report was `written`, are in its `summary.json`.
+fn all_read(watch: &Watch, written: bool) -> Result<()> {
+    let unreadable: Vec<String> = watch
+        .unreadable()
+        .into_iter()
+        .map(|(path, _)| path.display().to_string())
+        .collect();
+    if unreadable.is_empty() {
+        return Ok(());
+    }
+    anyhow::bail!(
+        "{} log file(s) could not be read (see the notes above{}): {}",
+        unreadable.len(),
+        if written {
+            " and in summary.json"
+        } else {
+            "; no rows read"
+        },
+        unreadable.join(", ")
+    )
+}
+
+/// Waits, saying so, until every path of the logs exists and they hold a log file: a watch may
+/// start before the trainer makes its folder or finishes its first file (a folder of hidden
+/// temporary files, as a dump writes before it renames them, holds none). An error other than
+/// "none yet" is left to the run, which says it where it reads the logs.
+fn wait_for_logs(logs: &[PathBuf], interval: Duration) {
+    let mut said = BTreeSet::new();
+    // No logs named: nothing to wait for, and the run says so.
+    while !logs.is_empty() {
+        let waiting = match logs.iter().find(|p| !p.exists()) {
+            Some(missing) => format!("waiting for {} to appear", missing.display()),
+            None => match credit_core::ingest::input_files(logs) {
+                Ok(files) if files.is_empty() => no_log_file_yet(logs),
+                Err(credit_core::Error::Input {
+                    reason: credit_core::error::Reason::EmptyInput,
+                    ..
+                }) => no_log_file_yet(logs),
+                _ => return,
+            },
+        };
+        if said.insert(waiting.clone()) {
+            eprintln!("{waiting}");
+        }
+        std::thread::sleep(interval);
+    }
+}
+
+/// What a watch waiting for the first log file in `logs` says.
+fn no_log_file_yet(logs: &[PathBuf]) -> String {
+    let logs: Vec<String> = logs.iter().map(|p| p.display().to_string()).collect();
+    format!("waiting for a log file in {}", logs.join(", "))
+}
+
+/// Prints what a poll says: notes on stderr (and as `{"note": …}` objects with `--format json`),
+/// a line per iteration (a JSON object each with `--format json`), and a line per rule that
+/// started failing.
 fn say(landed: &Landed, json: bool) -> Result<()> {
     for note in &landed.notes {
         eprintln!("note: {note}");
+        if json {
+            outln!("{}", serde_json::json!({ "note": note }));
+        }
     }
     let failing_at = landed
         .iterations
@@ -171,7 +252,7 @@ fn text(line: &IterationLine) -> String {
     let share = |x: Option<f64>| x.map_or("—".to_string(), |x| format!("{x:.3}"));
     let mut out = match line.iteration {
         Some(it) => format!("iteration {it}: "),
-        None => "rows read: ".to_string(),
+        None => format!("read {}: ", line.read),
     };
     out.push_str(&format!(
         "{} rows, success {}, singleton {}, degenerate {}",

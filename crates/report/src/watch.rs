@@ -3,16 +3,22 @@
 //! Each poll lists the logs and reads what became complete since the last one ([`tail::ready`]):
 //! new whole lines of plain JSONL (from the byte where the last read ended), a compressed or
 //! Parquet file once it is whole. A file is read once its size holds still across two polls, so
-//! that a trainer's burst of writes (one iteration, in both verl dumps) lands as one read. What
-//! was read is added to the report's accumulators ([`Read::add`]) and never read again; the
-//! report is then written whole, as `credit report` writes it.
+//! that a trainer's burst of writes (one iteration, in both verl dumps) lands as one read; one
+//! that grows at every poll is read all the same after [`MOST_DEFERRED`] polls, with a note. What
+//! stays incomplete for [`STALE_POLLS`] polls (a last line without its line break, a compressed
+//! stream or Parquet file cut short), and everything with `--once`, is read as it is, as `credit
+//! report` reads it. A file that does not read is named in a note, printed and in `summary.json`'s
+//! notes, and is not tried again until it changes; the watch goes on with the others. What was
+//! read is added to the report's accumulators ([`Read::add`]) and never read again; the report is
+//! then written whole, as `credit report` writes it.
 //!
 //! A unit (a group, or an iteration when a method takes statistics over the training batch) must
 //! be read whole: when rows of a unit already read come in a later read (a group split across
 //! files that land at different times, or across two bursts of one file), or a file shrinks, is
-//! replaced or removed, everything is read again in one run, with a note. (verl-agent's
-//! `dump_advantages` replaces the iteration's file once more: when the first version was read,
-//! that iteration costs a read of the whole run.)
+//! replaced, rewritten in place (the first or last bytes read differ: [`fingerprint`]) or
+//! removed, everything is read again in one run, with a note. (verl-agent's `dump_advantages`
+//! replaces the iteration's file once more: when the first version was read, that iteration costs
+//! a read of the whole run.)
 
 use crate::check::RuleResult;
 use crate::run::{write, Options, Read, Split, Written};
@@ -22,7 +28,34 @@ use credit_core::ingest::Span;
 use credit_core::run::{Fill, RunPlan};
 use credit_output::Inputs;
 use std::collections::{BTreeMap, BTreeSet};
+use std::hash::{Hash, Hasher};
+use std::io::{Read as _, Seek, SeekFrom};
 use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+/// Polls a file may change at, its new bytes waiting for it to hold still, before they are read
+/// all the same: a trainer that appends faster than `--interval` is followed too.
+const MOST_DEFERRED: u32 = 4;
+
+/// Polls an incomplete file (a last line without its line break, a compressed stream or Parquet
+/// file cut short) stays unchanged before it is read as it is: a trainer finishes what it writes
+/// well within that, so such a file is truncated or corrupt, and `credit report` would say so.
+const STALE_POLLS: u32 = 5;
+
+/// Bytes at each end of what was read of a file that its [`fingerprint`] covers.
+const CHECKED_BYTES: u64 = 4096;
+
+/// What a poll does with what is not complete yet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Pace {
+    /// While the run goes on: a file changed since the last poll waits (up to [`MOST_DEFERRED`]
+    /// polls), what is incomplete until it is stale ([`STALE_POLLS`]).
+    Live,
+    /// The watch stops: what is complete is read, what is still being written is named in a note.
+    Stop,
+    /// `--once`: everything is read as it is, as `credit report` reads it.
+    Once,
+}
 
 /// A run followed: its logs, what of each was read, and the report's accumulators.
 pub struct Watch<'a> {
@@ -37,34 +70,94 @@ pub struct Watch<'a> {
     failing: BTreeSet<String>,
     /// The last report written lacks the explorer's drawings ([`Watch::finish`] adds them).
     explorer_owed: bool,
+    /// The notes of the last report written (`None`: none written yet).
+    written_notes: Option<Vec<String>>,
+    /// The notes on the report's state printed by the last poll: each is printed when it appears.
+    said: BTreeSet<String>,
+    /// What the last poll with [`Pace::Stop`] left out, still being written.
+    left_out: Vec<String>,
+    /// Polls that read rows: the number of the line of logs without an iteration.
+    reads: u64,
 }
 
 /// What was read of one log file.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 struct Tracked {
     id: (u64, u64),
-    /// The size at the last poll.
+    /// The size and modification time at the last poll.
     size: u64,
+    modified: Option<SystemTime>,
     /// Bytes read: up to the last complete line of plain JSONL, else the whole file (or 0).
     read_to: u64,
     /// 1-based number of the line at `read_to` (plain JSONL).
     next_line: u64,
+    /// The [`fingerprint`] of the bytes read, that tells a rewrite from an append.
+    fingerprint: u64,
+    /// The bytes read end in a line without its line break (read as it was, see [`Pace`]).
+    open_line: bool,
+    /// Polls in a row that found it changed, with bytes not read.
+    deferred: u32,
+    /// Polls in a row that found it unchanged, with bytes not read.
+    unchanged: u32,
+    /// A note said that it grows at every poll (said once).
+    growth_said: bool,
+    /// The note saying why it could not be read, kept until it changes.
+    unreadable: Option<String>,
 }
 
-/// What one poll that read something gives: a line per iteration that landed, notes, the
-/// rules that started failing, and the report written.
+impl Tracked {
+    fn new(id: (u64, u64)) -> Tracked {
+        Tracked {
+            id,
+            size: 0,
+            modified: None,
+            read_to: 0,
+            next_line: 1,
+            fingerprint: 0,
+            open_line: false,
+            deferred: 0,
+            unchanged: 0,
+            growth_said: false,
+            unreadable: None,
+        }
+    }
+}
+
+/// A part of a file to read: its span (plain JSONL), or the whole file; the file's record once
+/// it is read, and as it was before.
+struct Piece {
+    path: PathBuf,
+    span: Option<Span>,
+    next: Tracked,
+    before: Tracked,
+}
+
+/// What to do with a file that has bytes not read.
+enum Next {
+    Read(Box<Piece>),
+    /// Nothing complete yet.
+    Wait,
+    /// It could not be looked at (recorded as not read).
+    NotRead,
+}
+
+/// What one poll gives: a line per iteration that landed, the notes to print, the rules that
+/// started failing, and the report, when one was written (rows landed, or its notes changed).
 pub struct Landed {
     pub iterations: Vec<IterationLine>,
     pub notes: Vec<String>,
     pub newly_failing: Vec<RuleResult>,
-    pub written: Written,
+    pub written: Option<Written>,
 }
 
 /// One iteration's figures as the report has them after it landed.
 #[derive(Clone, Debug, serde::Serialize)]
 pub struct IterationLine {
-    /// `None`: logs without an iteration column (the figures are the whole run's).
+    /// `None`: logs without an iteration column (the figures are the whole run's, one line per
+    /// poll that read rows, numbered by `read`).
     pub iteration: Option<i64>,
+    /// 1-based number of the poll that read rows.
+    pub read: u64,
     pub rows: usize,
     pub success_rate: Option<f64>,
     pub singleton_step_share: Option<f64>,
@@ -89,19 +182,31 @@ impl<'a> Watch<'a> {
             read,
             failing: BTreeSet::new(),
             explorer_owed: false,
+            written_notes: None,
+            said: BTreeSet::new(),
+            left_out: Vec::new(),
+            reads: 0,
         })
     }
 
-    /// One poll: reads what is complete, and when anything landed writes the report into `out`
-    /// (`inputs`: what the run reads, for the output rule). `now`: read what is there without
-    /// waiting for sizes to hold still, and draw the explorer (`--once`). Other polls draw it
-    /// only for groups named with `--explore`; [`Watch::finish`] draws it at the end.
+    /// The notes naming the files that could not be read (each names its file and why).
+    pub fn unreadable(&self) -> Vec<(PathBuf, String)> {
+        self.files
+            .iter()
+            .filter_map(|(p, t)| t.unreadable.clone().map(|note| (p.clone(), note)))
+            .collect()
+    }
+
+    /// One poll: reads what is complete (what is not as `pace` says), and when rows landed or
+    /// the report's notes changed writes the report into `out` (`inputs`: what the run reads,
+    /// for the output rule). The explorer is drawn with [`Pace::Once`] and for groups named with
+    /// `--explore`; [`Watch::finish`] draws it at the end.
     pub fn poll<E: From<credit_core::Error> + From<Error> + Send>(
         &mut self,
         out: &Path,
         inputs: &Inputs,
-        now: bool,
-    ) -> Result<Option<Landed>, E> {
+        pace: Pace,
+    ) -> Result<Landed, E> {
         let mut notes = Vec::new();
         let listed = list(&self.logs)?;
         // A file read before and gone now: the report holds what the logs hold.
@@ -121,83 +226,13 @@ impl<'a> Watch<'a> {
                 again = true;
             }
         }
-        let mut pieces: Vec<(PathBuf, Option<Span>, Tracked)> = Vec::new();
+        self.left_out.clear();
+        let mut pieces = Vec::new();
         for (path, meta) in listed {
-            let id = file_id(&meta);
-            let size = meta.len();
-            let earlier = self.files.get(&path).copied();
-            let mut tracked = earlier.unwrap_or(Tracked {
-                id,
-                size,
-                read_to: 0,
-                next_line: 1,
-            });
-            if tracked.id != id || size < tracked.read_to {
-                notes.push(format!(
-                    "{}: {} after it was read: reading the run again",
-                    path.display(),
-                    if tracked.id != id {
-                        "replaced"
-                    } else {
-                        "shrank"
-                    }
-                ));
-                again = true;
-                tracked = Tracked {
-                    id,
-                    size,
-                    read_to: 0,
-                    next_line: 1,
-                };
-            }
-            let settled = now || earlier.is_some_and(|e| e.size == size);
-            tracked.size = size;
-            self.files.insert(path.clone(), tracked);
-            if !settled || size == tracked.read_to {
-                continue;
-            }
-            match tail::ready(&path, size, tracked.read_to)? {
-                Ready::Wait => {}
-                Ready::Lines { end, lines } => {
-                    if now && end < size {
-                        notes.push(format!(
-                            "{}: its last line is not complete (no line break yet): left out",
-                            path.display()
-                        ));
-                    }
-                    let span = Span {
-                        start: tracked.read_to,
-                        end,
-                        first_line: tracked.next_line,
-                    };
-                    let next = Tracked {
-                        read_to: end,
-                        next_line: tracked.next_line + lines,
-                        ..tracked
-                    };
-                    pieces.push((path, Some(span), next));
-                }
-                Ready::Whole => {
-                    if tracked.read_to > 0 {
-                        notes.push(format!(
-                            "{}: grew after it was read: reading the run again",
-                            path.display()
-                        ));
-                        again = true;
-                    }
-                    let next = Tracked {
-                        read_to: size,
-                        ..tracked
-                    };
-                    pieces.push((path, None, next));
-                }
-            }
+            pieces.extend(self.look(&path, &meta, pace, &mut notes, &mut again));
         }
-        if pieces.is_empty() && !again {
-            return Ok(None);
-        }
-        for (path, _, next) in &pieces {
-            self.files.insert(path.clone(), *next);
+        for piece in &pieces {
+            self.files.insert(piece.path.clone(), piece.next.clone());
         }
         // File by file, so that each iteration of a file per iteration (both verl dumps) gets
         // its own agreement line; the report is written once.
@@ -211,8 +246,8 @@ impl<'a> Watch<'a> {
             // look like a trajectory with missing steps (an error, or rows `--lenient` skips)
             // before they look like a group read twice. Such a read is not added; the run is read
             // again, where a real problem is found where it is.
-            let continues = piece.1.is_some_and(|span| span.start > 0);
-            match self.read_more::<E>(piece, continues) {
+            let continues = piece.span.is_some_and(|span| span.start > 0);
+            match self.read_more(piece, continues) {
                 Ok(Ok(read)) => landed.extend(read),
                 Ok(Err(Split(what))) => {
                     notes.push(format!(
@@ -223,43 +258,78 @@ impl<'a> Watch<'a> {
                 Err(_) if continues => {
                     notes.push(format!(
                         "{}: its new lines do not stand alone (they continue rows read before): reading the run again",
-                        piece.0.display()
+                        piece.path.display()
                     ));
                     again = true;
                 }
-                Err(e) => return Err(e),
+                Err(e) if of_the_logs(&e) => self.not_read(&piece.path, piece.before.clone(), &e),
+                Err(e) => return Err(e.into()),
             }
         }
         if again {
-            if !self.read_again::<E>()? {
-                return Ok(None);
+            // A file read in this poll that fails the run read again is left out of it (named),
+            // and the rest read again without it.
+            let mut left: BTreeSet<PathBuf> = BTreeSet::new();
+            let any = loop {
+                match self.read_again() {
+                    Ok(any) => break any,
+                    Err(e) => {
+                        let piece = file_of(&e)
+                            .and_then(|p| pieces.iter().find(|piece| piece.path == p))
+                            .filter(|piece| left.insert(piece.path.clone()));
+                        let Some(piece) = piece else {
+                            return Err(e.into());
+                        };
+                        self.not_read(&piece.path, piece.before.clone(), &e);
+                    }
+                }
+            };
+            if !any {
+                landed.clear();
+            } else {
+                // The iterations the run read again holds beyond those already said.
+                let said: BTreeSet<i64> = before
+                    .into_iter()
+                    .chain(landed.iter().flat_map(|(its, _)| its.iter().copied()))
+                    .collect();
+                let new: Vec<i64> = self
+                    .read
+                    .trends()
+                    .iterations()
+                    .filter(|it| !said.contains(it))
+                    .collect();
+                landed.push((new, Vec::new()));
             }
-            // The iterations the run read again holds beyond those already said.
-            let said: BTreeSet<i64> = before
-                .into_iter()
-                .chain(landed.iter().flat_map(|(its, _)| its.iter().copied()))
-                .collect();
-            let new: Vec<i64> = self
-                .read
-                .trends()
-                .iterations()
-                .filter(|it| !said.contains(it))
-                .collect();
-            landed.push((new, Vec::new()));
         }
-        if landed.is_empty() {
-            return Ok(None);
+        let report_notes = self.report_notes();
+        let state: BTreeSet<String> = report_notes.iter().cloned().collect();
+        notes.extend(
+            report_notes
+                .iter()
+                .filter(|n| !self.said.contains(*n))
+                .cloned(),
+        );
+        self.said = state;
+        let notes_changed = self.written_notes.as_ref() != Some(&report_notes);
+        if landed.is_empty() && !(notes_changed && self.read.report().rows > 0) {
+            return Ok(Landed {
+                iterations: Vec::new(),
+                notes,
+                newly_failing: Vec::new(),
+                written: None,
+            });
         }
-        let with_explorer = now || !self.options.explore.is_empty();
+        let with_explorer = pace == Pace::Once || !self.options.explore.is_empty();
         let written = write(
             out,
             inputs,
             &self.run,
             &self.read,
-            &self.read.notes(),
+            &report_notes,
             self.options,
             with_explorer,
         )?;
+        self.written_notes = Some(report_notes);
         self.explorer_owed = !with_explorer && self.options.explore_max > 0;
         let failing: BTreeSet<String> = written
             .outcome
@@ -276,12 +346,15 @@ impl<'a> Watch<'a> {
             .cloned()
             .collect();
         self.failing = failing;
-        Ok(Some(Landed {
+        if !landed.is_empty() {
+            self.reads += 1;
+        }
+        Ok(Landed {
             iterations: self.lines(&landed),
             notes,
             newly_failing,
-            written,
-        }))
+            written: Some(written),
+        })
     }
 
     /// When the last report was written without the explorer's drawings, writes it again with
@@ -295,7 +368,7 @@ impl<'a> Watch<'a> {
             inputs,
             &self.run,
             &self.read,
-            &self.read.notes(),
+            &self.report_notes(),
             self.options,
             true,
         )?;
@@ -303,18 +376,217 @@ impl<'a> Watch<'a> {
         Ok(Some(written))
     }
 
+    /// Looks at one listed file: what of it to read now, if anything (`notes`: what it says;
+    /// `again`: it was rewritten, replaced or shrank, and the run is read again).
+    fn look(
+        &mut self,
+        path: &Path,
+        meta: &std::fs::Metadata,
+        pace: Pace,
+        notes: &mut Vec<String>,
+        again: &mut bool,
+    ) -> Option<Piece> {
+        let (id, size, modified) = (file_id(meta), meta.len(), meta.modified().ok());
+        let earlier = self.files.get(path).cloned();
+        let changed = earlier
+            .as_ref()
+            .is_none_or(|e| (e.id, e.size, e.modified) != (id, size, modified));
+        let mut tracked = earlier.unwrap_or_else(|| Tracked::new(id));
+        if changed && tracked.read_to > 0 {
+            if let Some(note) = read_again_because(path, &tracked, id, size) {
+                notes.push(note);
+                *again = true;
+                tracked = Tracked::new(id);
+            }
+        }
+        (tracked.id, tracked.size, tracked.modified) = (id, size, modified);
+        if changed {
+            tracked.unreadable = None;
+            tracked.deferred += 1;
+            tracked.unchanged = 0;
+        } else {
+            tracked.unchanged += 1;
+            tracked.deferred = 0;
+        }
+        if size == tracked.read_to {
+            tracked.deferred = 0;
+            tracked.unchanged = 0;
+        }
+        let growing = changed && pace == Pace::Live;
+        if tracked.unreadable.is_some()
+            || size == tracked.read_to
+            || (growing && tracked.deferred <= MOST_DEFERRED)
+        {
+            self.files.insert(path.to_path_buf(), tracked);
+            return None;
+        }
+        if growing && !tracked.growth_said {
+            notes.push(format!(
+                "{}: still growing after {MOST_DEFERRED} polls: what of it is complete is read without waiting for it to hold still",
+                path.display()
+            ));
+            tracked.growth_said = true;
+        }
+        let next = self.next(path, tracked.clone(), pace, notes, again);
+        match &next {
+            Next::Read(piece) if piece.next.read_to == size => {}
+            // Left for a later poll: said when the watch stops.
+            Next::Read(_) | Next::Wait if pace == Pace::Stop => self.left_out.push(format!(
+                "{}: {} when the watch stopped: left out",
+                path.display(),
+                if is_plain_jsonl(path) {
+                    "its last line had no line break yet"
+                } else {
+                    "not complete yet (a compressed stream or Parquet file cut short)"
+                }
+            )),
+            _ => {}
+        }
+        match next {
+            Next::Read(piece) => Some(*piece),
+            Next::NotRead => None,
+            Next::Wait => {
+                self.files.insert(path.to_path_buf(), tracked);
+                None
+            }
+        }
+    }
+
+    /// What of `path` to read now (`tracked`: its record, its size now).
+    fn next(
+        &mut self,
+        path: &Path,
+        tracked: Tracked,
+        pace: Pace,
+        notes: &mut Vec<String>,
+        again: &mut bool,
+    ) -> Next {
+        let size = tracked.size;
+        let io = |cause| credit_core::Error::Io {
+            path: path.to_path_buf(),
+            cause,
+        };
+        let ready = match tail::ready(path, size, tracked.read_to) {
+            Ok(ready) => ready,
+            Err(e) => {
+                self.not_read(path, tracked, &e);
+                return Next::NotRead;
+            }
+        };
+        // Read as it is (`credit report` reads a last line without a line break, and says what
+        // does not read): with `--once`, or once it stayed so for `STALE_POLLS` polls.
+        let as_it_is = pace == Pace::Once || tracked.unchanged >= STALE_POLLS;
+        let lines = |end: u64, lines: u64, open_line: bool| {
+            (
+                Some(Span {
+                    start: tracked.read_to,
+                    end,
+                    first_line: tracked.next_line,
+                }),
+                Tracked {
+                    read_to: end,
+                    next_line: tracked.next_line + lines,
+                    open_line,
+                    ..tracked.clone()
+                },
+            )
+        };
+        let whole = || {
+            (
+                None,
+                Tracked {
+                    read_to: size,
+                    ..tracked.clone()
+                },
+            )
+        };
+        let (span, mut next) = match ready {
+            Ready::Lines { end, lines: n } if end == size || !as_it_is => lines(end, n, false),
+            Ready::Lines { lines: n, .. } => lines(size, n + 1, true),
+            Ready::Wait if !as_it_is => return Next::Wait,
+            Ready::Wait if is_plain_jsonl(path) => lines(size, 1, true),
+            Ready::Wait => whole(),
+            Ready::Whole => {
+                if tracked.read_to > 0 {
+                    notes.push(format!(
+                        "{}: grew after it was read: reading the run again",
+                        path.display()
+                    ));
+                    *again = true;
+                }
+                whole()
+            }
+        };
+        next.fingerprint = match fingerprint(path, next.read_to) {
+            Ok(f) => f,
+            Err(e) => {
+                self.not_read(path, tracked, &io(e));
+                return Next::NotRead;
+            }
+        };
+        next.deferred = 0;
+        next.unchanged = 0;
+        Next::Read(Box::new(Piece {
+            path: path.to_path_buf(),
+            span,
+            next,
+            before: tracked,
+        }))
+    }
+
+    /// Records that `path` (`tracked`: its record as before the read) could not be read, until
+    /// it changes: a note of the report's ([`Watch::report_notes`]).
+    fn not_read(&mut self, path: &Path, mut tracked: Tracked, e: &credit_core::Error) {
+        let why = e.to_string();
+        // The error names the file (and line and column) when it is about its content.
+        let note = if why.starts_with(&path.display().to_string()) {
+            format!("not read: {why}")
+        } else {
+            format!("{}: not read: {why}", path.display())
+        };
+        tracked.unreadable = Some(note);
+        self.files.insert(path.to_path_buf(), tracked);
+    }
+
+    /// The notes of the report: its reads' (windows' and ingest's), `--lenient`'s skips, the
+    /// files that could not be read and what a stop left out.
+    fn report_notes(&self) -> Vec<String> {
+        let mut notes = self.read.notes();
+        let report = self.read.report();
+        let skipped = report.skipped_total();
+        if skipped > 0 {
+            let reasons: Vec<String> = report
+                .skipped
+                .iter()
+                .map(|(r, n)| format!("{n} {}", r.as_str()))
+                .collect();
+            let first = report
+                .skipped_examples
+                .first()
+                .map_or(String::new(), |e| format!(" (the first: {e})"));
+            notes.push(format!(
+                "--lenient skipped {skipped} row(s): {}{first}",
+                reasons.join(", ")
+            ));
+        }
+        notes.extend(self.unreadable().into_iter().map(|(_, note)| note));
+        notes.extend(self.left_out.iter().cloned());
+        notes
+    }
+
     /// Reads `piece` and adds it; `Ok(Err(Split))` when it holds a unit read before (nothing
     /// added). Gives the iterations read (`None`: no rows) and the agreement on their rows.
     /// `continues`: the piece is new lines of a file read before, whose rows `--lenient` skips
     /// are a sign that they continue earlier ones (an error, to the caller).
     #[allow(clippy::type_complexity)]
-    fn read_more<E: From<credit_core::Error> + Send>(
+    fn read_more(
         &mut self,
-        (path, span, _): &(PathBuf, Option<Span>, Tracked),
+        piece: &Piece,
         continues: bool,
-    ) -> Result<Result<Option<(Vec<i64>, Agreement)>, Split>, E> {
+    ) -> Result<Result<Option<(Vec<i64>, Agreement)>, Split>, credit_core::Error> {
+        let path = &piece.path;
         self.run.paths = vec![path.clone()];
-        self.run.ingest.spans = span.iter().map(|s| (path.clone(), *s)).collect();
+        self.run.ingest.spans = piece.span.iter().map(|s| (path.clone(), *s)).collect();
         let Some(more) = nothing_is_none(self.read.more(&self.run, self.fill, &|_| {}))? else {
             return Ok(Ok(None));
         };
@@ -322,8 +594,7 @@ impl<'a> Watch<'a> {
             return Err(credit_core::Error::Config(format!(
                 "{}: rows of its new lines skipped",
                 path.display()
-            ))
-            .into());
+            )));
         }
         let iterations = more.value.iterations();
         let agreement = agreement(&more.value);
@@ -332,7 +603,7 @@ impl<'a> Watch<'a> {
 
     /// Reads every log again from the start in one run, up to where each was read; false when
     /// there is nothing to read.
-    fn read_again<E: From<credit_core::Error> + Send>(&mut self) -> Result<bool, E> {
+    fn read_again(&mut self) -> Result<bool, credit_core::Error> {
         self.read = Read::new(&self.run, self.options)?;
         self.run.paths = self
             .files
@@ -366,44 +637,65 @@ impl<'a> Watch<'a> {
         Ok(true)
     }
 
-    /// A line for each iteration of each read that `landed` (its iterations, and the agreement
-    /// on its rows, shown when it held one iteration), with the report's figures now.
+    /// One line per iteration that `landed` (each read's iterations, and the agreement on its
+    /// rows), in the order they landed, with the report's figures now; an iteration read alone
+    /// in one read shows that read's agreement. Logs without an iteration: one line of the whole
+    /// run's figures.
     fn lines(&self, landed: &[(Vec<i64>, Agreement)]) -> Vec<IterationLine> {
         let summary = self.read.summary();
-        let mut lines = Vec::new();
+        let mut agreements: Vec<(i64, Agreement)> = Vec::new();
         for (iterations, agreement) in landed {
-            let spearman: Agreement = agreement
-                .iter()
-                .map(|(pair, rho)| (pair.clone(), rho.filter(|_| iterations.len() <= 1)))
-                .collect();
             for &it in iterations {
-                let trend = self.read.trends().of_iteration(it);
-                lines.push(IterationLine {
-                    iteration: Some(it),
-                    rows: trend.map_or(0, |(steps, _)| steps),
-                    success_rate: summary
-                        .success
-                        .per_iteration
-                        .iter()
-                        .find(|r| r.key == it.to_string())
-                        .map(|r| r.rate),
-                    singleton_step_share: summary
-                        .step_groups
-                        .per_iteration
-                        .iter()
-                        .find(|(i, _)| *i == it)
-                        .map(|(_, d)| d.pct_steps[0] / 100.0),
-                    degenerate_group_share: trend.map(|(_, share)| share),
-                    spearman: spearman.clone(),
-                });
+                match agreements.iter_mut().find(|(i, _)| *i == it) {
+                    // Read in parts: no agreement of its own.
+                    Some((_, seen)) => seen.iter_mut().for_each(|(_, rho)| *rho = None),
+                    None => {
+                        let alone = iterations.len() == 1;
+                        let own = agreement
+                            .iter()
+                            .map(|(pair, rho)| (pair.clone(), rho.filter(|_| alone)))
+                            .collect();
+                        agreements.push((it, own));
+                    }
+                }
             }
         }
-        // Logs without an iteration: one line of the whole run's figures.
-        if lines.is_empty() && self.read.trends().iterations().next().is_none() {
+        let mut lines = Vec::new();
+        for (it, spearman) in agreements {
+            let trend = self.read.trends().of_iteration(it);
+            lines.push(IterationLine {
+                iteration: Some(it),
+                read: self.reads,
+                rows: trend.map_or(0, |(steps, _)| steps),
+                success_rate: summary
+                    .success
+                    .per_iteration
+                    .iter()
+                    .find(|r| r.key == it.to_string())
+                    .map(|r| r.rate),
+                singleton_step_share: summary
+                    .step_groups
+                    .per_iteration
+                    .iter()
+                    .find(|(i, _)| *i == it)
+                    .map(|(_, d)| d.pct_steps[0] / 100.0),
+                degenerate_group_share: trend.map(|(_, share)| share),
+                spearman,
+            });
+        }
+        if lines.is_empty()
+            && !landed.is_empty()
+            && self.read.trends().iterations().next().is_none()
+        {
             let headline = crate::Headline::of(&summary, None);
-            let spearman = landed.last().map(|(_, a)| a.clone()).unwrap_or_default();
+            // The agreement of the one read that landed; several have none of their own.
+            let spearman = match landed {
+                [(_, agreement)] => agreement.clone(),
+                _ => Vec::new(),
+            };
             lines.push(IterationLine {
                 iteration: None,
+                read: self.reads,
                 rows: summary.rows,
                 success_rate: Some(headline.success_rate),
                 singleton_step_share: Some(headline.singleton_step_share),
@@ -412,6 +704,73 @@ impl<'a> Watch<'a> {
             });
         }
         lines
+    }
+}
+
+/// Why a file read before must be read again from its start, as a note, if it must: it was
+/// replaced by another file, shrank, was rewritten in place (the [`fingerprint`] of the bytes
+/// read changed: an append leaves them as they were), or its last line, read without a line
+/// break, went on.
+fn read_again_because(path: &Path, tracked: &Tracked, id: (u64, u64), size: u64) -> Option<String> {
+    let how = if tracked.id != id {
+        "replaced after it was read"
+    } else if size < tracked.read_to {
+        "shrank after it was read"
+    } else if tracked.open_line && size > tracked.read_to {
+        "its last line, read without a line break, went on"
+    } else if fingerprint(path, tracked.read_to).ok() != Some(tracked.fingerprint) {
+        "rewritten in place after it was read (the bytes read changed)"
+    } else {
+        return None;
+    };
+    Some(format!(
+        "{}: {how}: reading the run again, this file from its start",
+        path.display()
+    ))
+}
+
+/// A hash of the first and the last [`CHECKED_BYTES`] of a file's first `read_to` bytes: what a
+/// trainer rewriting the file in place changes, and appending leaves as it was.
+fn fingerprint(path: &Path, read_to: u64) -> std::io::Result<u64> {
+    let mut file = std::fs::File::open(path)?;
+    let mut bytes = Vec::new();
+    (&mut file)
+        .take(read_to.min(CHECKED_BYTES))
+        .read_to_end(&mut bytes)?;
+    let last = read_to.saturating_sub(CHECKED_BYTES);
+    file.seek(SeekFrom::Start(last))?;
+    file.take(read_to - last).read_to_end(&mut bytes)?;
+    let mut hasher = std::hash::DefaultHasher::new();
+    bytes.hash(&mut hasher);
+    Ok(hasher.finish())
+}
+
+/// Plain JSONL, read line by line as it grows (not compressed, not Parquet).
+fn is_plain_jsonl(path: &Path) -> bool {
+    let name = path.to_string_lossy().to_ascii_lowercase();
+    ![".gz", ".zst", ".parquet"]
+        .iter()
+        .any(|ext| name.ends_with(ext))
+}
+
+/// An error of reading a log (its bytes or its content): the file is named as not read and the
+/// watch goes on. Others (a signal model's, writing the report) stop it.
+fn of_the_logs(e: &credit_core::Error) -> bool {
+    matches!(
+        e,
+        credit_core::Error::Input { .. }
+            | credit_core::Error::Io { .. }
+            | credit_core::Error::Polars(_)
+            | credit_core::Error::Numbers(_)
+    )
+}
+
+/// The file an error of reading the logs names.
+fn file_of(e: &credit_core::Error) -> Option<&Path> {
+    match e {
+        credit_core::Error::Input { location, .. } => Some(&location.path),
+        credit_core::Error::Io { path, .. } => Some(path),
+        _ => None,
     }
 }
 
@@ -469,4 +828,55 @@ fn file_id(meta: &std::fs::Metadata) -> (u64, u64) {
 fn file_id(_meta: &std::fs::Metadata) -> (u64, u64) {
     // No inode outside unix: a replaced file is seen when it shrinks.
     (0, 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An append leaves a file's fingerprint as it was; a rewrite of its first bytes, a
+    /// replacement, a shrink or a last line read without its line break going on do not.
+    #[test]
+    fn a_file_is_read_again_when_what_was_read_changed() {
+        let dir = std::env::temp_dir().join(format!("credit-watch-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("1.jsonl");
+        // Longer than twice the bytes checked: the middle is not looked at.
+        let text = "{\"a\": 1}\n".repeat(1000);
+        std::fs::write(&path, &text).unwrap();
+        let read_to = text.len() as u64;
+        let tracked = Tracked {
+            read_to,
+            fingerprint: fingerprint(&path, read_to).unwrap(),
+            ..Tracked::new((1, 2))
+        };
+        let again = |id, size| read_again_because(&path, &tracked, id, size);
+        std::fs::write(&path, text.clone() + "{\"a\": 2}\n").unwrap();
+        assert_eq!(again((1, 2), read_to + 9), None);
+        let said = |how: &str| {
+            Some(format!(
+                "{}: {how}: reading the run again, this file from its start",
+                path.display()
+            ))
+        };
+        assert_eq!(
+            again((1, 3), read_to + 9),
+            said("replaced after it was read")
+        );
+        assert_eq!(again((1, 2), read_to - 1), said("shrank after it was read"));
+        std::fs::write(&path, text.replacen('1', "3", 1) + "{\"a\": 2}\n").unwrap();
+        assert_eq!(
+            again((1, 2), read_to + 9),
+            said("rewritten in place after it was read (the bytes read changed)")
+        );
+        let open = Tracked {
+            open_line: true,
+            ..tracked.clone()
+        };
+        assert_eq!(
+            read_again_because(&path, &open, (1, 2), read_to + 9),
+            said("its last line, read without a line break, went on")
+        );
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 }
