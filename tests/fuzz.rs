@@ -1,11 +1,16 @@
 //! Structured fuzzing of every reader of user input: step-row JSONL, episode-per-line JSONL,
-//! Parquet, the schema map (`--schema`) and the thresholds file (`--check`).
+//! Parquet, the schema map (`--schema`), the thresholds file (`--check`) and GGUF model files
+//! (`--model`, `--backbone`).
 //!
 //! Each case mutates a valid seed from `fixtures/fuzz/` (JSON-aware mutations of values, keys and
 //! rows, and raw byte mutations) and runs the reader in-process on a thread with a time limit.
 //! The invariants: no panic, no hang (10 s a case), and every `Ok` batch satisfies ingest's
 //! checks (ids present, steps contiguous from 0 or 1, one group per trajectory, finite rewards,
-//! no duplicate (trajectory, step)).
+//! no duplicate (trajectory, step)). A GGUF file is mutated in its header (counts, lengths and
+//! types overwritten, entries spliced in with lying counts, metadata values replaced, the file
+//! cut short) and read as a model and a tokenizer: every error must name the file. Memory stays
+//! within what the file holds by construction (the reader checks each count and length against
+//! the bytes left before it allocates), so a case that did not would show as a hang or an abort.
 //!
 //! Bounded by time: `CREDIT_FUZZ_SECONDS` (default 15; `.ci/run` gives it 90 s, see
 //! docs/testing.md for a long run) and reproducible with `CREDIT_FUZZ_SEED`.
@@ -13,6 +18,10 @@
 use credit_core::ingest::{read_paths, IngestOptions};
 use credit_core::schema::ColumnMap;
 use credit_core::StepBatch;
+use credit_train::test_support::{
+    gguf_array, gguf_parts, set_gguf_metadata, splice_gguf_metadata, write_gguf_parts, GgufParts,
+    Value as GgufValue, GGUF_ARRAY, GGUF_VOCAB,
+};
 use serde_json::{json, Map, Value};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -349,6 +358,180 @@ fn write_parquet(path: &Path, text: &[u8], rng: &mut Rng) -> bool {
     ParquetWriter::new(file).finish(&mut frame).is_ok()
 }
 
+/// The tiny Llama of the GGUF cases: F32 tensors, so its data is 4 bytes per parameter and
+/// everything before it is the header.
+fn gguf_model() -> GgufParts {
+    gguf_parts(&credit_train::Config::llama_tiny(GGUF_VOCAB), 3, false).unwrap()
+}
+
+const GGUF_KEYS: &[&str] = &[
+    "general.alignment",
+    "general.architecture",
+    "llama.block_count",
+    "llama.attention.head_count",
+    "llama.attention.head_count_kv",
+    "llama.feed_forward_length",
+    "llama.rope.dimension_count",
+    "llama.rope.freq_base",
+    "llama.attention.layer_norm_rms_epsilon",
+    "llama.context_length",
+    "tokenizer.ggml.model",
+    "tokenizer.ggml.pre",
+    "tokenizer.ggml.tokens",
+    "tokenizer.ggml.token_type",
+    "tokenizer.ggml.merges",
+    "tokenizer.ggml.bos_token_id",
+    "tokenizer.ggml.add_bos_token",
+    "tokenizer.chat_template",
+];
+
+/// Metadata values that break readers: zero, extremes, wrong types, empty and nested arrays.
+fn interesting_gguf_value(rng: &mut Rng) -> GgufValue {
+    use GgufValue::*;
+    let choices = [
+        U32(0),
+        U32(1),
+        U32(3),
+        U32(48),
+        U32(257),
+        U32(u32::MAX),
+        I32(-1),
+        U64(u64::MAX),
+        I64(i64::MIN),
+        F32(0.0),
+        F32(-1.0),
+        F32(f32::NAN),
+        F32(f32::INFINITY),
+        F64(1e-300),
+        Bool(true),
+        String("".into()),
+        String("llama".into()),
+        String("x".repeat(1 + rng.below(5000))),
+        Array(vec![]),
+        Array(vec![U32(1), U32(2)]),
+        Array(vec![String("a".into()), String("".into())]),
+        Array(vec![Array(vec![Array(vec![])])]),
+    ];
+    rng.pick(&choices).clone()
+}
+
+/// Numbers that break counts, lengths, types and offsets (`len`: the file's length).
+fn interesting_count(rng: &mut Rng, len: u64) -> u64 {
+    *rng.pick(&[
+        0,
+        1,
+        2,
+        4,
+        5,
+        8,
+        9,
+        12,
+        13,
+        30,
+        31,
+        32,
+        33,
+        255,
+        u64::from(u32::MAX),
+        1 << 32,
+        1 << 40,
+        u64::MAX,
+        i64::MAX as u64,
+        len,
+        len / 2,
+        len + 1,
+    ])
+}
+
+/// A GGUF file mutated at the level of its header: metadata values replaced, fields overwritten
+/// with interesting numbers, entries spliced in (arrays and strings whose counts lie, nested
+/// arrays, alignments), bytes flipped, the file cut short.
+fn mutate_gguf(rng: &mut Rng) -> Vec<u8> {
+    let mut parts = gguf_model();
+    if rng.chance(3) {
+        let key = rng.pick(GGUF_KEYS);
+        set_gguf_metadata(&mut parts, key, interesting_gguf_value(rng));
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seed.gguf");
+    write_gguf_parts(&path, &parts.0, &parts.1).unwrap();
+    let mut bytes = std::fs::read(&path).unwrap();
+    let header = bytes.len() - 4 * credit_train::Config::llama_tiny(GGUF_VOCAB).n_parameters();
+    for _ in 0..1 + rng.below(3) {
+        let len = bytes.len() as u64;
+        // Within the header, as far as an earlier cut left it.
+        let limit = header.min(bytes.len());
+        match rng.below(5) {
+            0 if limit >= 8 => {
+                let at = rng.below(limit - 7);
+                let n = interesting_count(rng, len);
+                bytes[at..at + 8].copy_from_slice(&n.to_le_bytes());
+            }
+            1 if limit >= 4 => {
+                let at = rng.below(limit - 3);
+                let n = interesting_count(rng, len) as u32;
+                bytes[at..at + 4].copy_from_slice(&n.to_le_bytes());
+            }
+            2 => {
+                let kind = rng.below(14) as u32;
+                let claimed = interesting_count(rng, len);
+                let elements: Vec<u8> = (0..rng.below(64)).map(|_| rng.next() as u8).collect();
+                let (key, value_kind, value) = match rng.below(4) {
+                    0 => (
+                        "general.alignment",
+                        4,
+                        interesting_count(rng, len).to_le_bytes()[..4].to_vec(),
+                    ),
+                    1 => {
+                        let mut string = claimed.to_le_bytes().to_vec();
+                        string.extend(&elements);
+                        ("credit.fuzz.string", 8, string)
+                    }
+                    2 => (*rng.pick(GGUF_KEYS), rng.below(14) as u32, elements),
+                    _ => (
+                        "credit.fuzz.array",
+                        GGUF_ARRAY,
+                        gguf_array(kind, claimed, &elements),
+                    ),
+                };
+                if let Ok(spliced) = splice_gguf_metadata(&bytes, &[(key, value_kind, value)]) {
+                    bytes = spliced;
+                }
+            }
+            3 if limit >= 1 => {
+                let at = rng.below(limit);
+                bytes[at] = rng.next() as u8;
+            }
+            _ => {
+                let cut = rng.below(bytes.len() + 1);
+                bytes.truncate(cut);
+            }
+        }
+    }
+    bytes
+}
+
+/// Reads `path` as a model and as a tokenizer; each error must name the file.
+fn read_gguf(path: PathBuf) {
+    use credit_train::load;
+    let named = |e: credit_train::Error| {
+        let message = e.to_string();
+        assert!(
+            message.starts_with(&path.display().to_string()),
+            "an error that does not name the file: {message}"
+        );
+    };
+    if let Err(e) = load::read_config(&path) {
+        named(e);
+    }
+    if let Err(e) = load::Tokenizer::load(&path) {
+        named(e);
+    }
+    if let Err(e) = load::load_model(&path, credit_train::DeviceKind::Cpu) {
+        named(e);
+    }
+}
+
 #[test]
 fn readers_survive_mutated_input() {
     let seconds: u64 = std::env::var("CREDIT_FUZZ_SECONDS")
@@ -364,9 +547,9 @@ fn readers_survive_mutated_input() {
     let (steps, episodes) = (seed("steps.jsonl"), seed("episodes.jsonl"));
     let (map, thresholds) = (seed("map.toml"), seed("thresholds.toml"));
     let deadline = Instant::now() + Duration::from_secs(seconds);
-    let mut cases = [0u64; 5];
+    let mut cases = [0u64; 6];
     while Instant::now() < deadline {
-        let kind = rng.below(5);
+        let kind = rng.below(6);
         let n = cases.iter().sum::<u64>();
         match kind {
             0 | 1 => {
@@ -423,6 +606,13 @@ fn readers_survive_mutated_input() {
                     }
                 });
             }
+            4 => {
+                let path = dir.path().join(format!("case{n}.gguf"));
+                std::fs::write(&path, mutate_gguf(&mut rng)).unwrap();
+                let p = path.clone();
+                guarded("GGUF model", &path, move || read_gguf(p));
+                std::fs::remove_file(&path).unwrap();
+            }
             _ => {
                 let text =
                     String::from_utf8_lossy(&mutate_jsonl(&mut rng, &thresholds)).into_owned();
@@ -439,13 +629,14 @@ fn readers_survive_mutated_input() {
         cases[kind] += 1;
     }
     eprintln!(
-        "fuzz: {} cases in {seconds} s (seed {seed_value}): {} step JSONL, {} episode JSONL, {} Parquet, {} schema maps, {} thresholds",
+        "fuzz: {} cases in {seconds} s (seed {seed_value}): {} step JSONL, {} episode JSONL, {} Parquet, {} schema maps, {} GGUF models, {} thresholds",
         cases.iter().sum::<u64>(),
         cases[0],
         cases[1],
         cases[2],
         cases[3],
-        cases[4]
+        cases[4],
+        cases[5]
     );
     assert!(
         cases.iter().all(|&c| c > 0),

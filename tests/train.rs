@@ -7,7 +7,9 @@
 
 use crate::util::{f, fixture, json, read_jsonl, stderr, Run};
 use credit_train::test_support::{
-    smollm2_gguf, write_gguf, write_model_dir, BYTE_LEVEL_VOCAB, GGUF_VOCAB,
+    edit_gguf_tensor, gguf_array, gguf_parts, set_gguf_metadata, smollm2_gguf,
+    splice_gguf_metadata, write_gguf, write_gguf_parts, write_model_dir, Value, BYTE_LEVEL_VOCAB,
+    GGUF_ARRAY, GGUF_VOCAB,
 };
 use credit_train::{Config, DType};
 
@@ -587,4 +589,169 @@ fn segment_reward_model_fills_hisr() {
     }
     assert_eq!(mass.len(), 24);
     assert!(mass.values().all(|m| (m - 1.0).abs() < 1e-9), "{mass:?}");
+}
+
+/// The tiny random Llama as a GGUF file at `name`, with `key` set to `value` in its metadata.
+fn gguf_with(run: &Run, name: &str, key: &str, value: Value) -> String {
+    let mut parts = gguf_parts(&Config::llama_tiny(GGUF_VOCAB), 3, false).expect("GGUF parts");
+    set_gguf_metadata(&mut parts, key, value);
+    let path = run.path(name);
+    write_gguf_parts(&path, &parts.0, &parts.1).expect("write the GGUF");
+    path.display().to_string()
+}
+
+/// `--handoff FILE` in place of `--out DIR`.
+fn handoff_args(run: &Run, model: &str) -> Vec<String> {
+    let mut args = policy_args(run, model, &["--handoff", "h.jsonl"]);
+    let at = args.iter().position(|a| a == "--out").unwrap();
+    args.drain(at..at + 2);
+    args
+}
+
+/// `general.alignment = 0` divided by zero in candle's reader (a panic) through each flag that
+/// takes a model; now it is named, and nothing is written.
+#[test]
+fn a_gguf_alignment_of_zero_is_an_error_for_model_handoff_and_backbone() {
+    let run = Run::new();
+    let gguf = gguf_with(&run, "a0.gguf", "general.alignment", Value::U32(0));
+    let expected =
+        format!("{gguf}: general.alignment is 0: must be a power of two (GGUF's default is 32)");
+    let logs = fixture("real/textworld.jsonl").display().to_string();
+    let backbone = [
+        "train",
+        "progress",
+        &logs,
+        "--backbone",
+        &gguf,
+        "--out",
+        "pm",
+        "--epochs",
+        "1",
+        "--folds",
+        "0",
+    ]
+    .map(String::from)
+    .to_vec();
+    for (flag, args, output) in [
+        (
+            "--model",
+            policy_args(&run, &gguf, &["--steps", "1"]),
+            "ckpt",
+        ),
+        ("--handoff", handoff_args(&run, &gguf), "h.jsonl"),
+        ("--backbone", backbone, "pm"),
+    ] {
+        let o = run.credit(&args);
+        assert_eq!(o.status.code(), Some(2), "{flag}: {}", stderr(&o));
+        assert!(stderr(&o).contains(&expected), "{flag}: {}", stderr(&o));
+        assert!(!stderr(&o).contains("panicked"), "{flag}: {}", stderr(&o));
+        assert!(!run.path(output).exists(), "{flag}: {output} was written");
+    }
+}
+
+/// Runs `credit ARGS` and returns its exit code, stderr, peak RSS in kilobytes and wall time.
+// The child is reaped by `wait4` (which also gives its rusage), not by `Child::wait`.
+#[allow(clippy::zombie_processes)]
+fn measured(run: &Run, args: &[String]) -> (Option<i32>, String, i64, f64) {
+    let err = run.path("measured.stderr");
+    let started = std::time::Instant::now();
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_credit"))
+        .args(args)
+        .current_dir(run.dir.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(&err).unwrap())
+        .spawn()
+        .expect("run credit");
+    let mut status = 0;
+    // SAFETY: a zeroed rusage is a valid value for wait4 to fill in.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: `child` is our own child, not yet waited for.
+    let pid = unsafe { libc::wait4(child.id() as i32, &mut status, 0, &mut usage) };
+    assert_eq!(pid, child.id() as i32, "wait4");
+    let code = libc::WIFEXITED(status).then(|| libc::WEXITSTATUS(status));
+    let seconds = started.elapsed().as_secs_f64();
+    let text = std::fs::read_to_string(&err).unwrap();
+    (code, text, usage.ru_maxrss, seconds)
+}
+
+/// A metadata array is sized against the file before anything is allocated (one claiming 2⁴⁰
+/// elements in a small file is refused at once), and a real 20 MB one is walked past: candle's
+/// reader boxed each element as a 32-byte value (640 MB here; 8.2 GB and 172 s for 200 MB).
+#[test]
+fn gguf_metadata_arrays_stay_within_the_file() {
+    let run = Run::new();
+    let plain = run.path("plain.gguf");
+    write_gguf(&plain, &Config::llama_tiny(GGUF_VOCAB), 3, false).expect("write the tiny GGUF");
+    let seed = std::fs::read(&plain).unwrap();
+    let key = "tokenizer.ggml.scores";
+    let lie = run.path("lie.gguf");
+    let bytes =
+        splice_gguf_metadata(&seed, &[(key, GGUF_ARRAY, gguf_array(0, 1 << 40, &[0; 8]))]).unwrap();
+    std::fs::write(&lie, &bytes).unwrap();
+    // The element count, after the 24-byte header, the key, the value type and the element type.
+    let at = 24 + 8 + key.len() + 4 + 4;
+    let (code, err, _, seconds) = measured(&run, &handoff_args(&run, &lie.display().to_string()));
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "{}: at byte {at}, metadata `{key}` claims 1099511627776 elements (1099511627776 bytes) but the file has only {} bytes left",
+            lie.display(),
+            bytes.len() - at - 8
+        )),
+        "{err}"
+    );
+    assert!(seconds < 10.0, "{seconds} s");
+
+    let big = run.path("big.gguf");
+    let filler = vec![7u8; 20 << 20];
+    let bytes = splice_gguf_metadata(
+        &seed,
+        &[(key, GGUF_ARRAY, gguf_array(0, 20 << 20, &filler))],
+    )
+    .unwrap();
+    std::fs::write(&big, bytes).unwrap();
+    let measure = |model: &std::path::Path| {
+        let _ = std::fs::remove_file(run.path("h.jsonl"));
+        let (code, err, kb, seconds) =
+            measured(&run, &handoff_args(&run, &model.display().to_string()));
+        assert_eq!(code, Some(0), "{err}");
+        (kb, seconds)
+    };
+    let ((plain_kb, plain_s), (big_kb, big_s)) = (measure(&plain), measure(&big));
+    eprintln!("peak RSS {plain_kb} KB, {plain_s:.2} s without the array; {big_kb} KB, {big_s:.2} s with it");
+    assert!(
+        big_kb < plain_kb + 32 * 1024,
+        "{big_kb} KB vs {plain_kb} KB"
+    );
+    assert!(big_s < plain_s + 5.0, "{big_s} s vs {plain_s} s");
+}
+
+/// Weights that are finite but overflow the logits make every step's loss and gradient NaN:
+/// the run used to print "trained steps 1..2" and save the base model; now it fails (exit 2),
+/// says how many steps were skipped and why, and writes no checkpoint.
+#[test]
+fn a_run_that_skips_every_update_exits_2_without_a_checkpoint() {
+    let run = Run::new();
+    let mut parts = gguf_parts(&Config::llama_tiny(GGUF_VOCAB), 3, false).expect("GGUF parts");
+    for name in ["output_norm.weight", "output.weight"] {
+        edit_gguf_tensor(&mut parts, name, |v| v.fill(1e30)).unwrap();
+    }
+    let path = run.path("huge.gguf");
+    write_gguf_parts(&path, &parts.0, &parts.1).unwrap();
+    let o = run.credit(policy_args(
+        &run,
+        &path.display().to_string(),
+        &["--steps", "2"],
+    ));
+    assert_eq!(o.status.code(), Some(2), "{}", stderr(&o));
+    assert!(
+        stderr(&o).contains("every update was skipped: the gradient norm was not finite on all 2 steps (1..2; the loss was not finite on 2 of them)"),
+        "{}",
+        stderr(&o)
+    );
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(!stdout.contains("trained steps"), "{stdout}");
+    let ckpt = run.path("ckpt");
+    assert!(!ckpt.join("model.safetensors").exists());
+    assert!(!ckpt.join("trainer_state.json").exists());
 }

@@ -290,6 +290,9 @@ fn policy(mut args: PolicyArgs) -> Result<ExitCode> {
         .with_context(|| format!("training on {}", args.model.display()))?;
     bar.finish_and_clear();
     out_dir.finish(Stale::Remove)?;
+    if summary.skipped > 0 && !json {
+        eprintln!("warning: {}", credit_train::train::skipped_note(&summary));
+    }
 
     let metrics = out.join(credit_train::checkpoint::METRICS);
     let merged = config
@@ -310,6 +313,7 @@ fn policy(mut args: PolicyArgs) -> Result<ExitCode> {
                 "samples": samples.len(),
                 "skipped_rows": skipped,
                 "steps": summary.steps,
+                "skipped_steps": summary.skipped,
                 "tokens_per_s": summary.tokens_per_s,
                 "last": summary.last,
             }))?

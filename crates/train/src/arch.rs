@@ -291,6 +291,14 @@ impl HfConfig {
                 "vocab_size, hidden_size and num_hidden_layers must be positive".into(),
             ));
         }
+        for (key, value) in [
+            ("rope_theta", self.rope_theta),
+            ("rms_norm_eps", self.rms_norm_eps),
+        ] {
+            if !(value.is_finite() && value > 0.0) {
+                return Err(bad(format!("{key} = {value}: must be a positive number")));
+            }
+        }
         let rope_scaling = match self.rope_scaling {
             None | Some(serde_json::Value::Null) => None,
             Some(value) => {
@@ -376,6 +384,21 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("num_key_value_heads = 3"), "{e}");
+        for (key, value) in [
+            ("rope_theta", "0"),
+            ("rope_theta", "-1"),
+            ("rms_norm_eps", "0"),
+        ] {
+            let e = parse(&format!(
+                r#"{{"model_type": "llama", "{key}": {value}, {base}}}"#
+            ))
+            .unwrap_err()
+            .to_string();
+            assert_eq!(
+                e,
+                format!("m/config.json: {key} = {value}: must be a positive number")
+            );
+        }
         let c = parse(&format!(r#"{{"model_type": "llama", {base}}}"#)).unwrap();
         assert_eq!(
             (c.head_dim, c.num_key_value_heads, c.attention_bias),

@@ -35,6 +35,9 @@ pub enum Error {
     /// A checkpoint that cannot be resumed, or an output folder that would be overwritten.
     #[error("{}: {message}", path.display())]
     Checkpoint { path: PathBuf, message: String },
+    /// A run that trained nothing: every optimizer step's update was skipped.
+    #[error("{0}")]
+    Untrained(String),
     /// Bad training parameters; the message names the flag.
     #[error("{0}")]
     Params(String),

@@ -14,17 +14,24 @@
 //! backward pass to carry the gradient to the activations below it, and on the CPU its product is
 //! 4.5–5.6× slower at training lengths and off by up to 5.7e-3 (`benches/quantised_base.rs`).
 //!
+//! The header is read by the `header` module, within the file's length (no count or length in it is
+//! trusted before it is checked against the bytes left), and the `llama.*` values that the model
+//! divides by or takes logarithms of must be positive numbers.
+//!
 //! Only the Llama architecture with a GPT-2-style byte-level BPE tokenizer is read; other
 //! architectures, SentencePiece vocabularies and pre-tokenizers not listed in
 //! [`pre_tokenizer`] are refused with the metadata value that was found.
 
 use crate::arch::{Config, HfConfig};
 use crate::error::{Context, Error, Result};
-use candle_core::quantized::gguf_file::{Content, Value};
+use candle_core::quantized::gguf_file::TensorInfo;
 use candle_core::{Device, Tensor};
+use header::{ArrayAt, Header, Meta};
 use std::collections::HashMap;
-use std::io::{Read, Seek};
+use std::io::Read;
 use std::path::{Path, PathBuf};
+
+mod header;
 
 /// The first four bytes of every GGUF file.
 pub const MAGIC: &[u8; 4] = b"GGUF";
@@ -115,10 +122,11 @@ fn reorder_rows(w: &Tensor, heads: usize, to_hf: bool) -> candle_core::Result<Te
         .reshape(dims)
 }
 
-/// An open GGUF file: its metadata and tensor directory (the tensors are read on demand).
+/// An open GGUF file: its metadata and tensor directory, read within the file's length; arrays
+/// and tensors are read on demand.
 pub struct Gguf {
     path: PathBuf,
-    content: Content,
+    header: Header,
 }
 
 impl Gguf {
@@ -130,17 +138,13 @@ impl Gguf {
                 message: "not a GGUF file (it does not start with `GGUF`): --model and --backbone take a Hugging Face model folder or a .gguf file".into(),
             });
         }
-        let content = file
-            .rewind()
-            .map_err(candle_core::Error::from)
-            .and_then(|()| Content::read(&mut file))
-            .map_err(|e| Error::Model {
-                path: path.to_path_buf(),
-                message: format!("not a readable GGUF file: {e}"),
-            })?;
+        let header = Header::read(file).map_err(|message| Error::Model {
+            path: path.to_path_buf(),
+            message,
+        })?;
         Ok(Gguf {
             path: path.to_path_buf(),
-            content,
+            header,
         })
     }
 
@@ -151,10 +155,12 @@ impl Gguf {
         }
     }
 
-    fn value(&self, key: &str) -> Result<&Value> {
-        self.content
-            .metadata
-            .get(key)
+    fn get(&self, key: &str) -> Option<&Meta> {
+        self.header.metadata.get(key)
+    }
+
+    fn value(&self, key: &str) -> Result<&Meta> {
+        self.get(key)
             .ok_or_else(|| self.bad(format!("metadata `{key}` is missing")))
     }
 
@@ -162,40 +168,63 @@ impl Gguf {
         let v = self.value(key)?;
         // Writers differ in the integer type of counts; a negative one is no count.
         let n = match v {
-            Value::I8(x) => u64::try_from(*x).ok(),
-            Value::I16(x) => u64::try_from(*x).ok(),
-            Value::I32(x) => u64::try_from(*x).ok(),
-            Value::I64(x) => u64::try_from(*x).ok(),
-            other => other.to_u64().ok(),
+            Meta::Uint(x) => usize::try_from(*x).ok(),
+            Meta::Int(x) => usize::try_from(*x).ok(),
+            _ => None,
         };
-        n.and_then(|n| usize::try_from(n).ok())
-            .ok_or_else(|| self.bad(format!("metadata `{key}` = {v:?} is not a count")))
+        n.ok_or_else(|| self.bad(format!("metadata `{key}` = {v} is not a count")))
     }
 
-    fn float(&self, key: &str) -> Result<Option<f64>> {
-        match self.content.metadata.get(key) {
-            None => Ok(None),
-            Some(Value::F32(x)) => Ok(Some(f64::from(*x))),
-            Some(Value::F64(x)) => Ok(Some(*x)),
-            Some(v) => Err(self.bad(format!("metadata `{key}` = {v:?} is not a number"))),
+    /// The positive number `key`, `default` when it is absent.
+    fn positive(&self, key: &str, default: f64) -> Result<f64> {
+        match self.get(key) {
+            None => Ok(default),
+            Some(Meta::Float(x)) if x.is_finite() && *x > 0.0 => Ok(*x),
+            Some(v) => Err(self.bad(format!("metadata `{key}` = {v}: must be a positive number"))),
         }
     }
 
     fn string(&self, key: &str) -> Result<&str> {
-        let v = self.value(key)?;
-        v.to_string()
-            .map(String::as_str)
-            .map_err(|_| self.bad(format!("metadata `{key}` = {v:?} is not a string")))
+        match self.value(key)? {
+            Meta::Str(s) => Ok(s),
+            v => Err(self.bad(format!("metadata `{key}` = {v} is not a string"))),
+        }
     }
 
-    fn strings(&self, key: &str) -> Result<Vec<&str>> {
-        let v = self.value(key)?;
-        let not = || self.bad(format!("metadata `{key}` is not an array of strings"));
-        v.to_vec()
-            .map_err(|_| not())?
-            .iter()
-            .map(|s| s.to_string().map(String::as_str).map_err(|_| not()))
-            .collect()
+    fn array(&self, key: &str) -> Result<&ArrayAt> {
+        match self.value(key)? {
+            Meta::Array(a) => Ok(a),
+            v => Err(self.bad(format!("metadata `{key}` = {v} is not an array"))),
+        }
+    }
+
+    fn strings(&self, key: &str) -> Result<Vec<String>> {
+        self.header
+            .strings(&self.path, key, self.array(key)?)
+            .map_err(|m| self.bad(m))
+    }
+
+    fn has(&self, tensor: &str) -> bool {
+        self.header.tensors.contains_key(tensor)
+    }
+
+    /// The GGUF name and directory entry of the Hugging Face parameter `hf`, which must have
+    /// `shape`.
+    fn entry(&self, hf: &str, shape: &[usize]) -> Result<(String, &TensorInfo)> {
+        let name =
+            gguf_name(hf).ok_or_else(|| self.bad(format!("internal: no GGUF name for `{hf}`")))?;
+        let entry = self.header.tensors.get(&name).ok_or_else(|| {
+            self.bad(format!(
+                "tensor `{name}` (Hugging Face `{hf}`, shape {shape:?}) is missing"
+            ))
+        })?;
+        if entry.shape.dims() != shape {
+            return Err(self.bad(format!(
+                "tensor `{name}` has shape {:?}, the metadata implies {shape:?}",
+                entry.shape.dims()
+            )));
+        }
+        Ok((name, entry))
     }
 
     /// The architecture: `general.architecture` must be `llama`; the shape comes from
@@ -207,13 +236,13 @@ impl Gguf {
                 "general.architecture `{arch}` is not supported (GGUF files of the `llama` architecture are; other models load from a Hugging Face folder)"
             )));
         }
-        let has = |name: &str| self.content.tensor_infos.contains_key(name);
+        let has = |name: &str| self.has(name);
         if has("rope_freqs.weight") {
             return Err(self.bad("holds `rope_freqs.weight` (Llama 3.1's scaled RoPE), which is not read from GGUF: use the Hugging Face folder".into()));
         }
         let embed = self
-            .content
-            .tensor_infos
+            .header
+            .tensors
             .get("token_embd.weight")
             .ok_or_else(|| self.bad("tensor `token_embd.weight` is missing".into()))?;
         let &[vocab_size, hidden_size] = embed.shape.dims() else {
@@ -239,10 +268,8 @@ impl Gguf {
             num_attention_heads: heads,
             num_key_value_heads: self.int("llama.attention.head_count_kv").ok(),
             head_dim: None,
-            rope_theta: self.float("llama.rope.freq_base")?.unwrap_or(10_000.0),
-            rms_norm_eps: self
-                .float("llama.attention.layer_norm_rms_epsilon")?
-                .unwrap_or(1e-5),
+            rope_theta: self.positive("llama.rope.freq_base", 10_000.0)?,
+            rms_norm_eps: self.positive("llama.attention.layer_norm_rms_epsilon", 1e-5)?,
             tie_word_embeddings: !has("output.weight"),
             attention_bias: Some(has("blk.0.attn_q.bias")),
             hidden_act: None,
@@ -258,7 +285,13 @@ impl Gguf {
                 hf.num_hidden_layers - 1
             )));
         }
-        hf.into_config(&self.path)
+        let config = hf.into_config(&self.path)?;
+        // Every tensor is there in its shape, so that the metadata cannot ask for more than the
+        // file holds.
+        for (hf, shape) in config.parameters() {
+            self.entry(&hf, &shape)?;
+        }
+        Ok(config)
     }
 
     /// Every parameter of `config` (from [`Gguf::config`]) under its Hugging Face name,
@@ -267,24 +300,11 @@ impl Gguf {
         let mut file = std::fs::File::open(&self.path).map_err(|e| Error::io(&self.path, e))?;
         let mut out = HashMap::new();
         for (hf, shape) in config.parameters() {
-            let name = gguf_name(&hf)
-                .ok_or_else(|| self.bad(format!("internal: no GGUF name for `{hf}`")))?;
-            if !self.content.tensor_infos.contains_key(&name) {
-                return Err(self.bad(format!(
-                    "tensor `{name}` (Hugging Face `{hf}`, shape {shape:?}) is missing"
-                )));
-            }
-            let t = self
-                .content
-                .tensor(&mut file, &name, &Device::Cpu)
+            let (name, entry) = self.entry(&hf, &shape)?;
+            let t = entry
+                .read(&mut file, self.header.data_offset, &Device::Cpu)
                 .and_then(|q| q.dequantize(&Device::Cpu))
                 .map_err(|e| self.bad(format!("reading tensor `{name}`: {e}")))?;
-            if t.dims() != shape.as_slice() {
-                return Err(self.bad(format!(
-                    "tensor `{name}` has shape {:?}, the metadata implies {shape:?}",
-                    t.dims()
-                )));
-            }
             let t = match permuted_heads(&hf, config) {
                 Some(heads) => unpermute_rows(&t, heads).ctx(&format!("reordering `{name}`"))?,
                 None => t,
@@ -305,12 +325,10 @@ impl Gguf {
                 "tokenizer.ggml.model `{model}` is not supported (the byte-level BPE `gpt2` is)"
             )));
         }
-        let pre_name = self
-            .content
-            .metadata
-            .get("tokenizer.ggml.pre")
-            .and_then(|v| v.to_string().ok())
-            .map_or("default", String::as_str);
+        let pre_name = match self.get("tokenizer.ggml.pre") {
+            None => "default",
+            Some(_) => self.string("tokenizer.ggml.pre")?,
+        };
         let pre = pre_tokenizer(pre_name).ok_or_else(|| {
             self.bad(format!(
                 "tokenizer.ggml.pre `{pre_name}` is not supported (supported: {})",
@@ -319,18 +337,11 @@ impl Gguf {
         })?;
         let tokens = self.strings("tokenizer.ggml.tokens")?;
         let merges = self.strings("tokenizer.ggml.merges")?;
-        let types: Vec<i64> = match self.content.metadata.get("tokenizer.ggml.token_type") {
-            Some(v) => v
-                .to_vec()
-                .map_err(|_| {
-                    self.bad("metadata `tokenizer.ggml.token_type` is not an array".into())
-                })?
-                .iter()
-                .map(|t| match t {
-                    Value::I32(x) => i64::from(*x),
-                    other => other.to_u64().map_or(0, |x| x as i64),
-                })
-                .collect(),
+        let types: Vec<i64> = match self.get(TOKEN_TYPE) {
+            Some(_) => self
+                .header
+                .ints(&self.path, TOKEN_TYPE, self.array(TOKEN_TYPE)?)
+                .map_err(|m| self.bad(m))?,
             None => vec![NORMAL; tokens.len()],
         };
         let vocab: serde_json::Map<String, serde_json::Value> = tokens
@@ -350,11 +361,11 @@ impl Gguf {
             .collect();
         let byte_level = serde_json::json!({"type": "ByteLevel", "add_prefix_space": false, "trim_offsets": true, "use_regex": true});
         let add_bos = matches!(
-            self.content.metadata.get("tokenizer.ggml.add_bos_token"),
-            Some(Value::Bool(true))
+            self.get("tokenizer.ggml.add_bos_token"),
+            Some(Meta::Bool(true))
         );
         let post_processor = if add_bos {
-            let bos = self.special_token("bos")?.ok_or_else(|| {
+            let bos = self.special_token("bos", &tokens)?.ok_or_else(|| {
                 self.bad("tokenizer.ggml.add_bos_token is true but there is no bos_token_id".into())
             })?;
             let id = self.int("tokenizer.ggml.bos_token_id")?;
@@ -390,14 +401,14 @@ impl Gguf {
         }))
     }
 
-    /// The text of the special token whose id `tokenizer.ggml.{kind}_token_id` holds.
-    fn special_token(&self, kind: &str) -> Result<Option<String>> {
+    /// The text of the special token of `tokens` whose id `tokenizer.ggml.{kind}_token_id`
+    /// holds.
+    fn special_token(&self, kind: &str, tokens: &[String]) -> Result<Option<String>> {
         let key = format!("tokenizer.ggml.{kind}_token_id");
-        if !self.content.metadata.contains_key(&key) {
+        if self.get(&key).is_none() {
             return Ok(None);
         }
         let id = self.int(&key)?;
-        let tokens = self.strings("tokenizer.ggml.tokens")?;
         let token = tokens.get(id).ok_or_else(|| {
             self.bad(format!(
                 "metadata `{key}` = {id} is past the vocabulary ({} tokens)",
@@ -410,19 +421,17 @@ impl Gguf {
     /// `tokenizer_config.json`: `tokenizer.chat_template` and the special tokens.
     pub fn tokenizer_config(&self) -> Result<serde_json::Value> {
         let mut config = serde_json::Map::new();
-        if let Some(template) = self.content.metadata.get("tokenizer.chat_template") {
-            let template = template.to_string().map_err(|_| {
-                self.bad("metadata `tokenizer.chat_template` is not a string".into())
-            })?;
-            config.insert("chat_template".into(), template.as_str().into());
+        if self.get(CHAT_TEMPLATE).is_some() {
+            config.insert("chat_template".into(), self.string(CHAT_TEMPLATE)?.into());
         }
+        let tokens = self.strings("tokenizer.ggml.tokens")?;
         for (kind, key) in [
             ("bos", "bos_token"),
             ("eos", "eos_token"),
             ("padding", "pad_token"),
             ("unknown", "unk_token"),
         ] {
-            if let Some(token) = self.special_token(kind)? {
+            if let Some(token) = self.special_token(kind, &tokens)? {
                 config.insert(key.into(), token.into());
             }
         }
@@ -432,6 +441,9 @@ impl Gguf {
         Ok(config.into())
     }
 }
+
+const TOKEN_TYPE: &str = "tokenizer.ggml.token_type";
+const CHAT_TEMPLATE: &str = "tokenizer.chat_template";
 
 /// llama.cpp's token types (`llama_token_type`): normal, control (special), user-defined.
 const NORMAL: i64 = 1;

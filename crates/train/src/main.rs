@@ -129,6 +129,9 @@ fn main() -> ExitCode {
             args.out.display(),
             summary.tokens_per_s
         );
+        if summary.skipped > 0 {
+            eprintln!("warning: {}", credit_train::train::skipped_note(&summary));
+        }
         Ok(out.finish(credit_output::Stale::Remove)?)
     };
     match run() {

@@ -523,6 +523,15 @@ fn base_tensors(
                 ),
             });
         }
+        if let Some(problem) = non_finite(&tensor).ctx(&format!("checking `{name}`"))? {
+            let gguf = crate::gguf::gguf_name(&name)
+                .filter(|_| crate::load::is_gguf(source))
+                .map_or(String::new(), |g| format!(" (`{g}` in the GGUF file)"));
+            return Err(Error::Model {
+                path: source.to_path_buf(),
+                message: format!("tensor `{name}`{gguf} holds {problem}: every training step on it would be skipped"),
+            });
+        }
         let tensor = tensor
             .to_dtype(dtype)
             .and_then(|t| t.to_device(device))
@@ -530,6 +539,29 @@ fn base_tensors(
         out.push((name, tensor));
     }
     Ok(out)
+}
+
+/// What is not finite in `t` ("2 NaN and 1 infinite values, the first at index 7"), `None` when
+/// every value is. x − x is 0 for finite x and NaN otherwise, so one sum tells whether to look.
+fn non_finite(t: &Tensor) -> candle_core::Result<Option<String>> {
+    if !t.dtype().is_float() {
+        return Ok(None);
+    }
+    let sum = t
+        .sub(t)?
+        .sum_all()?
+        .to_dtype(DType::F64)?
+        .to_scalar::<f64>()?;
+    if sum == 0.0 {
+        return Ok(None);
+    }
+    let values = t.flatten_all()?.to_dtype(DType::F64)?.to_vec1::<f64>()?;
+    let nan = values.iter().filter(|v| v.is_nan()).count();
+    let infinite = values.iter().filter(|v| v.is_infinite()).count();
+    let first = values.iter().position(|v| !v.is_finite()).unwrap_or(0);
+    Ok(Some(format!(
+        "{nan} NaN and {infinite} infinite values, the first at index {first}"
+    )))
 }
 
 type Parts = (Tensor, Vec<Layer>, Tensor, Option<Tensor>);

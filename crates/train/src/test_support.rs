@@ -11,7 +11,7 @@
 use crate::arch::Config;
 use crate::error::{Context, Error, Result};
 use crate::rng::SplitMix64;
-use candle_core::quantized::gguf_file::Value;
+pub use candle_core::quantized::gguf_file::Value;
 use candle_core::quantized::{GgmlDType, QTensor};
 use candle_core::{DType, Device, Tensor};
 use std::io::Write;
@@ -252,6 +252,31 @@ pub fn gguf_parts(config: &Config, seed: u64, quantized: bool) -> Result<GgufPar
     Ok((metadata, tensors))
 }
 
+/// Sets the metadata `key` of `parts` to `value` (replacing it, or last).
+pub fn set_gguf_metadata(parts: &mut GgufParts, key: &str, value: Value) {
+    parts.0.retain(|(k, _)| k != key);
+    parts.0.push((key.to_string(), value));
+}
+
+/// Replaces the tensor `name` of `parts` by `edit` of its values, stored as F32.
+pub fn edit_gguf_tensor(
+    parts: &mut GgufParts,
+    name: &str,
+    edit: impl FnOnce(&mut [f32]),
+) -> Result<()> {
+    let (_, q) = parts
+        .1
+        .iter_mut()
+        .find(|(n, _)| n == name)
+        .ok_or_else(|| Error::Params(format!("no tensor `{name}`")))?;
+    let t = q.dequantize(&Device::Cpu).ctx("dequantising")?;
+    let mut values: Vec<f32> = t.flatten_all().and_then(|t| t.to_vec1()).ctx("reading")?;
+    edit(&mut values);
+    let t = Tensor::from_vec(values, t.dims(), &Device::Cpu).ctx("rebuilding")?;
+    *q = QTensor::quantize(&t, GgmlDType::F32).ctx(&format!("storing `{name}`"))?;
+    Ok(())
+}
+
 /// Writes [`gguf_parts`] (or parts edited from them) as a GGUF file.
 pub fn write_gguf_parts(
     path: &Path,
@@ -263,6 +288,58 @@ pub fn write_gguf_parts(
     let tensors: Vec<(&str, &QTensor)> = tensors.iter().map(|(k, v)| (k.as_str(), v)).collect();
     candle_core::quantized::gguf_file::write(&mut file, &metadata, &tensors)
         .ctx(&format!("writing {}", path.display()))
+}
+
+/// A GGUF metadata value of the array type: `elements` (raw little-endian bytes) of the GGUF type
+/// numbered `kind`, under a length that claims `len` of them (more than there are, to lie).
+pub fn gguf_array(kind: u32, len: u64, elements: &[u8]) -> Vec<u8> {
+    let mut v = kind.to_le_bytes().to_vec();
+    v.extend(len.to_le_bytes());
+    v.extend(elements);
+    v
+}
+
+/// The type number of a GGUF array value.
+pub const GGUF_ARRAY: u32 = 9;
+const GGUF_STRING: u32 = 8;
+
+/// The GGUF file `gguf` (as [`write_gguf_parts`] writes it: version 2, u64 counts) with
+/// `entries` put before its metadata: each a key, a GGUF type number and the value's raw bytes
+/// (see [`gguf_array`]). A string entry follows them, as long as it takes to keep the tensor data
+/// 32-byte aligned where the tensor directory says it is.
+pub fn splice_gguf_metadata(gguf: &[u8], entries: &[(&str, u32, Vec<u8>)]) -> Result<Vec<u8>> {
+    const COUNTS_END: usize = 24;
+    let kv_count = gguf
+        .get(16..COUNTS_END)
+        .and_then(|b| Some(u64::from_le_bytes(b.try_into().ok()?)))
+        .ok_or_else(|| Error::Params("not a GGUF file of version 2 or 3".into()))?;
+    let entry = |key: &str, kind: u32, value: &[u8]| {
+        let mut e = (key.len() as u64).to_le_bytes().to_vec();
+        e.extend(key.as_bytes());
+        e.extend(kind.to_le_bytes());
+        e.extend(value);
+        e
+    };
+    let mut inserted: Vec<u8> = entries
+        .iter()
+        .flat_map(|(key, kind, value)| entry(key, *kind, value))
+        .collect();
+    let padding_key = "credit.test.padding";
+    let bare = entry(padding_key, GGUF_STRING, &0u64.to_le_bytes()).len();
+    let fill = (32 - (inserted.len() + bare) % 32) % 32;
+    let mut text = (fill as u64).to_le_bytes().to_vec();
+    text.extend(std::iter::repeat_n(b' ', fill));
+    inserted.extend(entry(padding_key, GGUF_STRING, &text));
+    let mut out = gguf[..16].to_vec();
+    // Wrapping: a fuzzed count may be anything.
+    out.extend(
+        kv_count
+            .wrapping_add(entries.len() as u64 + 1)
+            .to_le_bytes(),
+    );
+    out.extend(inserted);
+    out.extend(&gguf[COUNTS_END..]);
+    Ok(out)
 }
 
 /// Writes the random Llama model of [`gguf_parts`] to `path`.

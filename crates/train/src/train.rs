@@ -11,6 +11,10 @@
 //! π_ref, and the "old" policy of samples without a logged one: the first update on them is then
 //! on-policy (ratio 1, as verl when it recomputes `old_log_prob` with the actor), and later
 //! epochs are clipped against the initial policy.
+//!
+//! A step whose gradient norm is not finite skips its update, as verl does, and says so in its
+//! metrics line; a run that has skipped every update when it comes to save a checkpoint fails
+//! instead of saving the unchanged model under a trained step's number.
 
 use crate::checkpoint::{self, Fingerprint, Saved, TrainerState};
 use crate::config::TrainConfig;
@@ -99,8 +103,49 @@ pub struct Summary {
     /// Optimizer steps completed, counting those before a resume.
     pub steps: u64,
     pub last: Option<StepMetrics>,
+    /// This run's steps whose update was skipped (a non-finite gradient norm); fewer than its
+    /// steps, or the run fails.
+    pub skipped: u64,
     /// Mean over this run's steps.
     pub tokens_per_s: f64,
+}
+
+/// What a run whose update was skipped on some steps prints.
+pub fn skipped_note(summary: &Summary) -> String {
+    format!(
+        "{} of steps {}..{} skipped their update (a non-finite gradient norm; `updated` is false on their lines of metrics.jsonl)",
+        summary.skipped,
+        summary.start_step + 1,
+        summary.steps
+    )
+}
+
+/// The steps of a run whose update was skipped, and why.
+#[derive(Default)]
+struct Skips {
+    steps: u64,
+    /// Those whose loss was not finite either (rather than only its gradient).
+    loss_not_finite: u64,
+}
+
+impl Skips {
+    fn count(&mut self, m: &StepMetrics) {
+        if !m.updated {
+            self.steps += 1;
+            self.loss_not_finite += u64::from(!m.loss.is_finite());
+        }
+    }
+
+    /// The error of a run, from `start_step`, that skipped every update of its steps so far.
+    fn all_skipped(&self, start_step: u64) -> Error {
+        Error::Untrained(format!(
+            "every update was skipped: the gradient norm was not finite on all {} steps ({}..{}; the loss was not finite on {} of them), so the model did not change and is not saved as trained. Check the model's weights and hyper-parameters, or lower --lr",
+            self.steps,
+            start_step + 1,
+            start_step + self.steps,
+            self.loss_not_finite
+        ))
+    }
 }
 
 /// Trains on `samples` and writes the checkpoint to `run.out_dir`.
@@ -189,7 +234,7 @@ pub fn train(
     let per_step = config.batch_size * config.grad_accum;
     let steps_per_epoch = config.steps_per_epoch(samples.len());
     let (mut perm, mut perm_epoch) = (Vec::new(), None);
-    let (mut last, mut rate_sum) = (None, 0.0);
+    let (mut last, mut rate_sum, mut skips) = (None, 0.0, Skips::default());
     let run_start = Instant::now();
 
     for k in start_step..total_steps {
@@ -220,7 +265,13 @@ pub fn train(
             .map_err(|e| Error::io(&metrics_path, e))?;
         session.state.step = k + 1;
         on_progress(Event::Step(&metrics));
+        skips.count(&metrics);
         if config.save_every.is_some_and(|n| (k + 1) % n == 0) || k + 1 == total_steps {
+            // A checkpoint of a run that has not updated the model once would be the base model
+            // under a trained step's number.
+            if skips.steps == k + 1 - start_step {
+                return Err(skips.all_skipped(start_step));
+            }
             session.save(out, k + 1 == total_steps)?;
             on_progress(Event::Saved {
                 step: k + 1,
@@ -234,6 +285,7 @@ pub fn train(
         start_step,
         steps: session.state.step,
         last,
+        skipped: skips.steps,
         tokens_per_s: rate_sum / ran,
     })
 }
@@ -671,6 +723,21 @@ mod tests {
             }
             .total_steps(10),
             5
+        );
+    }
+
+    #[test]
+    fn a_partly_skipped_run_says_how_many_steps() {
+        let summary = Summary {
+            start_step: 2,
+            steps: 6,
+            last: None,
+            skipped: 1,
+            tokens_per_s: 0.0,
+        };
+        assert_eq!(
+            skipped_note(&summary),
+            "1 of steps 3..6 skipped their update (a non-finite gradient norm; `updated` is false on their lines of metrics.jsonl)"
         );
     }
 

@@ -4,7 +4,9 @@
 //! from when stored as F32, so the model computes the same log-probs), the tokenizer is rebuilt
 //! from the metadata, LoRA gradients over a quantised base match finite differences (through the
 //! attached attention softmax; the off-graph scoring pass gives the same values), a LoRA run
-//! writes a PEFT adapter and a merged Hugging Face folder, and malformed files are named.
+//! writes a PEFT adapter and a merged Hugging Face folder, and malformed files are named: counts
+//! and lengths past the file's end, alignments, hyper-parameters and non-finite weights. A large
+//! metadata array is walked past in little time, and a run whose every update is skipped fails.
 
 mod common;
 use candle_core::{DType, Device, Tensor};
@@ -12,11 +14,11 @@ use common::{metrics, run};
 use credit_train::load::{self, ChatFormat, Tokenizer};
 use credit_train::lora::{self, LoraConfig, Target};
 use credit_train::rng::SplitMix64;
-use credit_train::test_support::{self, GGUF_VOCAB};
+use credit_train::test_support::{self, Value, GGUF_VOCAB};
 use credit_train::{checkpoint, train};
 use credit_train::{Config, DeviceKind, Sample, TrainConfig};
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 const SEED: u64 = 11;
 
@@ -290,7 +292,7 @@ fn malformed_gguf_files_are_named_with_what_is_wrong() {
 
     let gpt2 = dir.path().join("gpt2.gguf");
     let mut m = metadata.clone();
-    m[0].1 = candle_core::quantized::gguf_file::Value::String("gpt2".into());
+    m[0].1 = Value::String("gpt2".into());
     test_support::write_gguf_parts(&gpt2, &m, &tensors).unwrap();
     let e = load::read_config(&gpt2).unwrap_err().to_string();
     assert!(
@@ -312,4 +314,291 @@ fn malformed_gguf_files_are_named_with_what_is_wrong() {
         e.contains("holed.gguf: tensor `blk.1.ffn_up.weight` (Hugging Face `model.layers.1.mlp.up_proj.weight`"),
         "{e}"
     );
+}
+
+/// A tiny GGUF file's bytes with `entries` spliced in before its metadata.
+fn spliced(entries: &[(&str, u32, Vec<u8>)]) -> Vec<u8> {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("seed.gguf");
+    test_support::write_gguf(&path, &config(), SEED, false).unwrap();
+    test_support::splice_gguf_metadata(&std::fs::read(&path).unwrap(), entries).unwrap()
+}
+
+/// Where the element count of the array value of a first spliced entry `key` lies: after the
+/// 24-byte header, the key (its u64 length and bytes), the value type and the element type.
+fn count_at(key: &str) -> usize {
+    24 + 8 + key.len() + 4 + 4
+}
+
+#[test]
+fn metadata_arrays_are_sized_against_the_file_before_anything_is_allocated() {
+    let dir = tempfile::tempdir().unwrap();
+    const U8: u32 = 0;
+    const STRING: u32 = 8;
+    for (kind, unit, what) in [(U8, 1u64, ""), (STRING, 8, "at least ")] {
+        let key = "credit.test.lie";
+        let claimed = 1u64 << 40;
+        let bytes = spliced(&[(
+            key,
+            test_support::GGUF_ARRAY,
+            test_support::gguf_array(kind, claimed, &[0; 16]),
+        )]);
+        let path = dir.path().join("lie.gguf");
+        std::fs::write(&path, &bytes).unwrap();
+        let at = count_at(key);
+        let started = std::time::Instant::now();
+        let e = load::read_config(&path).unwrap_err().to_string();
+        assert_eq!(
+            e,
+            format!(
+                "{}: at byte {at}, metadata `{key}` claims {claimed} elements ({what}{} bytes) but the file has only {} bytes left",
+                path.display(),
+                claimed * unit,
+                bytes.len() - at - 8
+            )
+        );
+        assert!(
+            started.elapsed().as_secs_f64() < 1.0,
+            "{:?}",
+            started.elapsed()
+        );
+    }
+
+    // A string longer than the rest of the file, and a file cut short inside the metadata.
+    let key = "credit.test.long";
+    let mut value = u64::MAX.to_le_bytes().to_vec();
+    value.extend(b"abc");
+    let bytes = spliced(&[(key, STRING, value)]);
+    let path = dir.path().join("long.gguf");
+    std::fs::write(&path, &bytes).unwrap();
+    let e = load::read_config(&path).unwrap_err().to_string();
+    let at = 24 + 8 + key.len() + 4;
+    assert_eq!(
+        e,
+        format!(
+            "{}: at byte {at}, metadata `{key}` has a string of {} bytes but the file has only {} bytes left",
+            path.display(),
+            u64::MAX,
+            bytes.len() - at - 8
+        )
+    );
+    std::fs::write(&path, &bytes[..30]).unwrap();
+    let e = load::read_config(&path).unwrap_err().to_string();
+    let count = |at: usize| u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap());
+    let (tensors, entries) = (count(8), count(16));
+    assert_eq!(
+        e,
+        format!(
+            "{}: at byte 16, the header claims {tensors} tensors and {entries} metadata entries (at least {} bytes) but the file has only 6 bytes left",
+            path.display(),
+            13 * entries + 24 * tensors
+        )
+    );
+    std::fs::write(&path, &bytes[..20]).unwrap();
+    let e = load::read_config(&path).unwrap_err().to_string();
+    assert_eq!(
+        e,
+        format!(
+            "{}: at byte 16, the header is cut short: the file ends at byte 20",
+            path.display()
+        )
+    );
+}
+
+/// A 20 MB array that no one reads (as a tokenizer's scores can be) is walked past, not read:
+/// the model and its tokenizer load as fast as without it.
+#[test]
+fn a_large_metadata_array_is_skipped_not_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("big.gguf");
+    let bytes = spliced(&[(
+        "credit.test.filler",
+        test_support::GGUF_ARRAY,
+        test_support::gguf_array(0, 20 << 20, &vec![7; 20 << 20]),
+    )]);
+    std::fs::write(&path, &bytes).unwrap();
+    let started = std::time::Instant::now();
+    let (_, read) = load::read_config(&path).unwrap();
+    assert_eq!(read.vocab_size, GGUF_VOCAB);
+    let tokenizer = Tokenizer::load(&path).unwrap();
+    assert_eq!(tokenizer.encode(" to", true).unwrap(), [259, 111]);
+    load::load_model(&path, DeviceKind::Cpu).unwrap();
+    let took = started.elapsed().as_secs_f64();
+    assert!(took < 5.0, "{took} s");
+}
+
+/// The tiny model with the metadata `key` set to `value`, written to `dir/name`.
+fn with_metadata(dir: &Path, name: &str, key: &str, value: Value) -> PathBuf {
+    let mut parts = test_support::gguf_parts(&config(), SEED, false).unwrap();
+    test_support::set_gguf_metadata(&mut parts, key, value);
+    let path = dir.join(name);
+    test_support::write_gguf_parts(&path, &parts.0, &parts.1).unwrap();
+    path
+}
+
+#[test]
+fn alignment_must_be_a_power_of_two() {
+    let dir = tempfile::tempdir().unwrap();
+    for (value, shown) in [
+        (Value::U32(0), "0"),
+        (Value::U32(48), "48"),
+        (Value::I32(-32), "-32"),
+        (Value::String("32".into()), "\"32\""),
+    ] {
+        let path = with_metadata(dir.path(), "a.gguf", "general.alignment", value);
+        let expected = format!(
+            "{}: general.alignment is {shown}: must be a power of two (GGUF's default is 32)",
+            path.display()
+        );
+        let e = load::read_config(&path).unwrap_err().to_string();
+        assert_eq!(e, expected);
+        let e = Tokenizer::load(&path).err().unwrap().to_string();
+        assert_eq!(e, expected);
+    }
+    let path = with_metadata(dir.path(), "a.gguf", "general.alignment", Value::U32(32));
+    load::load_model(&path, DeviceKind::Cpu).unwrap();
+}
+
+#[test]
+fn rope_base_and_norm_epsilon_must_be_positive() {
+    let dir = tempfile::tempdir().unwrap();
+    for key in [
+        "llama.rope.freq_base",
+        "llama.attention.layer_norm_rms_epsilon",
+    ] {
+        for (value, shown) in [
+            (Value::F32(0.0), "0"),
+            (Value::F32(-1.0), "-1"),
+            (Value::F32(f32::NAN), "NaN"),
+            (Value::F32(f32::INFINITY), "inf"),
+            (Value::String("1e-5".into()), "\"1e-5\""),
+        ] {
+            let path = with_metadata(dir.path(), "h.gguf", key, value);
+            let e = load::read_config(&path).unwrap_err().to_string();
+            assert_eq!(
+                e,
+                format!(
+                    "{}: metadata `{key}` = {shown}: must be a positive number",
+                    path.display()
+                )
+            );
+        }
+    }
+}
+
+/// A change to a tensor's values.
+type Edit = fn(&mut [f32]);
+
+/// The tiny model with each GGUF tensor of `edits` edited (stored as F32), written to
+/// `dir/name`.
+fn with_tensors(dir: &Path, name: &str, edits: &[(&str, Edit)]) -> PathBuf {
+    let mut parts = test_support::gguf_parts(&config(), SEED, false).unwrap();
+    for (tensor, edit) in edits {
+        test_support::edit_gguf_tensor(&mut parts, tensor, edit).unwrap();
+    }
+    let path = dir.join(name);
+    test_support::write_gguf_parts(&path, &parts.0, &parts.1).unwrap();
+    path
+}
+
+#[test]
+fn non_finite_weights_are_named_at_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = with_tensors(
+        dir.path(),
+        "nan.gguf",
+        &[("blk.0.ffn_up.weight", |v| {
+            v[7] = f32::NAN;
+            v[9] = f32::INFINITY;
+            v[10] = f32::NAN;
+        })],
+    );
+    let e = load::load_model(&path, DeviceKind::Cpu)
+        .err()
+        .unwrap()
+        .to_string();
+    assert_eq!(
+        e,
+        format!(
+            "{}: tensor `model.layers.0.mlp.up_proj.weight` (`blk.0.ffn_up.weight` in the GGUF file) holds 2 NaN and 1 infinite values, the first at index 7: every training step on it would be skipped",
+            path.display()
+        )
+    );
+    let e = load::load_model_lora(&path, DeviceKind::Cpu, &lora_config(false), HashMap::new())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(e.contains("holds 2 NaN and 1 infinite values"), "{e}");
+}
+
+/// Weights that are finite but overflow the logits: every step's loss and gradient are NaN, so
+/// every update is skipped, and the run fails instead of saving the base model as trained.
+#[test]
+fn a_run_that_skips_every_update_fails_without_a_checkpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let huge: Edit = |v| v.fill(1e30);
+    let path = with_tensors(
+        dir.path(),
+        "huge.gguf",
+        &[("output_norm.weight", huge), ("output.weight", huge)],
+    );
+    let out = dir.path().join("ckpt");
+    let tc = TrainConfig {
+        steps: Some(2),
+        batch_size: 1,
+        ..TrainConfig::default()
+    };
+    let e = train::train(&run(&path, &out, false), &tc, &samples(&path), &mut |_| {})
+        .unwrap_err()
+        .to_string();
+    assert_eq!(
+        e,
+        "every update was skipped: the gradient norm was not finite on all 2 steps (1..2; the loss was not finite on 2 of them), so the model did not change and is not saved as trained. Check the model's weights and hyper-parameters, or lower --lr"
+    );
+    // JSON has no NaN: the lines hold the loss as null.
+    let lines = std::fs::read_to_string(out.join(checkpoint::METRICS)).unwrap();
+    let lines: Vec<serde_json::Value> = lines
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 2);
+    assert!(lines
+        .iter()
+        .all(|m| m["updated"] == false && m["loss"].is_null()));
+    assert!(checkpoint::read_state(&out).unwrap().is_none());
+    assert!(!out.join(load::WEIGHTS).exists());
+}
+
+#[test]
+fn metadata_of_the_wrong_type_is_named() {
+    let dir = tempfile::tempdir().unwrap();
+    for (key, value, expected) in [
+        (
+            "llama.block_count",
+            Value::String("x".into()),
+            "metadata `llama.block_count` = \"x\" is not a count",
+        ),
+        (
+            "tokenizer.ggml.tokens",
+            Value::U32(5),
+            "metadata `tokenizer.ggml.tokens` = 5 is not an array",
+        ),
+        (
+            "tokenizer.ggml.pre",
+            Value::U32(1),
+            "metadata `tokenizer.ggml.pre` = 1 is not a string",
+        ),
+        (
+            "tokenizer.ggml.token_type",
+            Value::Array(vec![Value::F32(1.0)]),
+            "metadata `tokenizer.ggml.token_type` is an array of f32, not of integers",
+        ),
+    ] {
+        let path = with_metadata(dir.path(), "t.gguf", key, value);
+        let e = match load::read_config(&path) {
+            Err(e) => e.to_string(),
+            Ok(_) => Tokenizer::load(&path).err().unwrap().to_string(),
+        };
+        assert_eq!(e, format!("{}: {expected}", path.display()));
+    }
 }
