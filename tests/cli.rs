@@ -13,6 +13,7 @@ mod memory;
 mod outputs;
 mod readme;
 mod report;
+mod structure;
 mod train;
 mod util;
 mod verl;

@@ -179,7 +179,7 @@ fn report_embeds_the_chosen_groups_with_the_advantages_credit_advantages_writes(
 
     // The Markdown points at the explorer; summary.json keeps its schema.
     let md = std::fs::read_to_string(run.path("rep/report.md")).unwrap();
-    assert!(md.contains("explores 5 chosen groups"));
+    assert!(md.contains("[Explore 5 groups](report.html#explore)"));
 }
 
 #[test]

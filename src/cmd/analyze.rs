@@ -5,6 +5,7 @@ use crate::exit::ExitCode;
 use anyhow::Result;
 use credit_core::profile::Profile;
 use credit_core::project::ProjectFile;
+use credit_report::{render::text, sections};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -72,7 +73,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
             comparison: None,
             advantages: &[],
             proxmo: None,
-            metadata: serde_json::json!({}),
+            run: credit_report::RunInfo::of(&run.methods, &finished.notes),
+            trends: None,
         };
         write_plots(
             dir,
@@ -85,7 +87,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     }
     match args.globals.format {
         Format::Json => outln!("{}", serde_json::to_string_pretty(&summary)?),
-        Format::Text => out!("{}", credit_report::text::analyze(&summary)),
+        Format::Text => out!("{}", text::sections(&sections::analyze(&summary))),
     }
     Ok(ExitCode::Ok)
 }

@@ -5,6 +5,7 @@ use super::{reading, run_plan, write_plots, Format, Globals, MethodArgs};
 use crate::exit::ExitCode;
 use anyhow::Result;
 use credit_core::project::ProjectFile;
+use credit_report::{render::text, sections, RunInfo};
 
 #[derive(Debug, clap::Args)]
 #[command(mut_arg("methods", |a| super::methods_help(a, credit_core::plan::COMPARE)))]
@@ -45,13 +46,15 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let (gathered, notes) = (&finished.value, &finished.notes);
     let plan = &run.methods;
     let comparison = gathered.compare();
+    let run_info = RunInfo::of(plan, notes);
     if let (Some(dir), Some(summary)) = (&args.plots, &gathered.summary) {
         let inputs = credit_report::Inputs {
             summary,
             comparison: Some(&comparison),
             advantages: &gathered.advantages,
             proxmo: plan.proxmo(),
-            metadata: plan.metadata(notes),
+            run: run_info.clone(),
+            trends: None,
         };
         write_plots(
             dir,
@@ -64,14 +67,14 @@ pub fn run(args: Args) -> Result<ExitCode> {
     }
     if json {
         let mut value = serde_json::to_value(&comparison)?;
-        value["metadata"] = plan.metadata(notes);
+        value["metadata"] = serde_json::to_value(&run_info)?;
         outln!("{}", serde_json::to_string_pretty(&value)?);
     } else {
         for note in notes {
             eprintln!("note: {note}");
         }
         args.methods.say(&project, plan, &finished.report)?;
-        out!("{}", credit_report::text::compare(&comparison));
+        out!("{}", text::sections(&sections::compare(&comparison)));
     }
     Ok(ExitCode::Ok)
 }

@@ -8,6 +8,7 @@ use anyhow::{Context, Result};
 use credit_core::project::ProjectFile;
 use credit_output::OutputDir;
 use credit_report::run::{gather, read_rules, write, Options, Written};
+use credit_report::{render::text, sections};
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
@@ -47,8 +48,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
     // Rules and baseline are read before any work, so a typo fails fast.
     let baseline: Option<serde_json::Value> = match &args.baseline {
         Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("reading {}", path.display()))?;
+            let text = credit_core::ingest::read_settings(path).context("reading the baseline")?;
             Some(
                 serde_json::from_str(&text)
                     .with_context(|| format!("{}: not a summary.json", path.display()))?,
@@ -111,21 +111,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
             eprintln!("note: Graphviz `dot` is not installed: the explorer shows no state graphs (install graphviz)");
         }
         if let Some(o) = &outcome {
-            for r in &o.rules {
-                match (r.passed, &r.not_applicable) {
-                    (None, why) => outln!(
-                        "  n/a  {}: not applicable ({})",
-                        r.name,
-                        why.as_deref().unwrap_or("")
-                    ),
-                    (passed, _) => outln!(
-                        "  {} {}: {:.4}",
-                        if passed == Some(true) { "pass" } else { "FAIL" },
-                        r.name,
-                        r.value
-                    ),
-                }
-            }
+            let checks = sections::report::checks(o, options.baseline.is_some());
+            out!("{}", text::section(&checks));
         }
     }
     Ok(if passed {

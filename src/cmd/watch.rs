@@ -241,7 +241,12 @@ fn say(landed: &Landed, json: bool) -> Result<()> {
                 serde_json::json!({ "check_failed": rule, "iteration": landed.iterations.last().and_then(|l| l.iteration) })
             );
         } else {
-            outln!("  FAIL {}{failing_at}: {:.4}", rule.name, rule.value);
+            outln!(
+                "  {} {}{failing_at}: {:.4}",
+                credit_report::check::Verdict::Fail.word(),
+                rule.name,
+                rule.value
+            );
         }
     }
     Ok(())

@@ -57,13 +57,33 @@ pub struct RuleResult {
     pub not_applicable: Option<String>,
 }
 
+/// A rule's outcome, or all the rules': worded here once for every output (the report's
+/// formats, `credit report`'s terminal).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    Pass,
+    Fail,
+    /// The figure does not apply to these logs: neither passed nor failed.
+    NotApplicable,
+}
+
+impl Verdict {
+    /// A rule's outcome in a word.
+    pub fn word(self) -> &'static str {
+        match self {
+            Verdict::Pass => "pass",
+            Verdict::Fail => "fail",
+            Verdict::NotApplicable => "not applicable",
+        }
+    }
+}
+
 impl RuleResult {
-    /// `pass`, `fail` or `not applicable`, as every output words it.
-    pub fn verdict(&self) -> &'static str {
+    pub fn verdict(&self) -> Verdict {
         match self.passed {
-            Some(true) => "pass",
-            Some(false) => "fail",
-            None => "not applicable",
+            Some(true) => Verdict::Pass,
+            Some(false) => Verdict::Fail,
+            None => Verdict::NotApplicable,
         }
     }
 
@@ -85,6 +105,15 @@ pub struct Outcome {
 }
 
 impl Outcome {
+    /// All the rules' outcome, and in words: `all checks passed` or `checks failed`.
+    pub fn verdict(&self) -> (Verdict, &'static str) {
+        if self.passed {
+            (Verdict::Pass, "all checks passed")
+        } else {
+            (Verdict::Fail, "checks failed")
+        }
+    }
+
     /// `(3 not applicable)` after a verdict, when some rules did not apply.
     pub fn not_applicable_note(&self) -> String {
         match self.rules.iter().filter(|r| r.passed.is_none()).count() {
@@ -226,7 +255,8 @@ mod tests {
             serde_json::json!({"list.1": "no such figure in these logs"});
         let out = evaluate(&rules, &single_turn, None).unwrap();
         assert_eq!(out.rules[1].passed, None);
-        assert_eq!(out.rules[1].verdict(), "not applicable");
+        assert_eq!(out.rules[1].verdict().word(), "not applicable");
+        assert_eq!(out.verdict(), (Verdict::Pass, "all checks passed"));
         assert!(out.passed);
         assert_eq!(out.not_applicable_note(), " (1 not applicable)");
         let missing = parse("[[rule]]\nkey = \"headline.nope\"\nmax = 1\n", "t.toml").unwrap();

@@ -5,17 +5,14 @@
 use crate::check::Outcome;
 use crate::explorer::Explorer;
 use crate::plots::Figure;
-use crate::trends::{self, Trends};
-use crate::{figures, html, markdown, summary_json, Error, Inputs, Scope};
+use crate::render::{html, markdown};
+use crate::{figures, sections, summary_json, Error, Inputs, Scope};
 use std::io::Write as _;
 use std::path::Path;
 
 /// Everything the report's files are made of.
 pub struct Report<'a> {
     pub inputs: &'a Inputs<'a>,
-    /// Per-iteration trends, drawn for the methods `labels`.
-    pub trends: &'a Trends,
-    pub labels: &'a [String],
     /// The threshold checks, already evaluated.
     pub outcome: Option<&'a Outcome>,
     /// An earlier run's summary.json, for the before/after column.
@@ -30,38 +27,15 @@ pub fn write_report(dir: &Path, report: &Report) -> Result<Vec<Figure>, Error> {
         path: figure_dir.clone(),
         cause,
     })?;
-    let mut figures = figures(report.inputs, Scope::All, Some(&figure_dir))?;
-    figures.extend(trends::figure(
-        report.trends,
-        report.inputs.summary,
-        report.labels,
-        Some(&figure_dir),
-    )?);
+    let figures = figures(report.inputs, Scope::All, Some(&figure_dir))?;
     write_svgs(&figure_dir, &figures)?;
     let document = summary_json(report.inputs, &figures, report.outcome);
     let document = serde_json::to_string_pretty(&document)
         .map_err(|e| Error::Check(format!("summary.json: {e}")))?;
     write_text(&dir.join("summary.json"), &document)?;
-    write_text(
-        &dir.join("report.md"),
-        &markdown::write(
-            report.inputs,
-            &figures,
-            report.outcome,
-            report.baseline,
-            report.explorer.map_or(0, |e| e.groups.len()),
-        ),
-    )?;
-    write_text(
-        &dir.join("report.html"),
-        &html::write(
-            report.inputs,
-            &figures,
-            report.outcome,
-            report.baseline,
-            report.explorer,
-        ),
-    )?;
+    let doc = sections::report(report, &figures);
+    write_text(&dir.join("report.md"), &markdown::render(&doc))?;
+    write_text(&dir.join("report.html"), &html::render(&doc))?;
     Ok(figures)
 }
 

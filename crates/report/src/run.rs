@@ -6,7 +6,7 @@ use crate::check::{self, Outcome, Rule};
 use crate::explorer::{Candidates, DrawSvg, Selection, Selector};
 use crate::folder::{write_report, Report};
 use crate::trends::Trends;
-use crate::{dot, summary_json, Error, Headline, Inputs};
+use crate::{dot, summary_json, Error, Headline, Inputs, RunInfo};
 use credit_core::analyses::stats::spearman;
 use credit_core::analyses::summary::{summary_part, Summary, SummaryBuilder, SummaryPart};
 use credit_core::ingest::{IngestReport, UnitKind};
@@ -347,7 +347,8 @@ pub fn write(
         comparison: Some(&comparison),
         advantages: &gathered.advantages,
         proxmo: plan.proxmo(),
-        metadata: plan.metadata(notes),
+        run: RunInfo::of(plan, notes),
+        trends: Some(trends),
     };
     let outcome = options
         .rules
@@ -373,14 +374,11 @@ pub fn write(
         }
         None => None,
     };
-    let labels = plan.labels();
     let out = OutputDir::open(out, "report", inputs_read, Commit::Whole)?;
     let figures = write_report(
         out.path(),
         &Report {
             inputs: &inputs,
-            trends,
-            labels: &labels,
             outcome: outcome.as_ref(),
             baseline: options.baseline.as_ref(),
             explorer: explorer.as_ref(),
@@ -396,7 +394,7 @@ pub fn write(
 
 /// Reads a thresholds file's rules, naming it in messages.
 pub fn read_rules(path: &Path) -> Result<Vec<Rule>, Error> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Error::Check(format!("reading {}: {e}", path.display())))?;
+    let text = credit_core::ingest::read_settings(path)
+        .map_err(|e| Error::Check(format!("reading {e}")))?;
     check::parse(&text, &path.display().to_string())
 }

@@ -3,12 +3,11 @@
 //! iteration, as one figure. Success and singleton shares come from the summary; the rest is
 //! counted window by window here ([`Trends::of`], added up in any order).
 
-use crate::plots::{render, Figure, Line, LinePanels, Section};
-use crate::Error;
-use credit_core::analyses::summary::Summary;
+use crate::figures::{sketch as figure, Sketch};
+use crate::plots::{Line, LinePanels, Section};
+use crate::Inputs;
 use credit_core::StepBatch;
 use std::collections::BTreeMap;
-use std::path::Path;
 
 /// Per iteration: groups, degenerate groups (all trajectories succeeded, or none), steps and the
 /// sum of |advantage| per method.
@@ -78,16 +77,12 @@ impl Trends {
     }
 }
 
-/// The trends as one figure (four panels over the iteration), when the logs have two iterations
-/// or more; its PNG goes to `png_dir` when given.
-pub fn figure(
-    trends: &Trends,
-    summary: &Summary,
-    methods: &[String],
-    png_dir: Option<&Path>,
-) -> Result<Option<Figure>, Error> {
+/// The trends as one figure (four panels over the iteration, a line per method of the inputs'
+/// advantages), when the logs have two iterations or more: the figure catalogue's entry.
+pub fn sketch<'i>(inputs: &'i Inputs<'i>) -> Option<Sketch<'i>> {
+    let (trends, summary) = (inputs.trends?, inputs.summary);
     if trends.iterations.len() < 2 {
-        return Ok(None);
+        return None;
     }
     let one = |name: &str, points: Vec<(f64, f64)>| vec![(name.to_string(), 0, points)];
     let success: Vec<(f64, f64)> = summary
@@ -132,10 +127,11 @@ pub fn figure(
             .collect()
     };
     let degenerate = per_iteration(&|c| c.degenerate as f64 / c.groups.max(1) as f64);
-    let advantage: Vec<Line> = methods
+    let advantage: Vec<Line> = inputs
+        .advantages
         .iter()
         .enumerate()
-        .map(|(k, m)| {
+        .map(|(k, (m, _))| {
             let mean = per_iteration(&|c| c.abs_advantage[k] / c.steps.max(1) as f64);
             (m.clone(), k, mean)
         })
@@ -158,16 +154,14 @@ pub fn figure(
         columns: 2,
         y_range: None,
     };
-    crate::figure(
-        png_dir,
+    figure(
         Section::Trends,
         "trends",
-        "Per-iteration trends".into(),
+        "Per-iteration trends",
         format!(
             "By training iteration ({} iterations): the share of trajectories that succeeded; {second_caption}; of degenerate groups, where every trajectory succeeded or none did (GRPO's advantage is 0 on all their steps); and each method's mean |advantage| per step. The curves to hold against the run's own training dashboards.",
             trends.iterations.len()
         ),
-        &|png| render(&plot, png),
+        plot,
     )
-    .map(Some)
 }

@@ -1,0 +1,251 @@
+//! `credit compare`'s sections: how differently the methods credit the same steps, as tables one
+//! row per method (`--format json` is the serialised `Comparison`).
+
+use crate::doc::{Block, Cell, Column, Header, Section, Table, Text};
+use credit_core::analyses::compare::Comparison;
+use credit_core::analyses::logged::{LoggedCheck, TOLERANCE};
+
+/// The sections, in order; those the comparison does not allow are left out.
+pub fn compare(c: &Comparison) -> Vec<Section<'static>> {
+    // The method column fits the longest name, and "method".
+    let w = c.methods.iter().map(|m| m.len()).max().unwrap_or(6).max(6);
+    let sections = [
+        (!c.logged.is_empty()).then(|| logged(&c.logged, w)),
+        Some(distributions(c, w)),
+        (!c.pairwise.is_empty()).then(|| agreement(c, w)),
+        Some(cells(c, w)),
+        Some(invalid_credit(c, w)),
+        Some(by_position(c, w)),
+        (!c.per_task.is_empty()).then(|| per_task(c)),
+    ];
+    sections.into_iter().flatten().collect()
+}
+
+/// A section of one titled table, two spaces in.
+fn titled(id: &'static str, title: &str, table: Table) -> Section<'static> {
+    let mut section = Section::untitled(id);
+    section.push(Block::Paragraph(Text::plain(title)));
+    section.push(Block::Indented(vec![Block::Table(table)]));
+    section
+}
+
+/// The method column, then `columns`.
+fn per_method(w: usize, title: &str, columns: impl IntoIterator<Item = Column>) -> Table {
+    Table::of(
+        std::iter::once(Column::left(title).fixed(w, 0))
+            .chain(columns)
+            .collect(),
+    )
+}
+
+/// Each method against the logged advantages: max |Δ|, the rows beyond the tolerance, and the
+/// first of them by file and line.
+fn logged(checks: &[LoggedCheck], w: usize) -> Section<'static> {
+    let mut table = per_method(
+        w,
+        "method",
+        [
+            Column::right("max |Δ|").fixed(10, 2),
+            Column::left("rows differing").fixed(0, 2),
+        ],
+    );
+    for check in checks {
+        let row = table.row(vec![
+            check.method.as_str().into(),
+            format!("{:.2e}", check.max_abs_diff).into(),
+            format!("{} of {}", check.rows_beyond, check.rows).into(),
+        ]);
+        row.details = check
+            .first
+            .iter()
+            .map(|d| {
+                let step = d.step.map_or_else(String::new, |s| format!(" step {s}"));
+                Text::plain(format!("{}  trajectory ", d.location))
+                    .and_code(d.traj_id.as_str())
+                    .and(format!(
+                        "{step}: logged {:.6}, {} {:.6}",
+                        d.logged, check.method, d.value
+                    ))
+            })
+            .collect();
+    }
+    titled(
+        "logged",
+        &format!(
+            "against the logged advantages (a row differs where |logged − method| > {TOLERANCE:e})"
+        ),
+        table,
+    )
+}
+
+fn distributions(c: &Comparison, w: usize) -> Section<'static> {
+    let mut table = per_method(
+        w,
+        "method",
+        [
+            Column::right("mean").fixed(8, 2),
+            Column::right("std").fixed(8, 1),
+            Column::right("q05").fixed(8, 1),
+            Column::right("median").fixed(8, 1),
+            Column::right("q95").fixed(8, 1),
+            Column::right("zero").fixed(6, 2),
+            Column::right("pos").fixed(6, 1),
+        ],
+    );
+    for m in &c.methods {
+        let d = &c.distributions[m];
+        let figures = [d.mean, d.std, d.q05, d.median, d.q95].map(|x| format!("{x:.3}"));
+        let shares = [d.share_zero, d.share_positive].map(|x| format!("{:.1}%", 100.0 * x));
+        let cells = std::iter::once(m.clone()).chain(figures).chain(shares);
+        table.row(cells.map(Cell::from).collect());
+    }
+    titled("distributions", "distribution of per-step credit", table)
+}
+
+fn agreement(c: &Comparison, w: usize) -> Section<'static> {
+    let mut table = Table::of(vec![
+        Column::left("pair").fixed(2 * w + 4, 0),
+        Column::right("spearman").fixed(6, 2),
+        Column::right("kendall").fixed(6, 3),
+        Column::right("same sign").fixed(7, 3),
+    ]);
+    let opt = |x: Option<f64>| x.map_or("n/a".into(), |v| format!("{v:.3}"));
+    for p in &c.pairwise {
+        table.row(vec![
+            format!("{} vs {}", p.a, p.b).into(),
+            opt(p.spearman).into(),
+            opt(p.kendall_tau_b).into(),
+            format!("{:.1}%", 100.0 * p.sign_agreement).into(),
+        ]);
+    }
+    titled("agreement", "agreement over steps", table)
+}
+
+fn cells(c: &Comparison, w: usize) -> Section<'static> {
+    let outcomes = [
+        "success/valid",
+        "success/inval",
+        "fail/valid",
+        "fail/invalid",
+    ];
+    let columns = outcomes
+        .iter()
+        .enumerate()
+        .map(|(k, o)| Column::right(o).fixed(14, if k == 0 { 2 } else { 1 }));
+    let mut table = per_method(w, "method", columns);
+    for m in &c.methods {
+        let cells = c.cells[m].iter().map(|x| {
+            if x.steps == 0 {
+                "-".to_string()
+            } else {
+                format!("{:.3} (n={})", x.mean, x.steps)
+            }
+        });
+        let cells = std::iter::once(m.clone()).chain(cells);
+        table.row(cells.map(Cell::from).collect());
+    }
+    titled(
+        "cells",
+        "mean credit by (trajectory outcome × action validity)",
+        table,
+    )
+}
+
+fn invalid_credit(c: &Comparison, w: usize) -> Section<'static> {
+    let mut table = per_method(
+        w,
+        "method",
+        [
+            Column::right("overall").fixed(10, 2),
+            Column::right("in successful traj").fixed(18, 1),
+            Column::right("sign = validity").fixed(16, 1),
+            Column::left("").fixed(0, 3),
+        ],
+    );
+    for m in &c.methods {
+        let i = &c.invalid_credit[m];
+        let shares = [
+            i.invalid_positive_share,
+            i.invalid_positive_share_in_success,
+            i.sign_agreement_with_validity,
+        ]
+        .map(|x| format!("{:.1}%", 100.0 * x));
+        let steps = format!(
+            "({} invalid steps, {} in successes)",
+            i.invalid_steps, i.invalid_steps_in_success
+        );
+        let cells = std::iter::once(m.clone()).chain(shares).chain([steps]);
+        table.row(cells.map(Cell::from).collect());
+    }
+    titled(
+        "invalid",
+        "invalid actions that receive positive credit",
+        table,
+    )
+}
+
+/// Positions 0–4, then every fifth.
+fn by_position(c: &Comparison, w: usize) -> Section<'static> {
+    let positions: Vec<u32> = c
+        .by_position
+        .values()
+        .next()
+        .map(|v| v.iter().map(|p| p.position).collect())
+        .unwrap_or_default();
+    let shown: Vec<u32> = positions
+        .into_iter()
+        .filter(|&p| p < 5 || p % 5 == 0)
+        .collect();
+    let columns = shown
+        .iter()
+        .map(|p| Column::right(&p.to_string()).fixed(13, 1));
+    let mut table = per_method(w, "t", columns);
+    let f = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.2}"));
+    for m in &c.methods {
+        let cells = shown.iter().map(|p| {
+            let pos = c.by_position[m].iter().find(|x| x.position == *p);
+            pos.map_or("-".into(), |x| {
+                format!("{}/{}", f(x.mean_success), f(x.mean_failure))
+            })
+        });
+        let cells = std::iter::once(m.clone()).chain(cells);
+        table.row(cells.map(Cell::from).collect());
+    }
+    titled(
+        "positions",
+        "mean credit by step position (success / failure)",
+        table,
+    )
+}
+
+fn per_task(c: &Comparison) -> Section<'static> {
+    let mut table = Table::of(vec![
+        Column::left("task").fixed(28, 0),
+        Column::right("steps").fixed(6, 1),
+        Column::left("methods").fixed(0, 1),
+    ])
+    .header(Header::Hidden);
+    for t in &c.per_task {
+        let methods: Vec<String> = c
+            .methods
+            .iter()
+            .map(|m| {
+                format!(
+                    "{m} {:.3} ({:.0}%)",
+                    t.mean[m],
+                    100.0 * t.invalid_positive_share[m]
+                )
+            })
+            .collect();
+        table.row(vec![
+            t.task.as_str().into(),
+            t.steps.to_string().into(),
+            format!("steps  {}", methods.join("  ")).into(),
+        ]);
+    }
+    titled(
+        "per-task",
+        "per task: mean credit (share of invalid actions credited positively)",
+        table,
+    )
+}

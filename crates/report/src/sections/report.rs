@@ -1,0 +1,285 @@
+//! The report's sections: the lead-in, checks, what is in the logs, the comparison, trends,
+//! figures, progress and segments, the explorer, the parameters. [`report`] puts them in order;
+//! `report.html`, `report.md` and the terminal show the same ones.
+
+use super::pct;
+use crate::check::{Outcome, Verdict};
+use crate::doc::{Block, Cell, Column, Doc, Section, Span, Table, Text};
+use crate::explorer::{Explorer, MIN_STEPS_FOR_RANKS};
+use crate::folder::Report;
+use crate::plots::{self, Figure};
+use crate::{progress_numbers, Headline, Inputs};
+
+/// The whole report, its figures already drawn.
+pub fn report<'a>(report: &Report<'a>, figures: &'a [Figure]) -> Doc<'a> {
+    let inputs = report.inputs;
+    let in_section = |section: plots::Section| -> Vec<&'a Figure> {
+        figures.iter().filter(|f| f.section == section).collect()
+    };
+    let sections = [
+        Some(lead(inputs, report.explorer)),
+        report.outcome.map(|o| checks(o, report.baseline.is_some())),
+        Some(logs(inputs, report.baseline)),
+        comparison(inputs),
+        trends(in_section(plots::Section::Trends)),
+        Some(self::figures(in_section(plots::Section::Figures))),
+        progress(inputs, in_section(plots::Section::ProgressSegments)),
+        report.explorer.map(|e| explorer(e, inputs.summary.groups)),
+        Some(parameters(inputs)),
+        Some(colophon()),
+    ];
+    Doc {
+        title: "credit report".into(),
+        sections: sections.into_iter().flatten().collect(),
+    }
+}
+
+/// What was read and computed, in a sentence; the columns read and how.
+fn lead<'a>(inputs: &Inputs, explorer: Option<&Explorer>) -> Section<'a> {
+    let s = inputs.summary;
+    let methods: Vec<&str> = inputs.advantages.iter().map(|(m, _)| m.as_str()).collect();
+    let mut section = Section::untitled("top");
+    section.push(Block::Paragraph(
+        Text::plain(format!(
+            "{} files, {} rows, {} groups, {} trajectories. Preset ",
+            s.files, s.rows, s.groups, s.trajectories
+        ))
+        .and_code(inputs.run.preset.to_string())
+        .and(format!("; methods: {}.", methods.join(", "))),
+    ));
+    if let Some(e) = explorer.filter(|e| !e.groups.is_empty()) {
+        section.push(Block::Paragraph(
+            Text::default()
+                .and_span(Span::Link {
+                    to: "explore",
+                    text: format!("Explore {} groups", e.groups.len()),
+                })
+                .and(" step by step: what the agent saw and did, every method's credit, the state graph."),
+        ));
+    }
+    let columns: Vec<String> = s.columns.iter().map(|u| u.short()).collect();
+    section.push(Block::Paragraph(Text::plain(format!(
+        "Columns: {}.",
+        columns.join(", ")
+    ))));
+    let collisions: Vec<Text> = s
+        .columns
+        .iter()
+        .filter(|u| !u.also.is_empty())
+        .map(|u| Text::plain(u.describe()))
+        .collect();
+    if !collisions.is_empty() {
+        section.push(Block::List {
+            title: None,
+            items: collisions,
+            bullets: true,
+        });
+    }
+    section
+}
+
+/// The threshold rules' verdict and each rule's value, bound and outcome (and its value in the
+/// baseline, when one is given): what `credit report` prints too.
+pub fn checks<'a>(outcome: &Outcome, with_baseline: bool) -> Section<'a> {
+    let (verdict, words) = outcome.verdict();
+    let mut section = Section::new("checks", "Checks");
+    let mut sentence = Text::default().and_span(Span::Verdict(verdict, words.into()));
+    if verdict == Verdict::Pass {
+        sentence = sentence.and(outcome.not_applicable_note());
+    }
+    section.push(Block::Paragraph(sentence));
+    let columns = vec![
+        Column::left("rule"),
+        Column::left("key"),
+        Column::right("value"),
+        Column::left("bound"),
+        Column::left("result"),
+    ];
+    let mut table = Table::of(columns).baseline(4, with_baseline);
+    for r in &outcome.rules {
+        let row = table.row(vec![
+            Cell::from(r.name.as_str()),
+            Cell::Text(Text::code(r.key.as_str())),
+            Cell::from(format!("{:.4}", r.value)),
+            Cell::from(r.bound()),
+            Cell::Verdict(r.verdict(), r.not_applicable.clone()),
+        ]);
+        row.baseline = r.baseline.map(|b| format!("{b:.4}"));
+    }
+    section.push(Block::Table(table));
+    section
+}
+
+/// The headline shares (beside the baseline's), group sizes and lengths, the diagnostics.
+fn logs<'a>(inputs: &Inputs, baseline: Option<&serde_json::Value>) -> Section<'a> {
+    let s = inputs.summary;
+    let mut section = Section::new("logs", "What is in the logs");
+    let mut table = Table::new(&["figure", "value"]).baseline(2, baseline.is_some());
+    for (label, key, value) in Headline::of(s, inputs.comparison).shares() {
+        let before = baseline.and_then(|b| b["headline"][key].as_f64()).map(pct);
+        table.row(vec![label.into(), pct(value).into()]).baseline = before;
+    }
+    section.push(Block::Table(table));
+    let r = &s.rollouts_per_group;
+    let lengths = match &s.single_turn {
+        None => format!(
+            "Trajectory length: {:.1} steps for successes, {:.1} for failures.",
+            s.length.success.mean, s.length.failure.mean
+        ),
+        Some(_) => "Single-turn logs (one step per rollout): step groups, state graphs and step positions do not apply.".into(),
+    };
+    section.push(Block::Paragraph(Text::plain(format!(
+        "Rollouts per group: {} to {} (mean {:.1}); {} group(s) with a single rollout. {lengths} {} padding duplicate row(s) dropped.",
+        r.min, r.max, r.mean, r.single_rollout_groups, s.padding_duplicates
+    ))));
+    if !s.diagnostics.is_empty() {
+        section.push(Block::List {
+            title: Some("Worth a look".into()),
+            items: s
+                .diagnostics
+                .iter()
+                .map(|d| Text::plain(d.as_str()))
+                .collect(),
+            bullets: true,
+        });
+    }
+    section
+}
+
+/// Each method's credit and how it treats invalid actions; the pairs' agreement.
+fn comparison<'a>(inputs: &Inputs) -> Option<Section<'a>> {
+    let c = inputs.comparison?;
+    let mut section = Section::new("compare", "How the methods credit the same steps");
+    let mut table = Table::new(&[
+        "method",
+        "mean",
+        "std",
+        "median",
+        "zero",
+        "positive",
+        "invalid credited +",
+        "… in successes",
+    ]);
+    for m in &c.methods {
+        let (d, i) = (&c.distributions[m], &c.invalid_credit[m]);
+        table.row(vec![
+            m.as_str().into(),
+            format!("{:.3}", d.mean).into(),
+            format!("{:.3}", d.std).into(),
+            format!("{:.3}", d.median).into(),
+            pct(d.share_zero).into(),
+            pct(d.share_positive).into(),
+            pct(i.invalid_positive_share).into(),
+            pct(i.invalid_positive_share_in_success).into(),
+        ]);
+    }
+    section.push(Block::Table(table));
+    if !c.pairwise.is_empty() {
+        let f = |x: Option<f64>| x.map_or("—".into(), |v| format!("{v:.3}"));
+        let mut table = Table::new(&["pair", "Spearman ρ", "Kendall τ-b", "same sign"]);
+        for p in &c.pairwise {
+            table.row(vec![
+                format!("{} vs {}", p.a, p.b).into(),
+                f(p.spearman).into(),
+                f(p.kendall_tau_b).into(),
+                pct(p.sign_agreement).into(),
+            ]);
+        }
+        section.push(Block::Table(table));
+    }
+    Some(section)
+}
+
+fn trends(figures: Vec<&Figure>) -> Option<Section<'_>> {
+    if figures.is_empty() {
+        return None;
+    }
+    let mut section = Section::new("trends", "Per-iteration trends");
+    section.push(Block::Figures(figures));
+    Some(section)
+}
+
+fn figures(figures: Vec<&Figure>) -> Section<'_> {
+    let mut section = Section::new("figures", "Figures");
+    section.push(Block::Figures(figures));
+    section
+}
+
+/// SPA's progress and HISR's segments, when the logs carry them.
+fn progress<'a>(inputs: &Inputs, figures: Vec<&'a Figure>) -> Option<Section<'a>> {
+    let numbers = progress_numbers(inputs.summary);
+    if numbers.is_empty() {
+        return None;
+    }
+    let mut section = Section::new("progress", "Progress and segments");
+    section.push(Block::Paragraph(
+        Text::plain("SPA's per-step progress ĉ_t and HISR's segments (logged, or filled by ")
+            .and_code("--progress-model")
+            .and(" / ")
+            .and_code("--sprm-model")
+            .and(")."),
+    ));
+    let mut table = Table::new(&["figure", "value"]);
+    for (label, value) in numbers {
+        table.row(vec![label.into(), value.into()]);
+    }
+    section.push(Block::Table(table));
+    section.push(Block::Figures(figures));
+    Some(section)
+}
+
+/// The explorer of chosen groups, and why there is none when no group was worth a look.
+fn explorer(e: &Explorer, groups_in_logs: usize) -> Section<'_> {
+    let mut section = Section::new("explore", "Explore groups, trajectories and steps");
+    if e.groups.is_empty() {
+        section.push(Block::Note(
+            Text::plain(format!("None of the logs' {groups_in_logs} groups is one the explorer picks on its own (a group where the methods' ranks can disagree needs {MIN_STEPS_FOR_RANKS} steps; none has singleton states or failed yet made progress): name groups with "))
+                .and_code("--explore GROUP")
+                .and("."),
+        ));
+        return section;
+    }
+    section.push(Block::Paragraph(
+        Text::plain(format!("{} of the logs' {groups_in_logs} groups: those named with ", e.groups.len()))
+            .and_code("--explore")
+            .and(", then in turns the groups where the methods disagree most (the lowest Spearman ρ between two methods' advantages over the group's steps), the most singleton-heavy (steps whose exact observation occurs once in the group: GiGPO's step term is 0) and failed groups that still made progress (")
+            .and_code("--explore-max")
+            .and(" bounds how many). Pick a group, then a step (click, or ←/→ and ↑/↓): the panel shows what the agent saw and did, every method's advantage and its parts, and the step's state in the group's graph (nodes by distance to success, edges by mean ")
+            .and_code(format!("adv_{}", e.default_method))
+            .and("). Steps are coloured by the chosen method's advantage (keys 1–9), full colour at its 95th-percentile |A| over the logs; the address reopens the same step."),
+    ));
+    if e.graphviz_missing {
+        section.push(Block::Note(
+            Text::plain("Graphviz ")
+                .and_code("dot")
+                .and(" was not found when this report was built: the groups' state graphs are left out (install graphviz and build the report again)."),
+        ));
+    }
+    if e.named_left_out > 0 {
+        section.push(Block::Note(
+            Text::plain(format!("{} more groups matched ", e.named_left_out))
+                .and_code("--explore")
+                .and(" than ")
+                .and_code("--explore-max")
+                .and(" allows: the earliest in the input are here."),
+        ));
+    }
+    section.push(Block::Explorer(e));
+    section
+}
+
+/// The preset and every parameter, as `summary.json`'s `metadata`.
+fn parameters<'a>(inputs: &Inputs) -> Section<'a> {
+    let mut section = Section::new("parameters", "Preset and parameters");
+    section.push(Block::Preformatted(inputs.run.pretty()));
+    section
+}
+
+fn colophon<'a>() -> Section<'a> {
+    let mut section = Section::untitled("colophon");
+    section.push(Block::Note(Text::plain(format!(
+        "Generated by credit {}.",
+        env!("CARGO_PKG_VERSION")
+    ))));
+    section
+}
