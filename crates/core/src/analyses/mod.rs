@@ -3,6 +3,7 @@
 //! steps ([`compare`]), and how far they are from the advantages the trainer logged ([`logged`]). Results are plain serialisable
 //! structs; the binary renders them as text or JSON.
 
+pub mod against;
 pub mod compare;
 pub mod graphs;
 pub mod logged;

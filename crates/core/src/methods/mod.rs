@@ -11,6 +11,7 @@ pub mod hgpo;
 pub mod hisr;
 pub mod logged;
 pub mod mgr;
+pub mod oracle;
 pub mod proxmo;
 pub mod rloo;
 pub mod sequence_matcher;
