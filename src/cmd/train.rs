@@ -207,28 +207,15 @@ fn policy(mut args: PolicyArgs) -> Result<ExitCode> {
     }
 
     if let Some(path) = &args.handoff {
-        credit_train::data::write_handoff(path, &config, &samples)
-            .with_context(|| format!("writing {}", path.display()))?;
-        if json {
-            outln!(
-                "{}",
-                serde_json::to_string_pretty(
-                    &serde_json::json!({"handoff": path, "samples": samples.len(), "method": method.label(), "preset": plan.profile})
-                )?
-            );
-        } else {
-            outln!(
-                "wrote {} samples ({} advantages) and the training flags to {}",
-                samples.len(),
-                method.label(),
-                path.display()
-            );
-            outln!(
-                "train them with: credit-train {} --model {} --out DIR [--device cuda]",
-                path.display(),
-                args.model.display()
-            );
-        }
+        say_handoff(
+            path,
+            &args.model,
+            &config,
+            &samples,
+            method.label(),
+            plan.profile,
+            json,
+        )?;
         return Ok(ExitCode::Ok);
     }
 
@@ -243,57 +230,128 @@ fn policy(mut args: PolicyArgs) -> Result<ExitCode> {
         device,
         resume: args.resume,
     };
+    let summary = train_showing_progress(&options, &config, &samples, json)
+        .with_context(|| format!("training on {}", args.model.display()))?;
+    out_dir.finish(Stale::Remove)?;
+    if summary.skipped > 0 && !json {
+        eprintln!("warning: {}", credit_train::train::skipped_note(&summary));
+    }
+
+    let trained = Trained {
+        out: &out,
+        config: &config,
+        summary: &summary,
+        method: method.label(),
+        preset: plan.profile,
+        samples: samples.len(),
+        skipped_rows: skipped,
+    };
+    say_trained(&trained, json)?;
+    Ok(ExitCode::Ok)
+}
+
+/// Writes the samples and the training flags to `path` for `credit-train`, and says so.
+fn say_handoff(
+    path: &std::path::Path,
+    model: &std::path::Path,
+    config: &TrainConfig,
+    samples: &[credit_train::data::Sample],
+    method: &str,
+    preset: credit_core::profile::Profile,
+    json: bool,
+) -> Result<()> {
+    credit_train::data::write_handoff(path, config, samples)
+        .with_context(|| format!("writing {}", path.display()))?;
+    if json {
+        outln!(
+            "{}",
+            serde_json::to_string_pretty(
+                &serde_json::json!({"handoff": path, "samples": samples.len(), "method": method, "preset": preset})
+            )?
+        );
+    } else {
+        outln!(
+            "wrote {} samples ({method} advantages) and the training flags to {}",
+            samples.len(),
+            path.display()
+        );
+        outln!(
+            "train them with: credit-train {} --model {} --out DIR [--device cuda]",
+            path.display(),
+            model.display()
+        );
+    }
+    Ok(())
+}
+
+/// Trains, showing the steps on a progress bar (hidden for JSON or when stderr is no terminal,
+/// where the checkpointing note is printed as a line).
+fn train_showing_progress(
+    options: &RunOptions,
+    config: &TrainConfig,
+    samples: &[credit_train::data::Sample],
+    json: bool,
+) -> credit_train::Result<credit_train::train::Summary> {
     let hidden = json || !std::io::stderr().is_terminal();
     let bar = if hidden {
         ProgressBar::hidden()
     } else {
         ProgressBar::new_spinner()
     };
-    let summary =
-        credit_train::train::train(&options, &config, &samples, &mut |event| match event {
-            Event::Scoring { done, total } => {
-                bar.set_message(format!("scoring with the initial model {done}/{total}"))
+    let summary = credit_train::train::train(options, config, samples, &mut |event| match event {
+        Event::Scoring { done, total } => {
+            bar.set_message(format!("scoring with the initial model {done}/{total}"))
+        }
+        Event::Started {
+            start_step,
+            total_steps,
+        } => {
+            bar.set_style(
+                ProgressStyle::with_template("{bar:30} {pos}/{len} steps · {msg} · ETA {eta}")
+                    .unwrap_or_else(|_| ProgressStyle::default_bar()),
+            );
+            bar.set_length(total_steps);
+            bar.set_position(start_step);
+            bar.reset_eta();
+        }
+        Event::Step(m) => {
+            bar.set_position(m.step);
+            bar.set_message(format!(
+                "loss {:.4} · kl {} · clip {:.3} · {:.0} tok/s",
+                m.loss,
+                m.kl.map_or("-".into(), |k| format!("{k:.4}")),
+                m.clip_frac,
+                m.tokens_per_s
+            ));
+        }
+        Event::Checkpointing { needed, budget } => {
+            let note =
+                credit_train::memory::checkpointing_note(needed, budget, "--max-prompt-tokens");
+            if hidden {
+                eprintln!("note: {note}");
+            } else {
+                bar.println(format!("note: {note}"));
             }
-            Event::Started {
-                start_step,
-                total_steps,
-            } => {
-                bar.set_style(
-                    ProgressStyle::with_template("{bar:30} {pos}/{len} steps · {msg} · ETA {eta}")
-                        .unwrap_or_else(|_| ProgressStyle::default_bar()),
-                );
-                bar.set_length(total_steps);
-                bar.set_position(start_step);
-                bar.reset_eta();
-            }
-            Event::Step(m) => {
-                bar.set_position(m.step);
-                bar.set_message(format!(
-                    "loss {:.4} · kl {} · clip {:.3} · {:.0} tok/s",
-                    m.loss,
-                    m.kl.map_or("-".into(), |k| format!("{k:.4}")),
-                    m.clip_frac,
-                    m.tokens_per_s
-                ));
-            }
-            Event::Checkpointing { needed, budget } => {
-                let note =
-                    credit_train::memory::checkpointing_note(needed, budget, "--max-prompt-tokens");
-                if hidden {
-                    eprintln!("note: {note}");
-                } else {
-                    bar.println(format!("note: {note}"));
-                }
-            }
-            Event::Saved { .. } => {}
-        })
-        .with_context(|| format!("training on {}", args.model.display()))?;
+        }
+        Event::Saved { .. } => {}
+    })?;
     bar.finish_and_clear();
-    out_dir.finish(Stale::Remove)?;
-    if summary.skipped > 0 && !json {
-        eprintln!("warning: {}", credit_train::train::skipped_note(&summary));
-    }
+    Ok(summary)
+}
 
+/// What a finished training run says.
+struct Trained<'a> {
+    out: &'a std::path::Path,
+    config: &'a TrainConfig,
+    summary: &'a credit_train::train::Summary,
+    method: &'a str,
+    preset: credit_core::profile::Profile,
+    samples: usize,
+    skipped_rows: usize,
+}
+
+fn say_trained(t: &Trained, json: bool) -> Result<()> {
+    let (out, config, summary) = (t.out, t.config, t.summary);
     let metrics = out.join(credit_train::checkpoint::METRICS);
     let merged = config
         .lora
@@ -308,10 +366,10 @@ fn policy(mut args: PolicyArgs) -> Result<ExitCode> {
                 "lora": config.lora.is_some(),
                 "merged": merged,
                 "metrics": metrics,
-                "method": method.label(),
-                "preset": plan.profile,
-                "samples": samples.len(),
-                "skipped_rows": skipped,
+                "method": t.method,
+                "preset": t.preset,
+                "samples": t.samples,
+                "skipped_rows": t.skipped_rows,
                 "steps": summary.steps,
                 "skipped_steps": summary.skipped,
                 "tokens_per_s": summary.tokens_per_s,
@@ -323,9 +381,9 @@ fn policy(mut args: PolicyArgs) -> Result<ExitCode> {
             "trained steps {}..{} on {} samples ({} advantages, preset {}); {} in {}",
             summary.start_step + 1,
             summary.steps,
-            samples.len(),
-            method.label(),
-            plan.profile,
+            t.samples,
+            t.method,
+            t.preset,
             if config.lora.is_some() {
                 "PEFT adapter"
             } else {
@@ -351,7 +409,7 @@ fn policy(mut args: PolicyArgs) -> Result<ExitCode> {
             metrics.display()
         );
     }
-    Ok(ExitCode::Ok)
+    Ok(())
 }
 
 /// The flags over `TrainConfig`'s defaults; `--seed` (shared with MGR's gate) seeds the shuffle

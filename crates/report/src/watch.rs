@@ -209,23 +209,7 @@ impl<'a> Watch<'a> {
     ) -> Result<Landed, E> {
         let mut notes = Vec::new();
         let listed = list(&self.logs)?;
-        // A file read before and gone now: the report holds what the logs hold.
-        let gone: Vec<PathBuf> = self
-            .files
-            .keys()
-            .filter(|p| !listed.iter().any(|(l, _)| l == *p))
-            .cloned()
-            .collect();
-        let mut again = false;
-        for path in gone {
-            if self.files.remove(&path).is_some_and(|t| t.read_to > 0) {
-                notes.push(format!(
-                    "{}: removed after it was read: reading the run again",
-                    path.display()
-                ));
-                again = true;
-            }
-        }
+        let mut again = self.forget_gone(&listed, &mut notes);
         self.left_out.clear();
         let mut pieces = Vec::new();
         for (path, meta) in listed {
@@ -267,39 +251,7 @@ impl<'a> Watch<'a> {
             }
         }
         if again {
-            // A file read in this poll that fails the run read again is left out of it (named),
-            // and the rest read again without it.
-            let mut left: BTreeSet<PathBuf> = BTreeSet::new();
-            let any = loop {
-                match self.read_again() {
-                    Ok(any) => break any,
-                    Err(e) => {
-                        let piece = file_of(&e)
-                            .and_then(|p| pieces.iter().find(|piece| piece.path == p))
-                            .filter(|piece| left.insert(piece.path.clone()));
-                        let Some(piece) = piece else {
-                            return Err(e.into());
-                        };
-                        self.not_read(&piece.path, piece.before.clone(), &e);
-                    }
-                }
-            };
-            if !any {
-                landed.clear();
-            } else {
-                // The iterations the run read again holds beyond those already said.
-                let said: BTreeSet<i64> = before
-                    .into_iter()
-                    .chain(landed.iter().flat_map(|(its, _)| its.iter().copied()))
-                    .collect();
-                let new: Vec<i64> = self
-                    .read
-                    .trends()
-                    .iterations()
-                    .filter(|it| !said.contains(it))
-                    .collect();
-                landed.push((new, Vec::new()));
-            }
+            self.read_again_without_failing::<E>(&pieces, before, &mut landed)?;
         }
         let report_notes = self.report_notes();
         let state: BTreeSet<String> = report_notes.iter().cloned().collect();
@@ -331,21 +283,7 @@ impl<'a> Watch<'a> {
         )?;
         self.written_notes = Some(report_notes);
         self.explorer_owed = !with_explorer && self.options.explore_max > 0;
-        let failing: BTreeSet<String> = written
-            .outcome
-            .iter()
-            .flat_map(|o| &o.rules)
-            .filter(|r| r.passed == Some(false))
-            .map(|r| r.name.clone())
-            .collect();
-        let newly_failing = written
-            .outcome
-            .iter()
-            .flat_map(|o| &o.rules)
-            .filter(|r| failing.contains(&r.name) && !self.failing.contains(&r.name))
-            .cloned()
-            .collect();
-        self.failing = failing;
+        let newly_failing = self.newly_failing(&written);
         if !landed.is_empty() {
             self.reads += 1;
         }
@@ -374,6 +312,91 @@ impl<'a> Watch<'a> {
         )?;
         self.explorer_owed = false;
         Ok(Some(written))
+    }
+    /// Forgets the files read before and gone now (the report holds what the logs hold): whether
+    /// the run must be read again.
+    fn forget_gone<M>(&mut self, listed: &[(PathBuf, M)], notes: &mut Vec<String>) -> bool {
+        let gone: Vec<PathBuf> = self
+            .files
+            .keys()
+            .filter(|p| !listed.iter().any(|(l, _)| l == *p))
+            .cloned()
+            .collect();
+        let mut again = false;
+        for path in gone {
+            if self.files.remove(&path).is_some_and(|t| t.read_to > 0) {
+                notes.push(format!(
+                    "{}: removed after it was read: reading the run again",
+                    path.display()
+                ));
+                again = true;
+            }
+        }
+        again
+    }
+
+    /// Reads the run again; a file of this poll's `pieces` that fails it is left out (named), and
+    /// the rest read again without it. `landed` then says the iterations not said before.
+    fn read_again_without_failing<E: From<credit_core::Error>>(
+        &mut self,
+        pieces: &[Piece],
+        before: BTreeSet<i64>,
+        landed: &mut Vec<(Vec<i64>, Agreement)>,
+    ) -> Result<(), E> {
+        // A file read in this poll that fails the run read again is left out of it (named),
+        // and the rest read again without it.
+        let mut left: BTreeSet<PathBuf> = BTreeSet::new();
+        let any = loop {
+            match self.read_again() {
+                Ok(any) => break any,
+                Err(e) => {
+                    let piece = file_of(&e)
+                        .and_then(|p| pieces.iter().find(|piece| piece.path == p))
+                        .filter(|piece| left.insert(piece.path.clone()));
+                    let Some(piece) = piece else {
+                        return Err(e.into());
+                    };
+                    self.not_read(&piece.path, piece.before.clone(), &e);
+                }
+            }
+        };
+        if !any {
+            landed.clear();
+        } else {
+            // The iterations the run read again holds beyond those already said.
+            let said: BTreeSet<i64> = before
+                .into_iter()
+                .chain(landed.iter().flat_map(|(its, _)| its.iter().copied()))
+                .collect();
+            let new: Vec<i64> = self
+                .read
+                .trends()
+                .iterations()
+                .filter(|it| !said.contains(it))
+                .collect();
+            landed.push((new, Vec::new()));
+        }
+        Ok(())
+    }
+
+    /// The rules failing in `written` that were not failing before.
+    fn newly_failing(&mut self, written: &Written) -> Vec<RuleResult> {
+        let failing: BTreeSet<String> = written
+            .outcome
+            .iter()
+            .flat_map(|o| &o.rules)
+            .filter(|r| r.passed == Some(false))
+            .map(|r| r.name.clone())
+            .collect();
+        let newly = written
+            .outcome
+            .iter()
+            .flat_map(|o| &o.rules)
+            .filter(|r| failing.contains(&r.name) && !self.failing.contains(&r.name))
+            .cloned()
+            .collect();
+        self.failing = failing;
+        newly
     }
 
     /// Looks at one listed file: what of it to read now, if anything (`notes`: what it says;
