@@ -121,6 +121,49 @@ const CASES: &[(&str, &[&str])] = &[
             "--schema",
         ],
     ),
+    (
+        "trajectory-in-two-iterations.jsonl",
+        &[
+            "trajectory-in-two-iterations.jsonl:2 (iteration)",
+            "trajectory `a` of group `g1` has iteration 1 here (from step 1) but iteration 0 at",
+            "trajectory-in-two-iterations.jsonl:1 (from step 0)",
+        ],
+    ),
+    (
+        "episode-reward-changes.jsonl",
+        &[
+            "episode-reward-changes.jsonl:3 (episode_rewards)",
+            "trajectory `a` has episode reward 0 here but 1 at",
+            "episode-reward-changes.jsonl:1:",
+        ],
+    ),
+    (
+        "episode-reward-changes.parquet",
+        &[
+            "episode-reward-changes.parquet:row 2 (episode_rewards)",
+            "trajectory `a` has episode reward 0 here but 1 at",
+            "episode-reward-changes.parquet:row 0:",
+        ],
+    ),
+    (
+        "bom-mid-file.jsonl",
+        &[
+            "bom-mid-file.jsonl:4:1:",
+            "a byte-order mark starts this line (files joined with `cat`?)",
+        ],
+    ),
+    (
+        "utf16.jsonl",
+        &["utf16.jsonl: looks like UTF-16 (little-endian, by its byte-order mark): convert it to UTF-8 (iconv -f UTF-16 -t UTF-8"],
+    ),
+    (
+        "utf16-no-bom.jsonl",
+        &["utf16-no-bom.jsonl: looks like UTF-16 (big-endian, without a byte-order mark)"],
+    ),
+    (
+        "gzip-zero-padding.jsonl.gz",
+        &["gzip-zero-padding.jsonl.gz: the gzip stream ends in 512 bytes of zero padding after its last member"],
+    ),
 ];
 
 #[test]
@@ -171,6 +214,14 @@ fn lenient_skips_and_counts_per_reason() {
         (
             "malformed-json.jsonl",
             &[("malformed JSON", 1), ("gap in step numbering", 2)],
+        ),
+        (
+            "trajectory-in-two-iterations.jsonl",
+            &[("trajectory in two iterations", 2)],
+        ),
+        (
+            "episode-reward-changes.jsonl",
+            &[("episode reward that changes within a trajectory", 3)],
         ),
     ];
     for (name, counts) in cases {
@@ -1095,4 +1146,172 @@ fn many_small_files_read_as_one_task_keep_their_rows_and_lines() {
     let skipped = json(&analyze(&bad, "4194304", true));
     assert_eq!(skipped["skipped"]["malformed JSON"], 1, "{skipped}");
     assert_eq!(skipped, json(&analyze(&bad, "4096", true)));
+}
+
+// ---------------------------------------------------------------------------------------------
+// Issue #50: files that change while they are read, settings files that are not files, narrow
+// Parquet integers.
+// ---------------------------------------------------------------------------------------------
+
+/// Runs credit with `env`, killing it after `seconds` (a hang is a failure, not a stuck test).
+fn credit_within(
+    run: &Run,
+    args: &[&str],
+    env: &[(&str, &str)],
+    seconds: u64,
+) -> std::process::Output {
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_credit"))
+        .args(args)
+        .current_dir(run.dir.path())
+        .envs(env.iter().copied())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while child.try_wait().unwrap().is_none() {
+        if start.elapsed() > std::time::Duration::from_secs(seconds) {
+            child.kill().unwrap();
+            panic!("credit {args:?} still ran after {seconds} s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    child.wait_with_output().unwrap()
+}
+
+#[test]
+fn a_log_truncated_while_it_is_read_is_an_error() {
+    // The reader pauses after the log's first chunk (`CREDIT_TEST_PAUSE_READER`), the log is cut
+    // short (emptied, as copytruncate does, or cut mid-line), and the read goes on: exit 2 with a
+    // message naming the file and both sizes, never a signal, and nothing written.
+    let line = fixture_lines("real/textworld.jsonl");
+    let text = (line.join("\n") + "\n").repeat(4);
+    for (cut, command) in [(0, "analyze"), (70_000, "advantages"), (70_000, "report")] {
+        let run = Run::new();
+        std::fs::write(run.path("log.jsonl"), &text).unwrap();
+        std::fs::create_dir(run.path("hook")).unwrap();
+        let mut args = vec![command, "log.jsonl"];
+        match command {
+            "advantages" => args.extend(["--methods", "grpo", "-o", "out.parquet"]),
+            "report" => args.extend(["-o", "report"]),
+            _ => {}
+        }
+        let hook = run.path("hook");
+        let env = [
+            ("CREDIT_CHUNK_BYTES", "65536"),
+            ("CREDIT_TEST_PAUSE_READER", hook.to_str().unwrap()),
+        ];
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_credit"))
+            .args(&args)
+            .current_dir(run.dir.path())
+            .envs(env)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let start = std::time::Instant::now();
+        while !hook.join("paused").exists() {
+            assert!(
+                start.elapsed().as_secs() < 60,
+                "{command}: the reader never paused"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let log = std::fs::OpenOptions::new()
+            .write(true)
+            .open(run.path("log.jsonl"))
+            .unwrap();
+        log.set_len(cut).unwrap();
+        std::fs::write(hook.join("resume"), "").unwrap();
+        let out = child.wait_with_output().unwrap();
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{command}, cut to {cut}: {err}");
+        assert!(
+            err.contains(&format!(
+                "log.jsonl: truncated while being read: it had {} bytes when credit listed it and has {cut} now",
+                text.len()
+            )),
+            "{command}, cut to {cut}: {err}"
+        );
+        let mut left: Vec<String> = std::fs::read_dir(run.dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(
+            left,
+            ["hook", "log.jsonl"],
+            "{command}: something was written"
+        );
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn settings_files_that_are_not_regular_files_are_refused() {
+    // A FIFO given as `--schema` or `--check` is refused before it is opened (opening it would
+    // wait for a writer forever); so is a folder.
+    let run = Run::new();
+    let fifo = run.path("pipe.toml");
+    let made = std::process::Command::new("mkfifo").arg(&fifo).status();
+    if !made.is_ok_and(|s| s.success()) {
+        eprintln!("no mkfifo: skipped");
+        return;
+    }
+    std::fs::create_dir(run.path("folder.toml")).unwrap();
+    let input = fixture("real/textworld.jsonl");
+    let input = input.to_str().unwrap();
+    let cases: [(&[&str], &str); 4] = [
+        (
+            &["analyze", input, "--schema", "pipe.toml"],
+            "pipe.toml: is not a regular file (a FIFO): give the path of a file",
+        ),
+        (
+            &["report", input, "-o", "r", "--check", "pipe.toml"],
+            "pipe.toml: is not a regular file (a FIFO): give the path of a file",
+        ),
+        (
+            &["analyze", input, "--schema", "folder.toml"],
+            "folder.toml: is not a regular file (a directory)",
+        ),
+        (
+            &["report", input, "-o", "r", "--check", "folder.toml"],
+            "folder.toml: is not a regular file (a directory)",
+        ),
+    ];
+    for (args, message) in cases {
+        let out = credit_within(&run, args, &[], 60);
+        let err = stderr(&out);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(message), "{args:?}: {err}");
+        assert!(!run.path("r").exists(), "{args:?}: a report was written");
+    }
+}
+
+#[test]
+fn narrow_integer_parquet_columns_are_read_as_numbers() {
+    // `step` uint8, `reward` int16, `is_action_valid` uint16, `iteration` int8: the rows the
+    // same log gives as JSONL.
+    let run = Run::new();
+    let jsonl = [
+        (0, "a", 0, 0),
+        (0, "a", 1, 0),
+        (0, "a", 2, 1),
+        (0, "b", 0, 0),
+        (0, "b", 1, 0),
+    ]
+    .map(|(it, t, step, reward)| {
+        format!(r#"{{"uid": "g1", "traj_uid": "{t}", "step": {step}, "reward": {reward}, "is_action_valid": 1, "iteration": {it}}}"#)
+    });
+    std::fs::write(run.path("same.jsonl"), jsonl.join("\n") + "\n").unwrap();
+    let parquet = fixture("formats/narrow-ints.parquet");
+    let analyze = |input: &str| {
+        let mut s = json(&run.credit(["analyze", input, "--format", "json"]));
+        s.as_object_mut().unwrap().remove("files");
+        s.as_object_mut().unwrap().remove("columns");
+        s
+    };
+    let read = analyze(parquet.to_str().unwrap());
+    assert_eq!(read["rows"], 5, "{read}");
+    assert_eq!(read, analyze("same.jsonl"));
 }

@@ -45,10 +45,7 @@ impl ProjectFile {
                 })
             }
         };
-        let text = std::fs::read_to_string(&path).map_err(|cause| Error::Io {
-            path: path.clone(),
-            cause,
-        })?;
+        let text = crate::ingest::read_settings(&path)?;
         let mut file: ProjectFile =
             toml::from_str(&text).map_err(|e| Error::Config(format!("{}: {e}", path.display())))?;
         file.dir = path.parent().map(Path::to_path_buf).unwrap_or_default();

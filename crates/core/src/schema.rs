@@ -492,10 +492,7 @@ impl ColumnMap {
     pub fn read_file(
         path: &std::path::Path,
     ) -> crate::error::Result<std::collections::BTreeMap<String, String>> {
-        let text = std::fs::read_to_string(path).map_err(|cause| crate::error::Error::Io {
-            path: path.to_path_buf(),
-            cause,
-        })?;
+        let text = crate::ingest::read_settings(path)?;
         Self::parse_toml(&text)
             .map_err(|e| crate::error::Error::Config(format!("{}: {e}", path.display())))
     }

@@ -151,6 +151,18 @@ struct TrajSeen {
     first: Origin,
 }
 
+/// The first piece of a trajectory id to close, whatever its iteration: a later iteration may
+/// reuse the id (its steps start again), but a piece that goes on where another stopped is one
+/// trajectory whose rows carry two iterations.
+#[derive(Clone, Copy)]
+struct FirstPiece {
+    iteration: Option<i64>,
+    /// The group id's identity, without the iteration.
+    group: Id,
+    first_step: i64,
+    at: Origin,
+}
+
 /// The previous row's keys and unit: consecutive rows of one trajectory skip the look-ups. The
 /// id buffers are reused from row to row.
 #[derive(Default)]
@@ -187,6 +199,9 @@ pub(crate) struct Assembler {
     /// Every trajectory seen, by the identity of (iteration, traj_id). Whether it is open is
     /// its unit's state.
     trajs: IdTable<TrajSeen>,
+    /// Every trajectory id's first piece to close, by the identity of the id alone (kept only
+    /// when the logs have iterations).
+    pieces: IdTable<FirstPiece>,
     /// Bytes of input in all (on disk; 0 when unknown) and read so far: `units` and `trajs` are
     /// sized for the whole input at the rate seen so far, not doubled their way there (each
     /// doubling moves every entry, a million for a log of single-row groups).
@@ -213,6 +228,7 @@ struct Fields {
     traj: usize,
     step: usize,
     iteration: usize,
+    episode_reward: usize,
 }
 
 /// (iteration, group_id, traj_id) of a row.
@@ -275,6 +291,7 @@ impl Assembler {
             free_slots: Vec::new(),
             held: 0,
             trajs: IdTable::new(),
+            pieces: IdTable::new(),
             input_bytes: 0,
             read_bytes: 0,
             last_row: LastRow::default(),
@@ -291,6 +308,7 @@ impl Assembler {
                 traj: fi(TRAJ_ID),
                 step: fi(STEP),
                 iteration: fi(ITERATION),
+                episode_reward: fi(EPISODE_REWARD),
             },
         }
     }
@@ -668,7 +686,10 @@ impl Assembler {
             // No duplicate, one step: the check without its tables (logs of single-row groups
             // close a unit per row).
             let steps = [(rows.int(sf, 0).unwrap_or_default(), 0)];
-            if let Some(e) = self.step_gap(rows, rows.text(tf, 0), &steps) {
+            let problem = self
+                .step_gap(rows, rows.text(tf, 0), &steps)
+                .or_else(|| self.in_two_iterations(rows, 0, steps[0].0));
+            if let Some(e) = problem {
                 self.reject(e, 1)?;
                 return Ok((Kept::new(), KeptTrajs::new()));
             }
@@ -732,6 +753,28 @@ impl Assembler {
                 keep[r] = false;
             }
         }
+        // What is decided per trajectory of whole rows: rows that carry two iterations, and an
+        // episode reward that changes (the batch takes one row's). Skipped whole.
+        let mut dropped: Vec<(Error, Vec<usize>)> = Vec::new();
+        for traj in entries.chunk_by(|a, b| a.0 == b.0) {
+            let kept_rows = || traj.iter().map(|&(_, _, row)| row).filter(|&row| keep[row]);
+            let Some(&(_, first_step, first_row)) = traj.iter().find(|e| keep[e.2]) else {
+                continue;
+            };
+            let problem = self
+                .in_two_iterations(rows, first_row, first_step)
+                .or_else(|| self.episode_reward_changes(rows, kept_rows()));
+            if let Some(e) = problem {
+                dropped.push((e, kept_rows().collect()));
+            }
+        }
+        dropped.sort_by_key(|(_, rows)| rows.iter().min().copied());
+        for (e, traj_rows) in dropped {
+            self.reject(e, traj_rows.len() as u64)?;
+            for r in traj_rows {
+                keep[r] = false;
+            }
+        }
         // The kept rows' trajectories, numbered in order of first appearance among them, which
         // the batch index takes as they are. A trajectory's first row is in its unit, and is kept
         // unless the trajectory is dropped whole (a gap; of duplicates the first is kept), so the
@@ -783,6 +826,91 @@ impl Assembler {
             Reason::StepGap,
             message,
         ))
+    }
+
+    /// The error of a trajectory whose first row (by step) is `row`, at `step`, when its id's
+    /// first piece is in another iteration of the same group and this piece goes on from it
+    /// instead of starting its steps again. Notes the first piece of each id.
+    fn in_two_iterations(&mut self, rows: &UnitRows, row: usize, step: i64) -> Option<Error> {
+        let (gf, tf, itf) = (self.field.group, self.field.traj, self.field.iteration);
+        if !self.present[itf] {
+            return None;
+        }
+        let (tid, gid) = (rows.text(tf, row), rows.text(gf, row));
+        let piece = FirstPiece {
+            iteration: rows.int(itf, row),
+            group: id(None, gid),
+            first_step: step,
+            at: rows.origin(row),
+        };
+        let key = id(None, tid);
+        let Some(first) = self.pieces.get(key).copied() else {
+            self.pieces.insert(key, piece);
+            return None;
+        };
+        if first.iteration == piece.iteration
+            || first.group != piece.group
+            || first.first_step == piece.first_step
+        {
+            return None;
+        }
+        let iteration =
+            |it: Option<i64>| it.map_or("no iteration".into(), |it| format!("iteration {it}"));
+        Some(Error::input(
+            self.location(piece.at, Some(ITERATION)),
+            Reason::TrajectoryInTwoIterations,
+            format!(
+                "trajectory `{tid}` of group `{gid}` has {} here (from step {step}) but {} at {} (from step {}): a trajectory's rows belong to one iteration, and ids a later iteration reuses start their steps again",
+                iteration(piece.iteration),
+                iteration(first.iteration),
+                self.location(first.at, None),
+                first.first_step,
+            ),
+        ))
+    }
+
+    /// The error of a trajectory whose rows (in step order) log two different episode rewards.
+    fn episode_reward_changes(
+        &self,
+        rows: &UnitRows,
+        traj_rows: impl Iterator<Item = usize>,
+    ) -> Option<Error> {
+        let ef = self.field.episode_reward;
+        if !self.present[ef] {
+            return None;
+        }
+        let mut first: Option<(f64, usize)> = None;
+        for row in traj_rows {
+            let Some(value) = rows.float(ef, row) else {
+                continue;
+            };
+            let Some((before, at)) = first else {
+                first = Some((value, row));
+                continue;
+            };
+            if value != before {
+                // The log's own column, where one column fed the field.
+                let mut feeding = self
+                    .report
+                    .columns_seen
+                    .iter()
+                    .filter(|u| u.field == EPISODE_REWARD);
+                let column = match (feeding.next(), feeding.next()) {
+                    (Some(only), None) => only.column.as_str(),
+                    _ => EPISODE_REWARD,
+                };
+                return Some(Error::input(
+                    self.location(rows.origin(row), Some(column)),
+                    Reason::EpisodeRewardChanges,
+                    format!(
+                        "trajectory `{}` has episode reward {value} here but {before} at {}: a trajectory has one episode reward; log the same value on each of its rows (or on one)",
+                        rows.text(self.field.traj, row),
+                        self.location(rows.origin(at), None),
+                    ),
+                ));
+            }
+        }
+        None
     }
 
     /// Closes every open unit (the input has ended), oldest first, and notes ids given both as
@@ -1289,5 +1417,96 @@ mod tests {
             "{:?}",
             report.notes
         );
+    }
+
+    /// A step line with an iteration: (iteration, group, traj, step).
+    fn iteration_line(it: i64, g: &str, t: &str, step: i64) -> String {
+        format!(
+            r#"{{"uid": "{g}", "traj_uid": "{t}", "step": {step}, "reward": 0, "iteration": {it}}}"#
+        )
+    }
+
+    #[test]
+    fn a_trajectory_that_goes_on_into_another_iteration_is_an_error() {
+        // Ids a later iteration reuses start their steps again: two trajectories.
+        let reused = [
+            iteration_line(0, "g", "a", 0),
+            iteration_line(0, "g", "a", 1),
+            iteration_line(1, "g", "a", 0),
+        ];
+        for kind in [UnitKind::Group, UnitKind::Iteration, UnitKind::All] {
+            let (window, _) = assemble(&reused, kind, false).unwrap();
+            assert_eq!(window.batch.trajs.len(), 2);
+        }
+        // `a` goes on into iteration 1 at its step 1 (line 2): one trajectory split in two.
+        let split = [
+            iteration_line(0, "g", "a", 0),
+            iteration_line(1, "g", "a", 1),
+            iteration_line(1, "g", "a", 2),
+            iteration_line(0, "g", "b", 0),
+        ];
+        for kind in [UnitKind::Group, UnitKind::Iteration, UnitKind::All] {
+            let (reason, at, field, text) =
+                input_error(assemble(&split, kind, false).err().unwrap());
+            assert_eq!(reason, Reason::TrajectoryInTwoIterations);
+            assert_eq!((at, field.as_deref()), (Some(2), Some(ITERATION)));
+            assert_eq!(
+                text,
+                "mem.jsonl:2 (iteration): trajectory `a` of group `g` has iteration 1 here (from step 1) but iteration 0 at mem.jsonl:1 (from step 0): a trajectory's rows belong to one iteration, and ids a later iteration reuses start their steps again"
+            );
+        }
+        // Skipped under `--lenient`: the later piece's rows, counted.
+        let (window, report) = assemble(&split, UnitKind::Group, true).unwrap();
+        assert_eq!(window.batch.len(), 2);
+        assert_eq!(report.skipped[&Reason::TrajectoryInTwoIterations], 2);
+        // A one-row piece (a unit of one row) is checked too.
+        let one_row = [
+            iteration_line(0, "g", "a", 0),
+            iteration_line(1, "g", "a", 1),
+        ];
+        let e = assemble(&one_row, UnitKind::Group, false).err().unwrap();
+        assert_eq!(input_error(e).0, Reason::TrajectoryInTwoIterations);
+    }
+
+    #[test]
+    fn an_episode_reward_that_changes_within_a_trajectory_is_an_error() {
+        let with_episode = |t: &str, step: i64, episode: &str| {
+            format!(
+                r#"{{"uid": "g", "traj_uid": "{t}", "step": {step}, "reward": 0, "episode_rewards": {episode}}}"#
+            )
+        };
+        // Logged on one row only, or the same on every row: one episode reward.
+        let fine = [
+            with_episode("a", 0, "null"),
+            with_episode("a", 1, "2.5"),
+            with_episode("b", 0, "1"),
+            with_episode("b", 1, "1.0"),
+        ];
+        let (window, _) = assemble(&fine, UnitKind::Group, false).unwrap();
+        let returns: Vec<f64> = window
+            .batch
+            .trajs
+            .iter()
+            .map(|t| t.episode_return)
+            .collect();
+        assert_eq!(returns, vec![2.5, 1.0]);
+        let changes = [
+            with_episode("a", 0, "1"),
+            with_episode("b", 0, "0"),
+            with_episode("a", 1, "1"),
+            with_episode("a", 2, "0"),
+            with_episode("b", 1, "0"),
+        ];
+        let (reason, at, field, text) =
+            input_error(assemble(&changes, UnitKind::Group, false).err().unwrap());
+        assert_eq!(reason, Reason::EpisodeRewardChanges);
+        assert_eq!((at, field.as_deref()), (Some(4), Some("episode_rewards")));
+        assert_eq!(
+            text,
+            "mem.jsonl:4 (episode_rewards): trajectory `a` has episode reward 0 here but 1 at mem.jsonl:1: a trajectory has one episode reward; log the same value on each of its rows (or on one)"
+        );
+        let (window, report) = assemble(&changes, UnitKind::Group, true).unwrap();
+        assert_eq!(window.batch.trajs.len(), 1);
+        assert_eq!(report.skipped[&Reason::EpisodeRewardChanges], 3);
     }
 }

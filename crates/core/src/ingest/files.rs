@@ -64,11 +64,52 @@ pub(crate) struct Input {
     pub start: u64,
     /// 1-based number of the line at `start`.
     pub first_line: u64,
-    /// Read in part, as a log still being written (`credit watch`): read, never mapped, since a
-    /// mapped file cut short while it is read ends the process.
-    pub growing: bool,
     /// The file's device and inode (unix): what the output rule knows it by under any name.
     pub id: Option<(u64, u64)>,
+}
+
+/// The text of a settings file (`--schema`, `--check`, `--config`, `--baseline`), read whole.
+/// Anything but a regular file (after links) is refused before it is opened: opening a FIFO
+/// waits for a writer, and reading one or a device may never end.
+pub fn read_settings(path: &Path) -> Result<String> {
+    let io = |cause| Error::Io {
+        path: path.to_path_buf(),
+        cause,
+    };
+    let meta = std::fs::metadata(path).map_err(io)?;
+    if let Some(kind) = not_regular(&meta) {
+        return Err(whole_file(
+            path,
+            format!("is not a regular file ({kind}): give the path of a file"),
+        ));
+    }
+    std::fs::read_to_string(path).map_err(io)
+}
+
+/// What a path that is not a regular file is, for messages; `None` for a regular file.
+fn not_regular(meta: &std::fs::Metadata) -> Option<&'static str> {
+    #[cfg(unix)]
+    use std::os::unix::fs::FileTypeExt;
+    let kind = meta.file_type();
+    if kind.is_file() {
+        return None;
+    }
+    if kind.is_dir() {
+        return Some("a directory");
+    }
+    #[cfg(unix)]
+    {
+        if kind.is_fifo() {
+            return Some("a FIFO");
+        }
+        if kind.is_socket() {
+            return Some("a socket");
+        }
+        if kind.is_block_device() || kind.is_char_device() {
+            return Some("a device");
+        }
+    }
+    Some("not a file")
 }
 
 fn whole_file(path: &Path, message: impl Into<String>) -> Error {
@@ -100,7 +141,6 @@ pub(crate) fn apply_spans(
         input.start = span.start;
         input.size = span.end - span.start;
         input.first_line = span.first_line;
-        input.growing = true;
     }
     Ok(())
 }
@@ -246,7 +286,6 @@ fn add(
         size: meta.len(),
         start: 0,
         first_line: 1,
-        growing: false,
         id,
     });
 }

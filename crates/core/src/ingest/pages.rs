@@ -11,16 +11,18 @@
 
 use super::parquet::Slice;
 use polars::io::parquet::read::FileMetadata;
-use polars_arrow::array::{Utf8ViewArray, View};
+use polars_arrow::array::{Array, PrimitiveArray, Utf8ViewArray, View};
 use polars_arrow::bitmap::Bitmap;
-use polars_arrow::datatypes::ArrowDataType;
+use polars_arrow::datatypes::{ArrowDataType, Field};
+use polars_arrow::types::NativeType;
 use polars_buffer::Buffer;
+use polars_parquet::arrow::read::column_iter_to_arrays;
 use polars_parquet::parquet::compression::{Compression, DecompressionContext};
 use polars_parquet::parquet::encoding::hybrid_rle::HybridRleDecoder;
 use polars_parquet::parquet::encoding::Encoding;
 use polars_parquet::parquet::metadata::ColumnChunkMetadata;
 use polars_parquet::parquet::page::{CompressedDataPage, CompressedPage, DataPageHeader, Page};
-use polars_parquet::parquet::read::{decompress, PageReader};
+use polars_parquet::parquet::read::{decompress, BasicDecompressor, PageReader};
 use polars_parquet::parquet::schema::types::PhysicalType;
 use std::fs::File;
 use std::io::{Cursor, Read, Seek, SeekFrom};
@@ -73,6 +75,87 @@ pub(crate) fn text(
     }
     (column.views.len() == slice.rows).then_some(())?;
     column.finish()
+}
+
+/// Whether an Arrow type is an integer narrower than 32 bits, which polars, built without its
+/// 8- and 16-bit types, cannot hold.
+pub(crate) fn narrow_int(dtype: &ArrowDataType) -> bool {
+    use ArrowDataType as A;
+    matches!(dtype, A::Int8 | A::Int16 | A::UInt8 | A::UInt16)
+}
+
+/// The slice's rows of a column of 8- or 16-bit integers (type `dtype`), widened to 64 bits;
+/// `Err` says why the pages do not decode.
+pub(crate) fn narrow_ints(
+    file: &mut File,
+    metadata: &FileMetadata,
+    name: &str,
+    dtype: &ArrowDataType,
+    slice: Slice,
+) -> Result<Vec<Option<i64>>, String> {
+    let mut values = Vec::with_capacity(slice.rows);
+    let end = slice.start + slice.rows;
+    let mut group_start = 0;
+    for group in &metadata.row_groups {
+        let group_end = group_start + group.num_rows();
+        if group_end > slice.start && group_start < end {
+            let chunk = group
+                .columns_under_root_iter(name)
+                .and_then(|mut chunks| chunks.next())
+                .ok_or("a row group without the column")?;
+            let range = chunk.byte_range();
+            let length = range
+                .end
+                .checked_sub(range.start)
+                .ok_or("a bad column chunk")?;
+            let mut bytes = vec![0; usize::try_from(length).map_err(|e| e.to_string())?];
+            file.seek(SeekFrom::Start(range.start))
+                .and_then(|_| file.read_exact(&mut bytes))
+                .map_err(|e| e.to_string())?;
+            let pages = PageReader::new(
+                Cursor::new(Buffer::from(bytes)),
+                chunk,
+                Vec::new(),
+                MAX_PAGE_BYTES,
+            );
+            let field = Field::new(name.into(), dtype.clone(), true);
+            let (arrays, _) = column_iter_to_arrays(
+                vec![BasicDecompressor::new(pages, Vec::new())],
+                vec![&chunk.descriptor().descriptor.primitive_type],
+                field,
+                None,
+            )
+            .map_err(|e| e.to_string())?;
+            let from = slice.start.max(group_start) - group_start;
+            let to = end.min(group_end) - group_start;
+            let mut group_values = Vec::with_capacity(group_end - group_start);
+            for array in &arrays {
+                widen(array.as_ref(), &mut group_values).ok_or("an array of another type")?;
+            }
+            values.extend(group_values.get(from..to).ok_or("fewer values than rows")?);
+        }
+        group_start = group_end;
+        if group_start >= end {
+            break;
+        }
+    }
+    Ok(values)
+}
+
+/// Appends an array of 8- or 16-bit integers as 64-bit ones; `None` for another type.
+fn widen(array: &dyn Array, out: &mut Vec<Option<i64>>) -> Option<()> {
+    fn each<T: NativeType + Into<i64>>(
+        array: &dyn Array,
+        out: &mut Vec<Option<i64>>,
+    ) -> Option<()> {
+        let array = array.as_any().downcast_ref::<PrimitiveArray<T>>()?;
+        out.extend(array.iter().map(|v| v.map(|&v| v.into())));
+        Some(())
+    }
+    each::<i8>(array, out)
+        .or_else(|| each::<i16>(array, out))
+        .or_else(|| each::<u8>(array, out))
+        .or_else(|| each::<u16>(array, out))
 }
 
 /// Views and validity gathered chunk by chunk, and the buffers they point into.

@@ -49,6 +49,9 @@ pub(crate) struct Plan {
     projection: Vec<String>,
     /// Those of them read from their pages as string views ([`pages`]), where they decode.
     text_columns: Vec<String>,
+    /// Those of them of 8- or 16-bit integers, with their type: read from their pages and widened
+    /// ([`pages::narrow_ints`]), as polars is built without those types.
+    narrow_columns: Vec<(String, ArrowDataType)>,
     metadata: Arc<polars_parquet_metadata::FileMetadata>,
     pub slices: Vec<Slice>,
     /// Bytes of the file per row, for progress.
@@ -201,6 +204,13 @@ pub(crate) fn plan(path: &Path, file: u32, size: u64, columns: &ColumnMap) -> Re
         })
         .cloned()
         .collect();
+    let narrow_columns = projection
+        .iter()
+        .filter_map(|name| {
+            let field = schema.get(name.as_str())?;
+            pages::narrow_int(&field.dtype).then(|| (name.clone(), field.dtype.clone()))
+        })
+        .collect();
     let rows = metadata.num_rows;
     let slices = slices(&metadata, &projection, SLICE_BYTES);
     Ok(Plan {
@@ -209,6 +219,7 @@ pub(crate) fn plan(path: &Path, file: u32, size: u64, columns: &ColumnMap) -> Re
         columns: noted,
         projection,
         text_columns,
+        narrow_columns,
         metadata,
         slices,
         disk_bytes_per_row: size as f64 / rows.max(1) as f64,
@@ -317,8 +328,25 @@ pub(crate) fn read_slice(path: &Path, plan: &Plan, slice: Slice) -> Result<Block
         })
     };
     // Text columns from their pages where they decode (polars reads the others, and these where
-    // they do not).
+    // they do not), and narrow integers.
     let mut text: Vec<(&str, Column)> = Vec::new();
+    if !plan.narrow_columns.is_empty() {
+        let mut file = open()?;
+        for (name, dtype) in &plan.narrow_columns {
+            let values = guard(path, || {
+                Ok(pages::narrow_ints(&mut file, &plan.metadata, name, dtype, slice))
+            })?
+            .map_err(|e| {
+                Error::input(
+                    at(path, None, Some(name)),
+                    Reason::UnreadableFile,
+                    format!("not a readable Parquet file: a column of {dtype:?} whose pages do not decode ({e})"),
+                )
+            })?;
+            let column = Int64Chunked::from_iter_options(name.as_str().into(), values.into_iter());
+            text.push((name, column.into_column()));
+        }
+    }
     if !plan.text_columns.is_empty() {
         let mut file = open()?;
         for name in &plan.text_columns {

@@ -681,6 +681,14 @@ impl UnitRows {
         rows.int(field, r)
     }
 
+    pub fn float(&self, field: usize, i: usize) -> Option<f64> {
+        let (rows, r) = self.at(i);
+        match rows.get(field, r) {
+            Some(Value::Float(v)) => Some(v),
+            _ => None,
+        }
+    }
+
     pub fn origin(&self, i: usize) -> Origin {
         let (rows, r) = self.at(i);
         rows.origin[r]
