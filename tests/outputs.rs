@@ -797,3 +797,64 @@ fn fuzz_outputs_never_touch_inputs() {
         "both outcomes were exercised: {written} written, {refused} refused"
     );
 }
+
+#[cfg(unix)]
+#[test]
+fn a_report_interrupted_at_any_moment_leaves_the_earlier_one_whole() {
+    let run = Run::new();
+    let rows = std::fs::read_to_string(fixture("real/sokoban.jsonl")).unwrap();
+    let mut text = String::new();
+    for i in 0..60 {
+        text.push_str(
+            &rows
+                .replace("\"uid\": \"", &format!("\"uid\": \"{i}-"))
+                .replace("\"traj_uid\": \"", &format!("\"traj_uid\": \"{i}-")),
+        );
+    }
+    std::fs::write(run.path("big.jsonl"), text).unwrap();
+    let out = run.credit(["report", "big.jsonl", "--out", "rep", "--methods", "grpo"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let earlier = snapshot(&run.path("rep"));
+    // SIGTERM at moments spread over the run (reading, computing, drawing, writing): either the
+    // run finished first and its report is whole, or the earlier report is there byte for byte.
+    let (mut interrupted, mut finished) = (0, 0);
+    for delay_ms in [150, 400, 700, 1000, 1400, 2000, 3000] {
+        let child = std::process::Command::new(env!("CARGO_BIN_EXE_credit"))
+            .args(["report", "big.jsonl", "--out", "rep", "--methods", "all"])
+            .current_dir(run.dir.path())
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        std::thread::sleep(Duration::from_millis(delay_ms));
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &child.id().to_string()])
+            .status();
+        let status = child.wait_with_output().unwrap().status;
+        let now = snapshot(&run.path("rep"));
+        let temporaries = new_temporaries(&BTreeMap::new(), &now);
+        assert!(temporaries.is_empty(), "{delay_ms} ms: {temporaries:?}");
+        if status.success() {
+            finished += 1;
+            for listed in credits_files(&now) {
+                assert!(
+                    now.contains_key(&listed),
+                    "{delay_ms} ms: {listed:?} missing"
+                );
+            }
+            // The next rounds interrupt a run over this report.
+            let out = run.credit(["report", "big.jsonl", "--out", "rep", "--methods", "grpo"]);
+            assert!(out.status.success(), "{}", stderr(&out));
+        } else {
+            interrupted += 1;
+            assert_eq!(
+                status.code(),
+                Some(143),
+                "{delay_ms} ms: exit as SIGTERM asks"
+            );
+            assert!(now == earlier, "{delay_ms} ms: the earlier report changed");
+        }
+    }
+    eprintln!("interrupted {interrupted}, finished first {finished}");
+    assert!(interrupted > 0, "no run was interrupted");
+}
