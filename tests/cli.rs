@@ -2,6 +2,7 @@
 //! false`), a module per subcommand, plus `errors` for every bad-input fixture.
 
 mod advantages;
+mod against;
 mod analyze;
 mod compare;
 mod dependencies;
@@ -17,5 +18,5 @@ mod structure;
 mod train;
 mod util;
 mod verl;
-mod watch;
 mod verl_registry;
+mod watch;

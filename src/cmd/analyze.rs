@@ -75,6 +75,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             proxmo: None,
             run: credit_report::RunInfo::of(&run.methods, &finished.notes),
             trends: None,
+            against: None,
         };
         write_plots(
             dir,

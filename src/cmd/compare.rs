@@ -17,15 +17,26 @@ pub struct Args {
     /// Also draw the comparison's figures (PNG and SVG) into this folder.
     #[arg(long, value_name = "DIR")]
     pub plots: Option<std::path::PathBuf>,
+    /// Score every method against this one: `oracle` (the empirical-MDP advantage, or a logged
+    /// `oracle_advantage`) or `logged` (the trainer's own); added to the run when not among
+    /// `--methods`.
+    ///
+    /// Per method, over all rows: Spearman's ρ, sign accuracy, leakage and the cosine of the
+    /// tabular policy gradients, with the reference's coverage (docs/methods.md).
+    #[arg(long, value_name = "METHOD")]
+    pub against: Option<String>,
     #[command(flatten)]
     pub models: super::signals::SignalModels,
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
     let project = ProjectFile::load(args.globals.config.as_deref())?;
-    let plan = args
-        .methods
-        .plan(&args.globals, &project, credit_core::plan::COMPARE)?;
+    let (plan, against) = args.methods.plan_against(
+        &args.globals,
+        &project,
+        credit_core::plan::COMPARE,
+        args.against.as_deref(),
+    )?;
     let hisr = args.methods.hisr_params(&project)?;
     let fillers = args.models.load(&hisr)?;
     let json = args.globals.format == Format::Json;
@@ -33,7 +44,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
     if let Some(dir) = &args.plots {
         credit_output::OutputDir::check(dir, "compare --plots", &read)?;
     }
-    let run = run_plan(&args.globals, &project, plan, hisr)?;
+    let mut run = run_plan(&args.globals, &project, plan, hisr)?;
+    run.against = against;
     let finished = reading(&args.globals, |progress| {
         run.gather(
             &fillers,
@@ -43,9 +55,15 @@ pub fn run(args: Args) -> Result<ExitCode> {
             |_| Ok(()),
         )
     })?;
-    let (gathered, notes) = (&finished.value, &finished.notes);
+    let (gathered, mut notes) = (&finished.value, finished.notes.clone());
     let plan = &run.methods;
     let comparison = gathered.compare();
+    let scored = run.against(gathered)?;
+    let against = scored.map(|(scores, note)| {
+        notes.extend(note);
+        scores
+    });
+    let notes = &notes;
     let run_info = RunInfo::of(plan, notes);
     if let (Some(dir), Some(summary)) = (&args.plots, &gathered.summary) {
         let inputs = credit_report::Inputs {
@@ -55,6 +73,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             proxmo: plan.proxmo(),
             run: run_info.clone(),
             trends: None,
+            against: against.as_ref(),
         };
         write_plots(
             dir,
@@ -68,13 +87,18 @@ pub fn run(args: Args) -> Result<ExitCode> {
     if json {
         let mut value = serde_json::to_value(&comparison)?;
         value["metadata"] = serde_json::to_value(&run_info)?;
+        if let Some(against) = &against {
+            value["against"] = serde_json::to_value(against)?;
+        }
         outln!("{}", serde_json::to_string_pretty(&value)?);
     } else {
         for note in notes {
             eprintln!("note: {note}");
         }
         args.methods.say(&project, plan, &finished.report)?;
-        out!("{}", text::sections(&sections::compare(&comparison)));
+        let mut shown = sections::compare(&comparison);
+        shown.extend(against.as_ref().map(sections::compare::against));
+        out!("{}", text::sections(&shown));
     }
     Ok(ExitCode::Ok)
 }

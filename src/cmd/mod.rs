@@ -83,7 +83,7 @@ pub struct Globals {
 /// Flags of the commands that run methods.
 #[derive(Clone, Debug, Default, Args)]
 pub struct MethodArgs {
-    /// Methods, comma-separated, or `all` (grpo, drgrpo, rloo, gigpo, hgpo, proxmo, graphgpo, mgr, and `logged` where the logs carry an advantage column); spa, hisr and empg read logged signals and run when named; `verl` runs verl's advantage registry.
+    /// Methods, comma-separated, or `all` (grpo, drgrpo, rloo, gigpo, hgpo, proxmo, graphgpo, mgr, and `logged` where the logs carry an advantage column); spa, hisr and empg read logged signals and run when named, as does `oracle` (the empirical-MDP advantage, `--against`'s reference); `verl` runs verl's advantage registry.
     ///
     /// `logged` is the advantage the trainer itself computed (an `advantage`, `advantages` or
     /// `adv` column, one value per step row): `compare --methods logged,gigpo --preset verl`
@@ -195,6 +195,7 @@ pub fn run_plan(
         ingest: ingest_options(globals, project)?,
         methods,
         hisr,
+        against: None,
     })
 }
 
@@ -251,7 +252,7 @@ pub fn inputs(
 /// `--methods`' help with the command's default list in it, for `#[command(mut_arg(…))]`.
 pub fn methods_help(arg: clap::Arg, default: &'static str) -> clap::Arg {
     let short = format!(
-        "Methods, comma-separated, or `all` (grpo, drgrpo, rloo, gigpo, hgpo, proxmo, graphgpo, mgr, and `logged` where the logs carry an advantage column); spa, hisr and empg read logged signals and run when named; `verl` runs verl's advantage registry [default: credit.toml's `methods`, else {default}]"
+        "Methods, comma-separated, or `all` (grpo, drgrpo, rloo, gigpo, hgpo, proxmo, graphgpo, mgr, and `logged` where the logs carry an advantage column); spa, hisr and empg read logged signals and run when named, as does `oracle` (the empirical-MDP advantage, `--against`'s reference); `verl` runs verl's advantage registry [default: credit.toml's `methods`, else {default}]"
     );
     let long = format!(
         "{short}\n\n`logged` is the advantage the trainer itself computed (an `advantage`, `advantages` or `adv` column, one value per step row): `compare --methods logged,gigpo --preset verl` names the first rows where GiGPO departs from it. `all` looks for the column in the first rows of the first file.\n\n`verl` is verl 0.9.1's registry under its `algorithm.adv_estimator` names: grpo, grpo_vectorized, grpo_passk, rloo, rloo_vectorized, opo, gpg, reinforce_plus_plus, reinforce_plus_plus_baseline, gdpo; remax (a logged `reward_baseline` per group) and gae (a logged step `value`) run when named. `--preset verl` is verl-agent's layout (a batch row per step row, penalty 0.1); `--set <m>.stats_over=trajectories` is verl's own agent loop (a batch row per trajectory). gpg's α and the whitening of reinforce_plus_plus, reinforce_plus_plus_baseline, gdpo and gae depend on the batch: one `iteration` (the whole input without the column). reinforce_plus_plus and gae keep verl's γ = 1."
@@ -296,10 +297,32 @@ impl MethodArgs {
         project: &ProjectFile,
         default_methods: &str,
     ) -> Result<Plan> {
+        Ok(self
+            .plan_against(globals, project, default_methods, None)?
+            .0)
+    }
+
+    /// [`MethodArgs::plan`] with `--against METHOD`'s method added to the run when it is not
+    /// among the methods; its label comes back beside the plan.
+    pub fn plan_against(
+        &self,
+        globals: &Globals,
+        project: &ProjectFile,
+        default_methods: &str,
+        against: Option<&str>,
+    ) -> Result<(Plan, Option<String>)> {
         let list = match (&self.methods, &project.methods) {
             (Some(list), _) => list.clone(),
             (None, Some(list)) => list.join(","),
             (None, None) => default_methods.to_string(),
+        };
+        let profile = self.profile(project);
+        let (reference, list) = match against {
+            Some(name) => {
+                let (label, list) = credit_core::plan::with_reference(&list, name, profile)?;
+                (Some(label), list)
+            }
+            None => (None, list),
         };
         let list = credit_core::plan::for_logs(
             &list,
@@ -307,11 +330,8 @@ impl MethodArgs {
             &ingest_options(globals, project)?,
         )
         .context("reading the logs")?;
-        Ok(Plan::new(
-            self.profile(project),
-            &list,
-            &self.settings(project)?,
-        )?)
+        let plan = Plan::new(profile, &list, &self.settings(project)?)?;
+        Ok((plan, reference))
     }
 
     /// HISR's parameters as `--methods hisr` would resolve them (preset < credit.toml < flags):

@@ -36,15 +36,22 @@ pub struct Args {
     /// 0 leaves it out.
     #[arg(long, value_name = "N", default_value_t = 12)]
     pub explore_max: usize,
+    /// Score every method against this one (`oracle`, `logged`): a section "Scores against
+    /// METHOD" and `against` in summary.json; added to the run when not among `--methods`.
+    #[arg(long, value_name = "METHOD")]
+    pub against: Option<String>,
     #[command(flatten)]
     pub models: super::signals::SignalModels,
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
     let project = ProjectFile::load(args.globals.config.as_deref())?;
-    let plan = args
-        .methods
-        .plan(&args.globals, &project, credit_core::plan::REPORT)?;
+    let (plan, against) = args.methods.plan_against(
+        &args.globals,
+        &project,
+        credit_core::plan::REPORT,
+        args.against.as_deref(),
+    )?;
     // Rules and baseline are read before any work, so a typo fails fast.
     let baseline: Option<serde_json::Value> = match &args.baseline {
         Some(path) => {
@@ -67,7 +74,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
     OutputDir::check(&args.out, "report", &read)?;
     let hisr = args.methods.hisr_params(&project)?;
     let fillers = args.models.load(&hisr)?;
-    let run = super::run_plan(&args.globals, &project, plan, hisr)?;
+    let mut run = super::run_plan(&args.globals, &project, plan, hisr)?;
+    run.against = against;
     let finished = super::reading(&args.globals, |progress| {
         gather(&run, &fillers, &options, progress)
     })?;

@@ -75,6 +75,31 @@ pub fn for_logs(
     }
 }
 
+/// `--against METHOD`: the reference's label, and `list` with the method added when it is not
+/// named there (`grpo,gigpo` against `oracle` runs `grpo,gigpo,oracle`). An error lists the
+/// methods when `reference` is not one method.
+pub fn with_reference(list: &str, reference: &str, profile: Profile) -> Result<(String, String)> {
+    let name = reference.trim();
+    if name.is_empty() || name.contains(',') || name == "all" || name == "verl" {
+        return Err(Error::Param(format!(
+            "--against takes one method, e.g. `--against oracle` (got `{reference}`; one of {})",
+            known().collect::<Vec<_>>().join(", ")
+        )));
+    }
+    let label = Method::preset(name, profile)
+        .map_err(|e| Error::Param(format!("--against: {e}")))?
+        .label();
+    let named = parse_list(list)?
+        .iter()
+        .any(|m| Method::preset(m, profile).is_ok_and(|m| m.label() == label));
+    let list = if named {
+        list.to_string()
+    } else {
+        format!("{list},{name}")
+    };
+    Ok((label.to_string(), list))
+}
+
 /// The resolved methods.
 #[derive(Clone, Debug)]
 pub struct Plan {
@@ -354,6 +379,34 @@ mod tests {
         );
         // A number without a shared range is refused by its type or its method's check.
         assert!(err("gigpo", &[("gigpo.invalid_penalty", "NaN")]).contains("a finite number"));
+    }
+
+    #[test]
+    fn against_adds_its_method_once_and_refuses_a_list() {
+        let (label, list) = with_reference("grpo,gigpo", "oracle", Profile::Paper).unwrap();
+        assert_eq!(
+            (label.as_str(), list.as_str()),
+            ("oracle", "grpo,gigpo,oracle")
+        );
+        let (label, list) = with_reference("grpo,dr_grpo", "drgrpo", Profile::Paper).unwrap();
+        assert_eq!((label.as_str(), list.as_str()), ("drgrpo", "grpo,dr_grpo"));
+        let e = with_reference("grpo", "nosuch", Profile::Paper).unwrap_err();
+        assert!(
+            e.to_string().contains("--against: unknown method `nosuch`"),
+            "{e}"
+        );
+        let e = with_reference("grpo", "grpo,gigpo", Profile::Paper).unwrap_err();
+        assert!(e.to_string().contains("takes one method"), "{e}");
+        // The oracle is a reference: `all` leaves it out, and `--gamma` leaves its γ at 1.
+        assert!(!Plan::new(Profile::Paper, "all", &[])
+            .unwrap()
+            .labels()
+            .contains(&"oracle".to_string()));
+        let plan = Plan::new(Profile::Paper, "oracle", &set(&[("gamma", "0.5")])).unwrap();
+        assert_eq!(plan.methods[0].params_json()["gamma"], 1.0);
+        let plan = Plan::new(Profile::Paper, "oracle", &set(&[("oracle.gamma", "0.5")])).unwrap();
+        assert_eq!(plan.methods[0].params_json()["gamma"], 0.5);
+        assert_eq!(plan.unit(), UnitKind::Iteration);
     }
 
     #[test]

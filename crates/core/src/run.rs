@@ -9,12 +9,13 @@
 //! A run is described by a [`RunPlan`]; [`RunPlan::advantages`], [`RunPlan::summary`] and
 //! [`RunPlan::gather`] are the runs the commands make, [`RunPlan::frames`] the general one.
 
+use crate::analyses::against::{against_columns, spa_weighting_note, Against};
 use crate::analyses::compare::{compare, CompareChunk, CompareRows, Comparison};
 use crate::analyses::logged::{self, Departures};
 use crate::analyses::summary::{summary_part, Summary, SummaryBuilder};
 use crate::error::Error;
 use crate::ingest::{stream, Event, IngestOptions, IngestReport, Progress, UnitKind, Window};
-use crate::methods::{hisr, Advantages};
+use crate::methods::{hisr, oracle, Advantages, Method};
 use crate::output::{advantages_rows, OutputRows};
 use crate::plan::{Notes, Plan};
 use crate::StepBatch;
@@ -29,6 +30,9 @@ pub struct RunPlan {
     pub ingest: IngestOptions,
     pub methods: Plan,
     pub hisr: hisr::Params,
+    /// The method every other one is scored against (`--against`), by its label; it is among
+    /// `methods`. The run then keeps each row's key ([`CompareRows::keys`]).
+    pub against: Option<String>,
 }
 
 /// Signals filled into each window's batch before the methods run: SPA's progress and HISR's
@@ -75,6 +79,9 @@ pub struct Gathered {
     pub summary: Option<Summary>,
     /// The first rows where each method departs from `logged` (when planned), with their origin.
     pub departures: Departures,
+    /// Every trajectory's number of steps, when the run scores against a reference (SPA's
+    /// weighting note); empty otherwise.
+    pub traj_lengths: Vec<u32>,
 }
 
 impl Gathered {
@@ -94,6 +101,40 @@ impl Gathered {
             mine.extend(theirs);
         }
         self.departures.follow(later.departures);
+        self.traj_lengths.extend(later.traj_lengths);
+    }
+
+    /// Every other method scored against `reference` (one of the gathered columns) over the rows'
+    /// keys, and SPA's weighting note when it fires ([`spa_weighting_note`]).
+    pub fn against(
+        &self,
+        reference: &str,
+        plan: &Plan,
+    ) -> Result<(Against, Option<String>), Error> {
+        let Some((_, values)) = self.advantages.iter().find(|(m, _)| m == reference) else {
+            return Err(Error::Param(format!(
+                "--against {reference}: `{reference}` is not among the methods run"
+            )));
+        };
+        if self.rows.keys.len() != self.rows.len() {
+            return Err(Error::Param(format!(
+                "--against {reference}: {} keys for {} rows (the run kept no keys)",
+                self.rows.keys.len(),
+                self.rows.len()
+            )));
+        }
+        let others = self
+            .advantages
+            .iter()
+            .filter(|(m, _)| m != reference)
+            .map(|(m, a)| (m.as_str(), a.as_slice()));
+        let scored = against_columns(reference, values, others, &self.rows.keys)?;
+        let lengths = || self.traj_lengths.iter().map(|&n| n as usize);
+        let note = plan.methods.iter().find_map(|m| match m {
+            Method::Spa(p) => spa_weighting_note(p, lengths()),
+            _ => None,
+        });
+        Ok((scored, note))
     }
 }
 
@@ -116,6 +157,14 @@ impl RunPlan {
             results,
             notes,
         })
+    }
+
+    /// The scores against `--against`'s method (`None` without the flag) and SPA's weighting note.
+    pub fn against(&self, gathered: &Gathered) -> Result<Option<(Against, Option<String>)>, Error> {
+        self.against
+            .as_deref()
+            .map(|reference| gathered.against(reference, &self.methods))
+            .transpose()
     }
 
     /// `credit advantages`: keys and every method's columns, handed to `take` in input order.
@@ -207,6 +256,7 @@ impl RunPlan {
         let mut columns: Vec<Vec<f64>> = vec![Vec::new(); labels.len()];
         let mut builder = SummaryBuilder::default();
         let mut departures = Departures::default();
+        let mut traj_lengths: Vec<u32> = Vec::new();
         let (notes, report) = self.in_input_order(
             self.methods.unit(),
             progress,
@@ -220,17 +270,28 @@ impl RunPlan {
                     .iter()
                     .map(|r| r.advantage().to_vec())
                     .collect();
-                let chunk = CompareChunk::of(&computed.batch, advantages);
-                Ok(((chunk, Some((looked, part, departed))), computed.notes))
+                let batch = &computed.batch;
+                let (keys, lengths) = match self.against {
+                    Some(_) => (
+                        Some(oracle::row_keys(batch)?),
+                        batch.trajs.iter().map(|t| t.rows.len() as u32).collect(),
+                    ),
+                    None => (None, Vec::new()),
+                };
+                let chunk = CompareChunk::of(batch, advantages).with_keys(keys);
+                let arrived = (looked, part, departed, lengths);
+                Ok(((chunk, Some(arrived)), computed.notes))
             },
             // `keep` and the summary are fed once per window, as it arrives; the rows as they
             // come into input order.
             |step| match step {
                 Step::Arrived((_, arrived)) => {
-                    let (looked, part, departed) = arrived.take().expect("a window arrives once");
+                    let (looked, part, departed, lengths) =
+                        arrived.take().expect("a window arrives once");
                     if let Some(part) = part {
                         builder.add(part);
                     }
+                    traj_lengths.extend(lengths);
                     departures.merge(departed);
                     keep(Some(looked))
                 }
@@ -243,6 +304,7 @@ impl RunPlan {
                     columns.iter_mut().for_each(Vec::clear);
                     builder = SummaryBuilder::default();
                     departures = Departures::default();
+                    traj_lengths.clear();
                     keep(None)
                 }
             },
@@ -253,6 +315,7 @@ impl RunPlan {
                 advantages: labels.into_iter().zip(columns).collect(),
                 summary: with_summary.then(|| builder.finish(&report)),
                 departures,
+                traj_lengths,
             },
             notes,
             report,

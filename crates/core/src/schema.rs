@@ -34,6 +34,8 @@ pub mod columns {
     pub const ENTROPY: &str = "entropy";
     /// The advantage the trainer computed for the step (method `logged`).
     pub const ADVANTAGE: &str = "advantage";
+    /// A ground-truth advantage from a simulator (method `oracle` reads it as its own).
+    pub const ORACLE_ADVANTAGE: &str = "oracle_advantage";
     /// The observation text shown to the policy, when it differs from the state (`obs`).
     pub const POLICY_OBS: &str = "policy_obs";
     pub const PROMPT: &str = "prompt";
@@ -310,6 +312,13 @@ pub const FIELDS: &[Field] = &[
         kind: Kind::Float,
         required: false,
         sources: &[ADVANTAGE, "advantages", "adv"],
+        collision: Collision::Agree,
+    },
+    Field {
+        name: ORACLE_ADVANTAGE,
+        kind: Kind::Float,
+        required: false,
+        sources: &[ORACLE_ADVANTAGE, "oracle_advantages", "true_advantage"],
         collision: Collision::Agree,
     },
     Field {

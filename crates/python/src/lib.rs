@@ -237,6 +237,7 @@ impl Options {
                 ingest,
                 methods,
                 hisr: Plan::hisr(profile, &params)?,
+                against: None,
             })
         };
         plan().map_err(to_py)

@@ -60,6 +60,7 @@ const COMPARISON: &[Entry] = &[
     by_position,
     credit_table,
     psc_weight,
+    against,
 ];
 /// The training curve, with the report's trends.
 const TRENDS: &[Entry] = &[crate::trends::sketch];
@@ -606,6 +607,67 @@ fn credit_table<'i>(inputs: &'i Inputs<'i>) -> Option<Sketch<'i>> {
                 .iter()
                 .map(|m| c.cells[m].iter().map(|x| format!("n={}, {:.0}% positive", x.steps, 100.0 * x.share_positive)).collect())
                 .collect(),
+            scale: None,
+        },
+    )
+}
+
+/// Every method's four scores against `--against`'s reference, one colour scale for all (leakage
+/// as 1 − leakage, so that a fuller colour is better in every column).
+fn against<'i>(inputs: &'i Inputs<'i>) -> Option<Sketch<'i>> {
+    let a = inputs.against?;
+    let rows: Vec<String> = a.scores.keys().cloned().collect();
+    let columns = [
+        "Spearman ρ",
+        "sign accuracy",
+        "1 − leakage",
+        "gradient cosine",
+    ];
+    let values = a
+        .scores
+        .values()
+        .map(|s| {
+            vec![
+                Some(s.spearman),
+                s.sign_accuracy,
+                Some(1.0 - s.leakage),
+                s.gradient_cosine,
+            ]
+        })
+        .collect();
+    let notes = a
+        .scores
+        .values()
+        .map(|s| {
+            let share = |x: Option<f64>| {
+                x.map_or("no signed rows".into(), |x| {
+                    format!("{:.1}% right", 100.0 * x)
+                })
+            };
+            vec![
+                "rank agreement".into(),
+                share(s.sign_accuracy),
+                format!("{:.1}% leaked", 100.0 * s.leakage),
+                "policy-gradient direction".into(),
+            ]
+        })
+        .collect();
+    sketch(
+        Section::Against,
+        "against",
+        &format!("Scores against {}", a.method),
+        format!(
+            "Each method against `{}` (coverage {:.1}%), every cell on one colour scale from −1 to 1: the fuller the colour on the positive side, the closer the method is to the reference. Spearman ρ and the gradient cosine run from −1 (opposed) to 1; sign accuracy and 1 − leakage from 0 to 1 (a coin's sign accuracy is 0.5). A dash where a score is undefined (no row the reference signs, or no gradient).",
+            a.method,
+            100.0 * a.coverage
+        ),
+        HeatTable {
+            title: format!("scores against {}", a.method),
+            rows,
+            columns: columns.map(String::from).to_vec(),
+            values,
+            notes,
+            scale: Some(1.0),
         },
     )
 }

@@ -59,6 +59,8 @@ pub struct Inputs<'a> {
     /// Per-iteration counts for the trends figure (the report's), one column per method of
     /// `advantages`.
     pub trends: Option<&'a trends::Trends>,
+    /// Every method scored against `--against`'s reference, when given.
+    pub against: Option<&'a credit_core::analyses::against::Against>,
 }
 
 /// What a run computed with: `summary.json`'s and `compare --format json`'s `metadata`, the
@@ -319,7 +321,7 @@ pub fn summary_json(
     figures: &[Figure],
     checks: Option<&check::Outcome>,
 ) -> serde_json::Value {
-    serde_json::json!({
+    let mut json = serde_json::json!({
         "schema": "credit-report/1",
         "metadata": inputs.run,
         "headline": Headline::of(inputs.summary, inputs.comparison),
@@ -327,5 +329,10 @@ pub fn summary_json(
         "compare": inputs.comparison,
         "figures": figures,
         "checks": checks,
-    })
+    });
+    // Only with `--against`: a run without it writes the same summary.json as before.
+    if let Some(against) = inputs.against {
+        json["against"] = serde_json::to_value(against).unwrap_or_default();
+    }
+    json
 }

@@ -31,6 +31,8 @@ pub enum Section {
     ProgressSegments,
     /// "Per-iteration trends", when the logs have iterations.
     Trends,
+    /// "Scores against …", with `--against`.
+    Against,
 }
 
 /// A figure's drawing, for any backend.
@@ -604,6 +606,9 @@ pub struct HeatTable {
     pub values: Vec<Vec<Option<f64>>>,
     /// A second line per cell (e.g. counts).
     pub notes: Vec<Vec<String>>,
+    /// The |value| of the fullest colour: `None` scales each row by its own largest |value|
+    /// (methods differ in scale by orders of magnitude), `Some(s)` every cell alike (scores).
+    pub scale: Option<f64>,
 }
 
 impl Plot for HeatTable {
@@ -628,17 +633,18 @@ impl Plot for HeatTable {
             ))
             .map_err(err)?;
         }
-        // Each row is scaled by its own largest |value|: methods differ in scale by orders of magnitude.
         for (i, r) in self.rows.iter().enumerate() {
             let y = y0 + i as i32 * ch;
             area.draw(&Text::new(r.as_str(), (16, y + ch / 2 - 8), label.clone()))
                 .map_err(err)?;
-            let scale = self.values[i]
-                .iter()
-                .flatten()
-                .map(|v| v.abs())
-                .fold(0.0, f64::max)
-                .max(1e-12);
+            let own = || {
+                self.values[i]
+                    .iter()
+                    .flatten()
+                    .map(|v| v.abs())
+                    .fold(0.0, f64::max)
+            };
+            let scale = self.scale.unwrap_or_else(own).max(1e-12);
             for (j, v) in self.values[i].iter().enumerate() {
                 let x = x0 + j as i32 * cw;
                 let fill = v.map_or(RGBColor(250, 250, 250), |v| diverging(v / scale));

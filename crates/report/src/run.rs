@@ -100,6 +100,7 @@ impl Read {
                 advantages: labels.into_iter().map(|l| (l, Vec::new())).collect(),
                 summary: None,
                 departures: Default::default(),
+                traj_lengths: Vec::new(),
             },
             summary: SummaryBuilder::default(),
             report: IngestReport::default(),
@@ -342,13 +343,22 @@ pub fn write(
     let plan = &run.methods;
     let summary = &read.summary();
     let comparison = gathered.compare();
+    let mut notes = notes.to_vec();
+    let against = run
+        .against(gathered)
+        .map_err(|e| Error::Check(e.to_string()))?
+        .map(|(scores, note)| {
+            notes.extend(note);
+            scores
+        });
     let inputs = Inputs {
         summary,
         comparison: Some(&comparison),
         advantages: &gathered.advantages,
         proxmo: plan.proxmo(),
-        run: RunInfo::of(plan, notes),
+        run: RunInfo::of(plan, &notes),
         trends: Some(trends),
+        against: against.as_ref(),
     };
     let outcome = options
         .rules

@@ -155,10 +155,24 @@ pub fn against(
     methods: &[(String, Vec<f64>)],
     keys: &[RowKey],
 ) -> Result<Against> {
+    let columns = methods
+        .iter()
+        .map(|(name, adv)| (name.as_str(), adv.as_slice()));
+    against_columns(method, reference, columns, keys)
+}
+
+/// [`against`] over borrowed columns (a run's gathered advantages, the reference among them left
+/// out by the caller).
+pub fn against_columns<'a>(
+    method: &str,
+    reference: &[f64],
+    methods: impl IntoIterator<Item = (&'a str, &'a [f64])>,
+    keys: &[RowKey],
+) -> Result<Against> {
     let prepared = Reference::new(reference, keys)?;
     let scores = methods
-        .iter()
-        .map(|(name, adv)| Ok((name.clone(), prepared.score(name, adv)?)))
+        .into_iter()
+        .map(|(name, adv)| Ok((name.to_string(), prepared.score(name, adv)?)))
         .collect::<Result<_>>()?;
     Ok(Against {
         method: method.to_string(),

@@ -5,6 +5,7 @@
 
 use super::stats::{kendall_tau_b, mean, spearman, Distribution};
 use crate::batch::StepBatch;
+use crate::methods::oracle::RowKey;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -100,6 +101,9 @@ pub struct CompareRows {
     pub task: Option<Vec<u32>>,
     pub task_names: Vec<String>,
     task_index: std::collections::HashMap<String, u32>,
+    /// Each row's key in the empirical MDP (iteration, t, state, action), when the run scores
+    /// its methods against a reference (`--against`); empty otherwise.
+    pub keys: Vec<RowKey>,
 }
 
 /// One window's rows for a comparison.
@@ -112,6 +116,8 @@ pub struct CompareChunk {
     task: Option<(Vec<u32>, Vec<String>)>,
     /// One column per method.
     pub advantages: Vec<Vec<f64>>,
+    /// Each row's key, when the run keeps them ([`CompareRows::keys`]).
+    keys: Option<Vec<RowKey>>,
 }
 
 impl CompareChunk {
@@ -140,7 +146,14 @@ impl CompareChunk {
             position: batch.position.clone(),
             task,
             advantages,
+            keys: None,
         }
+    }
+
+    /// The rows' keys, kept beside the rows ([`CompareRows::keys`]).
+    pub fn with_keys(mut self, keys: Option<Vec<RowKey>>) -> Self {
+        self.keys = keys;
+        self
     }
 }
 
@@ -151,6 +164,9 @@ impl CompareRows {
             self.valid.push(chunk.valid[r]);
             self.success.push(chunk.success[r]);
             self.position.push(chunk.position[r]);
+        }
+        if let Some(keys) = &chunk.keys {
+            self.keys.extend(rows.iter().map(|&r| keys[r]));
         }
         if let Some((ids, names)) = &chunk.task {
             let global: Vec<u32> = names
@@ -171,6 +187,7 @@ impl CompareRows {
         self.valid.extend(later.valid);
         self.success.extend(later.success);
         self.position.extend(later.position);
+        self.keys.extend(later.keys);
         if later.task.is_none() && self.task.is_none() {
             return;
         }

@@ -87,13 +87,14 @@ impl Advantages {
 /// [`LOGGED_SIGNALS`]); verl's registry is [`VERL`] and [`verl_registry`].
 pub const ALL: &[&str] = &[
     "logged", "grpo", "drgrpo", "rloo", "gigpo", "hgpo", "proxmo", "graphgpo", "mgr", "spa",
-    "hisr", "empg",
+    "hisr", "empg", "oracle",
 ];
 
 /// Methods that need signals beyond the rewards (`advantage`, `progress`, `segment_reward`,
-/// `entropy`): `--methods all` leaves them out, so that it runs on any logs; name them to run
-/// them. `all` takes `logged` back where the logs carry the column ([`crate::plan::for_logs`]).
-pub const LOGGED_SIGNALS: &[&str] = &["logged", "spa", "hisr", "empg"];
+/// `entropy`), and `oracle`, the reference the others are scored against (`--against`): `--methods
+/// all` leaves them out, so that it runs on any logs; name them to run them. `all` takes `logged`
+/// back where the logs carry the column ([`crate::plan::for_logs`]).
+pub const LOGGED_SIGNALS: &[&str] = &["logged", "spa", "hisr", "empg", "oracle"];
 
 /// verl's advantage registry (`algorithm.adv_estimator`) under its own names, in the order
 /// `--methods verl` runs them: every entry computed from the rewards alone. `remax` and `gae` read
@@ -140,6 +141,7 @@ pub enum Method {
     Spa(spa::Params),
     Hisr(hisr::Params),
     Empg(empg::Params),
+    Oracle(oracle::Params),
     /// An estimator of verl's registry (`verl_registry.rs`).
     Verl {
         estimator: verl_registry::Estimator,
@@ -172,6 +174,7 @@ impl Method {
             "mgr" => Method::Mgr(mgr::Params::preset(profile)),
             "spa" => Method::Spa(spa::Params::preset(profile)),
             "hisr" => Method::Hisr(hisr::Params::preset(profile)),
+            "oracle" => Method::Oracle(oracle::Params::preset(profile)),
             other => {
                 if let Some(estimator) = verl_registry::Estimator::from_name(other) {
                     return Ok(Method::Verl {
@@ -205,6 +208,7 @@ impl Method {
             Method::Mgr(_) => "mgr",
             Method::Spa(_) => "spa",
             Method::Hisr(_) => "hisr",
+            Method::Oracle(_) => "oracle",
             Method::Verl { estimator, .. } => estimator.name(),
         }
     }
@@ -226,13 +230,16 @@ impl Method {
             Method::Mgr(p) => set_field(p, label, key, value),
             Method::Spa(p) => set_field(p, label, key, value),
             Method::Hisr(p) => set_field(p, label, key, value),
+            Method::Oracle(p) => set_field(p, label, key, value),
             Method::Verl { params, .. } => set_field(params, label, key, value),
         }
     }
 
-    /// Whether the method has a parameter `key` (for flags shared by several methods).
+    /// Whether the method has a parameter `key` (for flags shared by several methods). The
+    /// `oracle` takes none of them: a reference moves only when it is set by name
+    /// (`--set oracle.gamma=0.9`), not with the step returns' `--gamma`.
     pub fn has_param(&self, key: &str) -> bool {
-        self.params_json().get(key).is_some()
+        !matches!(self, Method::Oracle(_)) && self.params_json().get(key).is_some()
     }
 
     /// Every parameter in use, for the output's metadata.
@@ -249,6 +256,7 @@ impl Method {
             Method::Mgr(p) => serde_json::to_value(p),
             Method::Spa(p) => serde_json::to_value(p),
             Method::Hisr(p) => serde_json::to_value(p),
+            Method::Oracle(p) => serde_json::to_value(p),
             Method::Verl { params, .. } => serde_json::to_value(params),
         };
         v.unwrap_or(serde_json::Value::Null)
@@ -257,7 +265,8 @@ impl Method {
     /// Whether the method takes statistics over the whole training batch (an iteration) rather
     /// than within each group: ProxMO's TF-IDF fit, MGR's batch completion and validity rates,
     /// SPA's and HISR's whitening, EMPG's entropy range and mean, GPG's α and the whitening of
-    /// REINFORCE++, GDPO and GAE. Such a method needs every group of an iteration at once.
+    /// REINFORCE++, GDPO and GAE, and the `oracle`'s states (keyed by iteration, not group). Such a
+    /// method needs every group of an iteration at once.
     pub fn batch_scoped(&self) -> bool {
         match self {
             Method::Verl { estimator, .. } => estimator.batch_scoped(),
@@ -268,6 +277,7 @@ impl Method {
                     | Method::Spa(_)
                     | Method::Hisr(_)
                     | Method::Empg(_)
+                    | Method::Oracle(_)
             ),
         }
     }
@@ -311,6 +321,7 @@ impl Method {
             Method::Mgr(p) => mgr::advantages(batch, p),
             Method::Spa(p) => spa::advantages(batch, p),
             Method::Hisr(p) => hisr::advantages(batch, p),
+            Method::Oracle(p) => oracle::advantages(batch, p),
             Method::Verl { estimator, params } => {
                 verl_registry::advantages(batch, *estimator, params)
             }

@@ -28,6 +28,10 @@
 //!   is a few bytes whatever window it was read in. A row without a state text is a state of its
 //!   own, a row without an action text an action of its own: nothing says what to pool them with.
 //!
+//! A ground truth from a simulator wins: a logged `oracle_advantage` column (or
+//! `oracle_advantages`, `true_advantage`) is read as the oracle's advantage, as `logged` reads
+//! `advantage`; its coverage is still counted from the rows' keys.
+//!
 //! Profiles: none. γ is 1 under both presets: the episode's undiscounted return, the quantity the
 //! group-based methods credit.
 
@@ -35,7 +39,7 @@ use super::{out_of_range, Advantages, Values};
 use crate::batch::StepBatch;
 use crate::error::{Error, Result};
 use crate::profile::Profile;
-use crate::schema::columns::{ACTION, OBS, REWARD};
+use crate::schema::columns::{ACTION, OBS, ORACLE_ADVANTAGE, REWARD};
 use crate::schema::{describe_accepted, field};
 use polars::prelude::PlHashMap;
 use serde::{Deserialize, Serialize};
@@ -263,9 +267,32 @@ pub fn estimate(
 }
 
 /// Columns `adv_oracle`, `oracle_q`, `oracle_v`, `oracle_covered` (1 where the row's key holds
-/// ≥ 2 rows with ≥ 2 actions, else 0), with a note giving the coverage.
+/// ≥ 2 rows with ≥ 2 actions, else 0), with a note giving the coverage. With a logged
+/// `oracle_advantage`, `adv_oracle` is that column as logged, and `oracle_covered` comes with it.
 pub fn advantages(batch: &StepBatch, params: &Params) -> Result<Advantages> {
     let keys = row_keys(batch)?;
+    if let Some(logged) = batch.opt_f64s(ORACLE_ADVANTAGE) {
+        let values = (0..batch.len())
+            .map(|r| {
+                logged.get(r).ok_or_else(|| {
+                    Error::Param(format!(
+                        "oracle: {} has no logged `{ORACLE_ADVANTAGE}` (with the column logged, every step row needs one)",
+                        super::step_rl::row_name(batch, r)
+                    ))
+                })
+            })
+            .collect::<Result<Vec<f64>>>()?;
+        let covered = covered(&keys);
+        let note = format!(
+            "oracle: read from the logged `{ORACLE_ADVANTAGE}` column; {:.1}% of rows are covered (their step and state hold ≥ 2 rows with ≥ 2 actions)",
+            100.0 * covered.iter().filter(|&&c| c).count() as f64 / batch.len().max(1) as f64
+        );
+        let flags = covered.iter().map(|&c| i64::from(c)).collect();
+        let mut out =
+            Advantages::new("oracle", values).part("oracle", "covered", Values::I64(flags));
+        out.notes.push(note);
+        return Ok(out);
+    }
     let mut next = vec![None; batch.len()];
     for traj in &batch.trajs {
         for w in traj.rows.windows(2) {
@@ -425,6 +452,42 @@ mod tests {
         assert!(err(estimate(&keys, &[0.0, 1.0], &[Some(7), None], 1.0)).contains("next row 7"));
         let empty = estimate(&[], &[], &[], 1.0).unwrap();
         assert!(empty.advantage.is_empty() && empty.covered.is_empty());
+    }
+
+    #[test]
+    fn a_logged_ground_truth_is_read_as_it_is() {
+        use polars::prelude::Column;
+        let (rows, actions) = small();
+        let mut b = batch_with(&rows, &actions);
+        let truth = vec![0.25, -1.5, 0.0, 2.0, 1e-3, -0.75, 3.0];
+        b.with_column_f64(ORACLE_ADVANTAGE, truth.clone()).unwrap();
+        let a = advantages(&b, &Params { gamma: 1.0 }).unwrap();
+        assert_eq!(a.advantage(), truth.as_slice());
+        assert!(a.column("oracle_q").is_none());
+        // Every key of `small` holds two actions.
+        let Some(Values::I64(flags)) = a.column("oracle_covered") else {
+            panic!("no oracle_covered")
+        };
+        assert_eq!(flags, &vec![1; 7]);
+        assert!(
+            a.notes[0].contains("logged `oracle_advantage`"),
+            "{:?}",
+            a.notes
+        );
+        // A row without a value is named.
+        let mut gap: Vec<Option<f64>> = truth.iter().copied().map(Some).collect();
+        gap[3] = None;
+        let b = crate::batch::testing::batch_with_columns(
+            &rows,
+            vec![
+                Column::new(ACTION.into(), actions),
+                Column::new(ORACLE_ADVANTAGE.into(), gap),
+            ],
+        );
+        let e = advantages(&b, &Params { gamma: 1.0 })
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("trajectory `b` step 1 has no logged"), "{e}");
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! row per method (`--format json` is the serialised `Comparison`).
 
 use crate::doc::{Block, Cell, Column, Header, Section, Table, Text};
+use credit_core::analyses::against::Against;
 use credit_core::analyses::compare::Comparison;
 use credit_core::analyses::logged::{LoggedCheck, TOLERANCE};
 
@@ -74,6 +75,37 @@ fn logged(checks: &[LoggedCheck], w: usize) -> Section<'static> {
         &format!(
             "against the logged advantages (a row differs where |logged − method| > {TOLERANCE:e})"
         ),
+        table,
+    )
+}
+
+/// Every method scored against `--against`'s reference: "against oracle (coverage 93.1%)", then
+/// Spearman ρ, sign accuracy, leakage and the gradient cosine per method.
+pub fn against(a: &Against) -> Section<'static> {
+    let w = a.scores.keys().map(|m| m.len()).max().unwrap_or(6).max(6);
+    let mut table = per_method(
+        w,
+        "method",
+        [
+            Column::right("spearman").fixed(8, 2),
+            Column::right("sign acc").fixed(8, 2),
+            Column::right("leakage").fixed(8, 2),
+            Column::right("grad cos").fixed(8, 2),
+        ],
+    );
+    let opt = |x: Option<f64>| x.map_or("n/a".into(), |v| format!("{v:.3}"));
+    for (m, s) in &a.scores {
+        table.row(vec![
+            m.as_str().into(),
+            format!("{:.3}", s.spearman).into(),
+            s.sign_accuracy.map_or("n/a".into(), super::pct).into(),
+            super::pct(s.leakage).into(),
+            opt(s.gradient_cosine).into(),
+        ]);
+    }
+    titled(
+        "against",
+        &format!("against {} (coverage {})", a.method, super::pct(a.coverage)),
         table,
     )
 }
@@ -248,4 +280,40 @@ fn per_task(c: &Comparison) -> Section<'static> {
         "per task: mean credit (share of invalid actions credited positively)",
         table,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use credit_core::analyses::against::Scores;
+
+    #[test]
+    fn against_titles_the_reference_and_its_coverage() {
+        let a = Against {
+            method: "oracle".into(),
+            coverage: 0.5,
+            scores: [(
+                "graphgpo".to_string(),
+                Scores {
+                    spearman: 0.25,
+                    sign_accuracy: None,
+                    leakage: 0.125,
+                    gradient_cosine: Some(-0.5),
+                },
+            )]
+            .into_iter()
+            .collect(),
+        };
+        let text = crate::render::text::section(&against(&a));
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines[0], "against oracle (coverage 50.0%)");
+        assert_eq!(
+            lines[1].split_whitespace().collect::<Vec<_>>(),
+            ["method", "spearman", "sign", "acc", "leakage", "grad", "cos"]
+        );
+        assert_eq!(
+            lines[2].split_whitespace().collect::<Vec<_>>(),
+            ["graphgpo", "0.250", "n/a", "12.5%", "-0.500"]
+        );
+    }
 }

@@ -1,5 +1,5 @@
-//! The report's sections: the lead-in, checks, what is in the logs, the comparison, trends,
-//! figures, progress and segments, the explorer, the parameters. [`report`] puts them in order;
+//! The report's sections: the lead-in, checks, what is in the logs, the comparison, the scores
+//! against a reference (`--against`), trends, figures, progress and segments, the explorer, the parameters. [`report`] puts them in order;
 //! `report.html`, `report.md` and the terminal show the same ones.
 
 use super::pct;
@@ -9,6 +9,7 @@ use crate::explorer::{Explorer, MIN_STEPS_FOR_RANKS};
 use crate::folder::Report;
 use crate::plots::{self, Figure};
 use crate::{progress_numbers, Headline, Inputs};
+use credit_core::analyses::against::Against;
 
 /// The whole report, its figures already drawn.
 pub fn report<'a>(report: &Report<'a>, figures: &'a [Figure]) -> Doc<'a> {
@@ -21,6 +22,9 @@ pub fn report<'a>(report: &Report<'a>, figures: &'a [Figure]) -> Doc<'a> {
         report.outcome.map(|o| checks(o, report.baseline.is_some())),
         Some(logs(inputs, report.baseline)),
         comparison(inputs),
+        inputs
+            .against
+            .map(|a| against(a, in_section(plots::Section::Against))),
         trends(in_section(plots::Section::Trends)),
         Some(self::figures(in_section(plots::Section::Figures))),
         progress(inputs, in_section(plots::Section::ProgressSegments)),
@@ -190,6 +194,52 @@ fn comparison<'a>(inputs: &Inputs) -> Option<Section<'a>> {
     Some(section)
 }
 
+/// Every method scored against `--against`'s reference: what the scores mean, the coverage, a
+/// table (methods × the four scores) and its heat table.
+pub fn against<'a>(a: &Against, figures: Vec<&'a Figure>) -> Section<'a> {
+    let mut section = Section::new("against", format!("Scores against {}", a.method));
+    section.push(Block::Paragraph(
+        Text::plain("Each method's advantage against ")
+            .and_code(a.method.as_str())
+            .and(format!(
+                "'s, over every row. Coverage {}: the rows whose step and state (in their iteration) hold ≥ 2 rows with ≥ 2 distinct actions, the only rows where an empirical reference can be other than 0.",
+                pct(a.coverage)
+            )),
+    ));
+    section.push(Block::List {
+        title: None,
+        items: vec![
+            Text::plain("Spearman ρ: rank agreement over all rows (|A| < 1e-8 ranked as 0)."),
+            Text::plain("Sign accuracy: over the rows the reference signs, the share where the method gives the same sign (a 0 is wrong)."),
+            Text::plain("Leakage: the share of the method's Σ|A| spent on rows where the reference gives 0."),
+            Text::plain("Gradient cosine: the cosine of the policy gradients the two would give a tabular softmax policy at the logged action frequencies (only what separates a state's actions counts)."),
+        ],
+        bullets: true,
+    });
+    let mut table = Table::new(&[
+        "method",
+        "Spearman ρ",
+        "sign accuracy",
+        "leakage",
+        "gradient cosine",
+    ]);
+    let f = |x: Option<f64>| x.map_or("—".into(), |v| format!("{v:.3}"));
+    for (m, s) in &a.scores {
+        table.row(vec![
+            m.as_str().into(),
+            format!("{:.3}", s.spearman).into(),
+            s.sign_accuracy.map_or("—".into(), pct).into(),
+            pct(s.leakage).into(),
+            f(s.gradient_cosine).into(),
+        ]);
+    }
+    section.push(Block::Table(table));
+    if !figures.is_empty() {
+        section.push(Block::Figures(figures));
+    }
+    section
+}
+
 fn trends(figures: Vec<&Figure>) -> Option<Section<'_>> {
     if figures.is_empty() {
         return None;
@@ -282,4 +332,56 @@ fn colophon<'a>() -> Section<'a> {
         env!("CARGO_PKG_VERSION")
     ))));
     section
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use credit_core::analyses::against::Scores;
+
+    #[test]
+    fn against_is_a_paragraph_a_list_and_a_table_of_every_method() {
+        let scores = |spearman, sign_accuracy, leakage, gradient_cosine| Scores {
+            spearman,
+            sign_accuracy,
+            leakage,
+            gradient_cosine,
+        };
+        let a = Against {
+            method: "oracle".into(),
+            coverage: 0.931,
+            scores: [
+                (
+                    "gigpo".to_string(),
+                    scores(0.5, Some(0.75), 0.25, Some(1.0)),
+                ),
+                ("grpo".to_string(), scores(-0.125, None, 0.0, None)),
+            ]
+            .into_iter()
+            .collect(),
+        };
+        let doc = Doc {
+            title: "t".into(),
+            sections: vec![against(&a, Vec::new())],
+        };
+        let section = &doc.sections[0];
+        assert_eq!(section.id, "against");
+        assert_eq!(section.title.as_deref(), Some("Scores against oracle"));
+        let Block::Paragraph(lead) = &section.blocks[0] else {
+            panic!("the section opens with a paragraph")
+        };
+        let lead = format!("{lead:?}");
+        assert!(lead.contains("Coverage 93.1%"), "{lead}");
+        assert!(matches!(&section.blocks[1], Block::List { items, .. } if items.len() == 4));
+        assert!(matches!(&section.blocks[2], Block::Table(_)));
+        let md = crate::render::markdown::render(&doc);
+        assert!(md.contains("## Scores against oracle"), "{md}");
+        assert!(
+            md.contains("| gigpo | 0.500 | 75.0% | 25.0% | 1.000 |"),
+            "{md}"
+        );
+        assert!(md.contains("| grpo | -0.125 | — | 0.0% | — |"), "{md}");
+        // No figure block without a figure.
+        assert_eq!(section.blocks.len(), 3);
+    }
 }
