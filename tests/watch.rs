@@ -664,3 +664,50 @@ fn a_second_run_on_a_watched_folder_is_refused_naming_the_watch() {
     let out = run.credit(["report", "logs", "--out", "report"]);
     assert!(out.status.success(), "{}", stderr(&out));
 }
+
+#[test]
+fn each_iteration_line_scores_the_methods_against_the_reference() {
+    let run = Run::new();
+    let logs = run.path("logs");
+    std::fs::create_dir(&logs).unwrap();
+    let mut child = watch(&run, &["--against", "oracle"]);
+    let (one, two) = (iteration(1), iteration(2));
+    std::fs::write(logs.join("1.jsonl"), &one).unwrap();
+    headline_with(&run.path("report"), rows(&one));
+    std::fs::write(logs.join("2.jsonl"), &two).unwrap();
+    headline_with(&run.path("report"), rows(&one) + rows(&two));
+    let _ = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status();
+    assert_eq!(exit_code(&mut child), Some(0));
+    let output = child.wait_with_output().unwrap();
+    let lines: Vec<serde_json::Value> = json_lines(&output)
+        .into_iter()
+        .filter_map(|l| l.get("iteration").cloned())
+        .collect();
+    assert_eq!(lines.len(), 2, "{lines:?}");
+    for (line, file) in lines.iter().zip(["1.jsonl", "2.jsonl"]) {
+        // The same scores as `credit compare` on that iteration's file alone.
+        let path = format!("logs/{file}");
+        let out = run.credit([
+            "compare",
+            &path,
+            "--methods",
+            "grpo,gigpo",
+            "--against",
+            "oracle",
+            "--format",
+            "json",
+        ]);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let expected: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(line["against"], expected["against"], "{file}: {line}");
+        assert_eq!(line["against"]["method"], "oracle");
+        assert!(line["against"]["scores"]["gigpo"]["spearman"].is_number());
+    }
+    // The report holds the whole run's scores.
+    let summary: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(run.path("report/summary.json")).unwrap())
+            .unwrap();
+    assert_eq!(summary["against"]["method"], "oracle");
+}

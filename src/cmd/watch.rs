@@ -52,6 +52,11 @@ pub struct Args {
     /// stops (a signal, or `--once`), has them.
     #[arg(long, value_name = "N", default_value_t = 12)]
     pub explore_max: usize,
+    /// Score every method against this one (`oracle`, `logged`) on each iteration's rows (the
+    /// iteration line) and on the whole run (the report); added to the run when not among
+    /// `--methods`.
+    #[arg(long, value_name = "METHOD")]
+    pub against: Option<String>,
     #[command(flatten)]
     pub models: super::signals::SignalModels,
 }
@@ -68,9 +73,12 @@ pub fn run(args: Args) -> Result<ExitCode> {
     if !args.once {
         wait_for_logs(&project.inputs(&args.globals.paths), interval);
     }
-    let plan = args
-        .methods
-        .plan(&args.globals, &project, credit_core::plan::REPORT)?;
+    let (plan, against) = args.methods.plan_against(
+        &args.globals,
+        &project,
+        credit_core::plan::REPORT,
+        args.against.as_deref(),
+    )?;
     let options = Options {
         rules: args.check.as_deref().map(read_rules).transpose()?,
         baseline: None,
@@ -84,7 +92,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
     OutputDir::check(&args.out, "report", &read)?;
     let hisr = args.methods.hisr_params(&project)?;
     let fillers = args.models.load(&hisr)?;
-    let run = super::run_plan(&args.globals, &project, plan, hisr)?;
+    let mut run = super::run_plan(&args.globals, &project, plan, hisr)?;
+    run.against = against;
     let labels = run.methods.labels();
     let run_paths: Vec<String> = run.paths.iter().map(|p| p.display().to_string()).collect();
     let mut watch = Watch::new(run, &fillers, &options)?;
@@ -271,6 +280,20 @@ fn text(line: &IterationLine) -> String {
         if let Some(rho) = rho {
             out.push_str(&format!(", spearman {pair} {rho:.3}"));
         }
+    }
+    if let Some(against) = &line.against {
+        let cosine = |x: Option<f64>| x.map_or("—".to_string(), |x| format!("{x:.2}"));
+        let scores: Vec<String> = against
+            .scores
+            .iter()
+            .map(|(m, s)| format!("{m} {}", cosine(s.gradient_cosine)))
+            .collect();
+        out.push_str(&format!(
+            "; against {} (coverage {:.0}%), gradient cosine: {}",
+            against.method,
+            100.0 * against.coverage,
+            scores.join(", ")
+        ));
     }
     out
 }

@@ -7,6 +7,7 @@ use crate::explorer::{Candidates, DrawSvg, Selection, Selector};
 use crate::folder::{write_report, Report};
 use crate::trends::Trends;
 use crate::{dot, summary_json, Error, Headline, Inputs, RunInfo};
+use credit_core::analyses::against::Against;
 use credit_core::analyses::stats::spearman;
 use credit_core::analyses::summary::{summary_part, Summary, SummaryBuilder, SummaryPart};
 use credit_core::ingest::{IngestReport, UnitKind};
@@ -60,6 +61,11 @@ impl More {
     /// The iterations these logs hold, in order.
     pub fn iterations(&self) -> Vec<i64> {
         self.trends.iterations().collect()
+    }
+
+    /// Every method scored against `run`'s `--against` method on these rows (`None` without it).
+    pub fn against(&self, run: &RunPlan) -> Result<Option<Against>, credit_core::Error> {
+        Ok(run.against(&self.gathered)?.map(|(scores, _)| scores))
     }
 
     /// The rank agreement (Spearman) of each pair of methods on these rows: (a, b, ρ).

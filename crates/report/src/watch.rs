@@ -23,6 +23,7 @@
 use crate::check::RuleResult;
 use crate::run::{write, Options, Read, Split, Written};
 use crate::Error;
+use credit_core::analyses::against::Against;
 use credit_core::ingest::tail::{self, Ready};
 use credit_core::ingest::Span;
 use credit_core::run::{Fill, RunPlan};
@@ -167,6 +168,10 @@ pub struct IterationLine {
     /// iteration), else `None`.
     #[serde(serialize_with = "crate::explorer::ordered")]
     pub spearman: Agreement,
+    /// Every method scored against `--against`'s on the rows read with this iteration (as
+    /// `spearman`: `None` when they came with other iterations' rows), absent without the flag.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub against: Option<Against>,
 }
 
 impl<'a> Watch<'a> {
@@ -221,7 +226,7 @@ impl<'a> Watch<'a> {
         // File by file, so that each iteration of a file per iteration (both verl dumps) gets
         // its own agreement line; the report is written once.
         let before: BTreeSet<i64> = self.read.trends().iterations().collect();
-        let mut landed: Vec<(Vec<i64>, Agreement)> = Vec::new();
+        let mut landed: Vec<(Vec<i64>, ReadFigures)> = Vec::new();
         for piece in &pieces {
             if again {
                 break;
@@ -341,7 +346,7 @@ impl<'a> Watch<'a> {
         &mut self,
         pieces: &[Piece],
         before: BTreeSet<i64>,
-        landed: &mut Vec<(Vec<i64>, Agreement)>,
+        landed: &mut Vec<(Vec<i64>, ReadFigures)>,
     ) -> Result<(), E> {
         // A file read in this poll that fails the run read again is left out of it (named),
         // and the rest read again without it.
@@ -374,7 +379,7 @@ impl<'a> Watch<'a> {
                 .iterations()
                 .filter(|it| !said.contains(it))
                 .collect();
-            landed.push((new, Vec::new()));
+            landed.push((new, ReadFigures::default()));
         }
         Ok(())
     }
@@ -606,7 +611,7 @@ impl<'a> Watch<'a> {
         &mut self,
         piece: &Piece,
         continues: bool,
-    ) -> Result<Result<Option<(Vec<i64>, Agreement)>, Split>, credit_core::Error> {
+    ) -> Result<Result<Option<(Vec<i64>, ReadFigures)>, Split>, credit_core::Error> {
         let path = &piece.path;
         self.run.paths = vec![path.clone()];
         self.run.ingest.spans = piece.span.iter().map(|s| (path.clone(), *s)).collect();
@@ -620,8 +625,8 @@ impl<'a> Watch<'a> {
             )));
         }
         let iterations = more.value.iterations();
-        let agreement = agreement(&more.value);
-        Ok(self.read.add(more).map(|()| Some((iterations, agreement))))
+        let figures = ReadFigures::of(&more.value, &self.run)?;
+        Ok(self.read.add(more).map(|()| Some((iterations, figures))))
     }
 
     /// Reads every log again from the start in one run, up to where each was read; false when
@@ -664,27 +669,21 @@ impl<'a> Watch<'a> {
     /// rows), in the order they landed, with the report's figures now; an iteration read alone
     /// in one read shows that read's agreement. Logs without an iteration: one line of the whole
     /// run's figures.
-    fn lines(&self, landed: &[(Vec<i64>, Agreement)]) -> Vec<IterationLine> {
+    fn lines(&self, landed: &[(Vec<i64>, ReadFigures)]) -> Vec<IterationLine> {
         let summary = self.read.summary();
-        let mut agreements: Vec<(i64, Agreement)> = Vec::new();
-        for (iterations, agreement) in landed {
+        let mut own: Vec<(i64, ReadFigures)> = Vec::new();
+        for (iterations, figures) in landed {
             for &it in iterations {
-                match agreements.iter_mut().find(|(i, _)| *i == it) {
-                    // Read in parts: no agreement of its own.
-                    Some((_, seen)) => seen.iter_mut().for_each(|(_, rho)| *rho = None),
-                    None => {
-                        let alone = iterations.len() == 1;
-                        let own = agreement
-                            .iter()
-                            .map(|(pair, rho)| (pair.clone(), rho.filter(|_| alone)))
-                            .collect();
-                        agreements.push((it, own));
-                    }
+                match own.iter_mut().find(|(i, _)| *i == it) {
+                    // Read in parts: no figures of its own.
+                    Some((_, seen)) => *seen = seen.none_of_its_own(),
+                    None if iterations.len() == 1 => own.push((it, figures.clone())),
+                    None => own.push((it, figures.none_of_its_own())),
                 }
             }
         }
         let mut lines = Vec::new();
-        for (it, spearman) in agreements {
+        for (it, ReadFigures { spearman, against }) in own {
             let trend = self.read.trends().of_iteration(it);
             lines.push(IterationLine {
                 iteration: Some(it),
@@ -704,6 +703,7 @@ impl<'a> Watch<'a> {
                     .map(|(_, d)| d.pct_steps[0] / 100.0),
                 degenerate_group_share: trend.map(|(_, share)| share),
                 spearman,
+                against,
             });
         }
         if lines.is_empty()
@@ -712,9 +712,9 @@ impl<'a> Watch<'a> {
         {
             let headline = crate::Headline::of(&summary, None);
             // The agreement of the one read that landed; several have none of their own.
-            let spearman = match landed {
-                [(_, agreement)] => agreement.clone(),
-                _ => Vec::new(),
+            let ReadFigures { spearman, against } = match landed {
+                [(_, figures)] => figures.clone(),
+                _ => ReadFigures::default(),
             };
             lines.push(IterationLine {
                 iteration: None,
@@ -724,6 +724,7 @@ impl<'a> Watch<'a> {
                 singleton_step_share: Some(headline.singleton_step_share),
                 degenerate_group_share: Some(headline.degenerate_group_share),
                 spearman,
+                against,
             });
         }
         lines
@@ -800,11 +801,35 @@ fn file_of(e: &credit_core::Error) -> Option<&Path> {
 /// Spearman's ρ per pair of methods, as (`"a~b"`, ρ).
 pub type Agreement = Vec<(String, Option<f64>)>;
 
-fn agreement(more: &crate::run::More) -> Agreement {
-    more.agreement()
-        .into_iter()
-        .map(|(a, b, rho)| (format!("{a}~{b}"), rho))
-        .collect()
+/// What a read's own rows say: the methods' agreement, and their scores against `--against`'s.
+#[derive(Clone, Default)]
+pub struct ReadFigures {
+    spearman: Agreement,
+    against: Option<Against>,
+}
+
+impl ReadFigures {
+    fn of(more: &crate::run::More, run: &RunPlan) -> Result<Self, credit_core::Error> {
+        let spearman = more
+            .agreement()
+            .into_iter()
+            .map(|(a, b, rho)| (format!("{a}~{b}"), rho))
+            .collect();
+        let against = more.against(run)?;
+        Ok(ReadFigures { spearman, against })
+    }
+
+    /// The figures of an iteration whose rows came with other iterations': none of its own.
+    fn none_of_its_own(&self) -> Self {
+        ReadFigures {
+            spearman: self
+                .spearman
+                .iter()
+                .map(|(p, _)| (p.clone(), None))
+                .collect(),
+            against: None,
+        }
+    }
 }
 
 /// A read that found no rows (whole lines that hold none, or only rows `--lenient` skipped) is
