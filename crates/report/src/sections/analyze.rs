@@ -113,19 +113,9 @@ fn overview(s: &Summary) -> Section<'static> {
         "columns: {}",
         renamed.join(", ")
     ))));
-    let several: Vec<Text> = s
-        .columns
-        .iter()
-        .filter(|u| !u.also.is_empty())
-        .map(|u| Text::plain(u.describe()))
-        .collect();
-    if !several.is_empty() {
-        section.push(Block::List {
-            title: None,
-            items: several,
-            bullets: false,
-        });
-    }
+    section
+        .blocks
+        .extend(super::column_collisions(&s.columns, false));
     let r = &s.rollouts_per_group;
     section.push(Block::Paragraph(Text::plain(format!(
         "rollouts per group: min {} / mean {:.1} / max {}; {} group(s) with a single rollout",

@@ -13,3 +13,21 @@ pub use report::report;
 fn pct(x: f64) -> String {
     format!("{:.1}%", 100.0 * x)
 }
+
+/// The columns that more than one log column could fill, each with what was used (a list, with
+/// bullets or as indented lines); `None` when there are none.
+fn column_collisions<'a>(
+    columns: &[credit_core::schema::ColumnUse],
+    bullets: bool,
+) -> Option<crate::doc::Block<'a>> {
+    let items: Vec<crate::doc::Text> = columns
+        .iter()
+        .filter(|u| !u.also.is_empty())
+        .map(|u| crate::doc::Text::plain(u.describe()))
+        .collect();
+    (!items.is_empty()).then_some(crate::doc::Block::List {
+        title: None,
+        items,
+        bullets,
+    })
+}

@@ -66,19 +66,9 @@ fn lead<'a>(inputs: &Inputs, explorer: Option<&Explorer>) -> Section<'a> {
         "Columns: {}.",
         columns.join(", ")
     ))));
-    let collisions: Vec<Text> = s
-        .columns
-        .iter()
-        .filter(|u| !u.also.is_empty())
-        .map(|u| Text::plain(u.describe()))
-        .collect();
-    if !collisions.is_empty() {
-        section.push(Block::List {
-            title: None,
-            items: collisions,
-            bullets: true,
-        });
-    }
+    section
+        .blocks
+        .extend(super::column_collisions(&s.columns, true));
     section
 }
 
