@@ -92,13 +92,7 @@ impl AtomicFile {
         let file = file
             .into_inner()
             .map_err(|e| Error::write(&self.target, e.into_error()))?;
-        let temporary = file.path().to_path_buf();
-        let renamed = file
-            .into_temp_path()
-            .persist(&self.target)
-            .map_err(|e| Error::write(&self.target, e.error));
-        temporaries::forget(&temporary);
-        renamed
+        temporaries::rename_into_place(file.into_temp_path(), &self.target)
     }
 
     /// Syncs the file and renames it into place.

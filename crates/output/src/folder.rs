@@ -141,6 +141,7 @@ fn no_links(root: &Path, parts: &[OsString], shown: &Path) -> Result<()> {
             return Ok(());
         };
         let last = i + 1 == parts.len();
+        let inside = at.strip_prefix(root).unwrap_or(&at).display();
         if meta.file_type().is_symlink() {
             let to = std::fs::read_link(&at)
                 .map(|t| format!(" (to {})", t.display()))
@@ -149,8 +150,7 @@ fn no_links(root: &Path, parts: &[OsString], shown: &Path) -> Result<()> {
             return Err(Error::refused(
                 shown,
                 format!(
-                    "{what} a symbolic link inside the folder output, {}{to}: credit never writes or removes through a link; remove the link or choose another folder (nothing was written)",
-                    parts[..=i].iter().map(|p| p.to_string_lossy()).collect::<Vec<_>>().join("/")
+                    "{what} a symbolic link inside the folder output, {inside}{to}: credit never writes or removes through a link; remove the link or choose another folder (nothing was written)"
                 ),
             ));
         }
@@ -158,8 +158,7 @@ fn no_links(root: &Path, parts: &[OsString], shown: &Path) -> Result<()> {
             return Err(Error::refused(
                 shown,
                 format!(
-                    "lies under {}, which is a file, not a folder: left as it is; choose another folder (nothing was written)",
-                    parts[..=i].iter().map(|p| p.to_string_lossy()).collect::<Vec<_>>().join("/")
+                    "lies under {inside}, which is a file, not a folder: left as it is; choose another folder (nothing was written)"
                 ),
             ));
         }
@@ -284,30 +283,16 @@ impl OutputDir {
 
 impl Drop for OutputDir {
     fn drop(&mut self) {
-        let closed: Vec<Open> = {
-            let mut folders = open_folders();
-            let (closed, kept) = std::mem::take(&mut *folders)
-                .into_iter()
-                .partition(|o| o.id == self.id);
-            *folders = kept;
-            closed
-        };
         // Unfinished: its staged files are deleted, the earlier output stays as it was.
-        drop(closed);
+        open_folders().retain(|o| o.id != self.id);
     }
 }
 
 fn persist(mut file: Staged) -> Result<()> {
-    let Some(temporary) = file.temporary.take() else {
-        return Ok(());
-    };
-    let path = temporary.to_path_buf();
-    let renamed = temporary
-        .persist(&file.target)
-        .map(drop)
-        .map_err(|e| Error::write(&file.target, e.error));
-    temporaries::forget(&path);
-    renamed
+    match file.temporary.take() {
+        Some(temporary) => temporaries::rename_into_place(temporary, &file.target),
+        None => Ok(()),
+    }
 }
 
 /// What credit wrote in `path` before, or `None` when there is no folder yet; refused as
@@ -526,7 +511,11 @@ pub(crate) fn stage(id: u64, temporary: tempfile::TempPath, target: PathBuf) -> 
 /// asks for it is refused, naming the run that holds it. (`flock` on the folder itself: nothing
 /// is added to it, and the lock goes with the process however it ends.)
 #[derive(Clone)]
-pub struct Hold(#[allow(dead_code)] Option<Arc<std::fs::File>>);
+pub struct Hold {
+    /// The locked folder, open while any holder lives (`None` where the file system has no
+    /// locks); closing it releases the lock.
+    _folder: Option<Arc<std::fs::File>>,
+}
 
 static HELD: Mutex<Vec<(PathBuf, Weak<std::fs::File>)>> = Mutex::new(Vec::new());
 
@@ -540,7 +529,9 @@ pub fn hold(path: &Path) -> Result<Hold> {
         .find(|(p, _)| *p == resolved)
         .and_then(|(_, file)| file.upgrade())
     {
-        return Ok(Hold(Some(file)));
+        return Ok(Hold {
+            _folder: Some(file),
+        });
     }
     let file = std::fs::File::open(path).map_err(|cause| Error::write(path, cause))?;
     match file.try_lock() {
@@ -555,11 +546,13 @@ pub fn hold(path: &Path) -> Result<Hold> {
             ))
         }
         // A file system without locks: one run at a time is then up to the user.
-        Err(std::fs::TryLockError::Error(_)) => return Ok(Hold(None)),
+        Err(std::fs::TryLockError::Error(_)) => return Ok(Hold { _folder: None }),
     }
     let file = Arc::new(file);
     held.push((resolved, Arc::downgrade(&file)));
-    Ok(Hold(Some(file)))
+    Ok(Hold {
+        _folder: Some(file),
+    })
 }
 
 /// The process holding `folder`'s lock and its command line, where this machine's lock table

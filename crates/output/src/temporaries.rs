@@ -49,6 +49,17 @@ pub(crate) fn create(dir: &Path, target: &Path) -> std::io::Result<tempfile::Nam
     Ok(file)
 }
 
+/// Renames a synced temporary of this run to `target` and forgets it (renamed or, on an error,
+/// deleted as the temporary drops).
+pub(crate) fn rename_into_place(temporary: tempfile::TempPath, target: &Path) -> crate::Result<()> {
+    let path = temporary.to_path_buf();
+    let renamed = temporary
+        .persist(target)
+        .map_err(|e| crate::Error::write(target, e.error));
+    forget(&path);
+    renamed
+}
+
 /// Forgets a temporary that was renamed into place or removed.
 pub(crate) fn forget(path: &Path) {
     if let Ok(mut list) = TEMPORARIES.lock() {

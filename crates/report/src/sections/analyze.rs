@@ -516,18 +516,7 @@ fn skipped(s: &Summary) -> Option<Section<'static>> {
 }
 
 fn diagnostics(s: &Summary) -> Option<Section<'static>> {
-    if s.diagnostics.is_empty() {
-        return None;
-    }
     let mut section = Section::untitled("diagnostics");
-    section.push(Block::List {
-        title: Some("worth a look".into()),
-        items: s
-            .diagnostics
-            .iter()
-            .map(|d| Text::plain(d.as_str()))
-            .collect(),
-        bullets: true,
-    });
+    section.push(super::diagnostics(s, "worth a look")?);
     Some(section)
 }

@@ -31,3 +31,20 @@ fn column_collisions<'a>(
         bullets,
     })
 }
+
+/// The summary's "worth a look" diagnostics as a bulleted list under `title`; `None` when there
+/// are none.
+fn diagnostics<'a>(
+    s: &credit_core::analyses::summary::Summary,
+    title: &str,
+) -> Option<crate::doc::Block<'a>> {
+    (!s.diagnostics.is_empty()).then(|| crate::doc::Block::List {
+        title: Some(title.into()),
+        items: s
+            .diagnostics
+            .iter()
+            .map(|d| crate::doc::Text::plain(d.as_str()))
+            .collect(),
+        bullets: true,
+    })
+}

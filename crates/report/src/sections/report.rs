@@ -126,17 +126,7 @@ fn logs<'a>(inputs: &Inputs, baseline: Option<&serde_json::Value>) -> Section<'a
         "Rollouts per group: {} to {} (mean {:.1}); {} group(s) with a single rollout. {lengths} {} padding duplicate row(s) dropped.",
         r.min, r.max, r.mean, r.single_rollout_groups, s.padding_duplicates
     ))));
-    if !s.diagnostics.is_empty() {
-        section.push(Block::List {
-            title: Some("Worth a look".into()),
-            items: s
-                .diagnostics
-                .iter()
-                .map(|d| Text::plain(d.as_str()))
-                .collect(),
-            bullets: true,
-        });
-    }
+    section.blocks.extend(super::diagnostics(s, "Worth a look"));
     section
 }
 
