@@ -200,7 +200,7 @@ def _trainer_insertions(source):
                 "# credit: this iteration's turns, before adjust_batch pads and _balance_batch",
                 "# reorders them (verl_agent_dump.py; $CREDIT_LOGS_DIR, default credit_logs/)",
                 f"from {MODULE} import dump_steps",
-                "dump_steps(batch, self.tokenizer, self.global_steps)",
+                "dump_steps(batch, self.tokenizer, self.global_steps, advantages_follow=True)",
             ],
         ),
         (

@@ -48,7 +48,9 @@ with the same arguments:
     from verl_agent_dump import dump_advantages
     dump_advantages(batch, self.global_steps, "credit_logs/")
 
-It adds each row's `advantage` to the file `dump_steps` wrote. verl-agent's estimators give every
+It adds each row's `advantage` to the rows `dump_steps` wrote (with `dump_steps(...,
+advantages_follow=True)`, as the patch calls it, the iteration's file is then written once, with
+them; without, the file is rewritten). verl-agent's estimators give every
 row one scalar, spread over its response tokens (`scores.unsqueeze(-1).tile([1, response_length])
 * response_mask` in `core_gigpo.py`), so the value at the row's first response token is that
 scalar. `dump_steps` marks each row of the batch with its turn (`credit_step`), which
@@ -89,6 +91,8 @@ __all__ = [
 # The column `dump_steps` adds to the batch: each row's turn, so that `dump_advantages` finds the
 # row again after the trainer has padded and reordered the batch.
 _STEP = "credit_step"
+# The suffix of rows waiting for their advantages (`dump_steps(advantages_follow=True)`).
+_PENDING = ".pending"
 # The columns `mark_outcomes` adds to the rollout loop's turns (and so to the batch).
 _SUCCESS, _TASK = "credit_success", "credit_task"
 
@@ -220,20 +224,49 @@ def _path(out_dir, global_steps, fmt):
 
 
 def dump_steps(
-    batch, tokenizer, global_steps, out_dir=None, fmt="jsonl.gz", project=executed_action
+    batch,
+    tokenizer,
+    global_steps,
+    out_dir=None,
+    fmt="jsonl.gz",
+    project=executed_action,
+    advantages_follow=False,
 ):
     """Writes this iteration's step rows to `out_dir/{global_steps}.{fmt}` (atomically: a
     temporary file renamed into place; `out_dir` defaults to $CREDIT_LOGS_DIR, else
     `credit_logs`) and marks each row of `batch` with its turn (for
     `dump_advantages`); returns the path. `project` turns a model response into the action the
-    environment executed (see the module docstring)."""
+    environment executed (see the module docstring).
+
+    With `advantages_follow=True` (the patch's call: `dump_advantages` follows in the same
+    iteration) the rows wait in `{global_steps}.{fmt}.pending`, a name credit does not read, and
+    `dump_advantages` writes the iteration's file once, with the advantages: `credit watch` reads
+    each iteration once. The rows are on disk from this call on: a pending file of an earlier
+    iteration (a trainer stopped before `compute_advantage`) becomes that iteration's file, without
+    advantages, at the next call."""
     rows = step_rows(batch, tokenizer, global_steps, project)
     extra = batch.non_tensor_batch
     extra[_STEP] = _like(extra["traj_uid"], [row["step"] for row in rows])
     path = _path(out_dir, global_steps, fmt)
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    _write(rows, path, fmt)
+    _settle_pending(path, fmt)
+    _write(rows, path + _PENDING if advantages_follow else path, fmt)
     return path
+
+
+def _settle_pending(path, fmt):
+    """Every other iteration's pending rows in `path`'s folder become that iteration's file (its
+    trainer stopped before `compute_advantage`), unless the file was written after all."""
+    out_dir = os.path.dirname(path) or "."
+    for name in sorted(os.listdir(out_dir)):
+        pending = os.path.join(out_dir, name)
+        if not name.endswith(f".{fmt}{_PENDING}") or pending == path + _PENDING:
+            continue
+        final = pending[: -len(_PENDING)]
+        if os.path.exists(final):
+            os.remove(pending)
+        else:
+            os.replace(pending, final)
 
 
 def _first_token_advantages(batch):
@@ -258,16 +291,21 @@ def _first_token_advantages(batch):
 
 
 def dump_advantages(batch, global_steps, out_dir=None, fmt="jsonl.gz"):
-    """Adds the trainer's advantage of each row (see the module docstring) to the file that
-    `dump_steps` wrote for this iteration, rewritten atomically; returns the path."""
+    """Adds the trainer's advantage of each row (see the module docstring) to the rows that
+    `dump_steps` wrote for this iteration (pending, or its file), written atomically as the
+    iteration's file; returns the path."""
     logged = _first_token_advantages(batch)
     path = _path(out_dir, global_steps, fmt)
-    rows = _read(path, fmt)
+    pending = path + _PENDING
+    source = pending if os.path.exists(pending) else path
+    rows = _read(source, fmt)
     for row in rows:
         value = logged.get((row["traj_uid"], row["step"]))
         if value is not None:
             row["advantage"] = value
     _write(rows, path, fmt)
+    if source == pending:
+        os.remove(pending)
     return path
 
 

@@ -80,11 +80,8 @@ fn error_json(err: &anyhow::Error) -> serde_json::Value {
     let mut value = serde_json::json!({ "error": { "message": format!("{err:#}") } });
     let input = err
         .chain()
-        .find_map(|e| e.downcast_ref::<credit_core::Error>());
-    if let Some(credit_core::Error::Input {
-        location, reason, ..
-    }) = input
-    {
+        .find_map(|e| e.downcast_ref::<credit_core::Error>()?.bad_input());
+    if let Some((location, reason)) = input {
         value["error"]["location"] = serde_json::to_value(location).unwrap_or_default();
         value["error"]["reason"] = serde_json::to_value(reason).unwrap_or_default();
     }

@@ -289,6 +289,181 @@ fn the_verl_agent_dump_records_the_trainers_advantages() {
     assert!(o.status.success(), "{}", stderr(&o));
 }
 
+/// The patch's lifecycle: `dump_steps(advantages_follow=True)` keeps the rows pending under a
+/// name credit does not read, `dump_advantages` writes the iteration's file once (so a watch reads
+/// it once); the rows of a trainer stopped before `compute_advantage` become their iteration's
+/// file at the next call.
+#[test]
+fn the_patchs_dump_writes_each_iteration_once_and_keeps_a_stopped_trainers_rows() {
+    let run = Run::new();
+    let pending = BATCH.replace(
+        "dump_steps(batch, Tokenizer(), 5, sys.argv[2])",
+        "dump_steps(batch, Tokenizer(), 5, sys.argv[2], advantages_follow=True)",
+    );
+    let listed = "\nimport os\nlisted = lambda: sorted(os.listdir(sys.argv[2]))\n";
+    let script = format!(
+        "{pending}{listed}assert listed() == ['5.jsonl.gz.pending'], listed()\n{ADVANTAGES}\
+         assert listed() == ['5.jsonl.gz'], listed()\n\
+         dump_steps(batch, Tokenizer(), 6, sys.argv[2], advantages_follow=True)\n\
+         dump_steps(batch, Tokenizer(), 7, sys.argv[2], advantages_follow=True)\n\
+         assert listed() == ['5.jsonl.gz', '6.jsonl.gz', '7.jsonl.gz.pending'], listed()\n"
+    );
+    python3_ok(
+        &run,
+        &[
+            "-c",
+            &script,
+            integrations().to_str().unwrap(),
+            run.path("logs").to_str().unwrap(),
+        ],
+    );
+    std::fs::remove_file(run.path("logs/6.jsonl.gz")).unwrap();
+    let o = run.credit([
+        "advantages",
+        "logs",
+        "--methods",
+        "logged",
+        "-o",
+        "adv.jsonl",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let logged: Vec<f64> = read_jsonl(&run.path("adv.jsonl"))
+        .iter()
+        .map(|r| r["adv_logged"].as_f64().unwrap())
+        .collect();
+    let expected: Vec<f64> = (0..8).map(|i| 0.25 * i as f64 - 1.0).collect();
+    assert_eq!(logged, expected);
+}
+
+/// The patch's lifecycle under `credit watch --methods logged,grpo` (issue #54): each iteration's
+/// rows pending, then written once with the trainer's advantages; the watch prints one line per
+/// iteration, once, with `logged`'s check, stops on SIGINT with exit 0, and its last report is
+/// `credit report`'s.
+#[test]
+fn a_watch_follows_the_patchs_dumps_one_line_per_iteration() {
+    let run = Run::new();
+    std::fs::create_dir(run.path("logs")).unwrap();
+    // Iteration IT (argv 3) of the batch, its ids its own.
+    let iteration = format!("{BATCH}{ADVANTAGES}")
+        .replace(
+            "batch = Batch(",
+            "IT = int(sys.argv[3])\nnt['traj_uid'] = [f'{IT}-{t}' for t in nt['traj_uid']]\nnt['uid'] = [f'{IT}-{u}' for u in nt['uid']]\nbatch = Batch(",
+        )
+        .replace(
+            "dump_steps(batch, Tokenizer(), 5, sys.argv[2])",
+            "dump_steps(batch, Tokenizer(), IT, sys.argv[2], advantages_follow=True)",
+        )
+        .replace(
+            "dump_advantages(trained, 5, sys.argv[2])",
+            "dump_advantages(trained, IT, sys.argv[2])",
+        );
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_credit"))
+        .args([
+            "watch",
+            "logs",
+            "--out",
+            "report",
+            "--methods",
+            "logged,grpo",
+        ])
+        .args(["--interval", "0.1", "--format", "json"])
+        .current_dir(run.dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run credit watch");
+    let summary_rows = || -> Option<u64> {
+        let text = std::fs::read_to_string(run.path("report/summary.json")).ok()?;
+        serde_json::from_str::<serde_json::Value>(&text).ok()?["headline"]["rows"].as_u64()
+    };
+    for it in 1..=3u64 {
+        let it_arg = it.to_string();
+        python3_ok(
+            &run,
+            &[
+                "-c",
+                &iteration,
+                integrations().to_str().unwrap(),
+                run.path("logs").to_str().unwrap(),
+                &it_arg,
+            ],
+        );
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        while summary_rows() != Some(8 * it) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "iteration {it} never landed"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+    }
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let output = child.wait_with_output().unwrap();
+    assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let iterations: Vec<&serde_json::Value> =
+        lines.iter().filter_map(|l| l.get("iteration")).collect();
+    let numbers: Vec<i64> = iterations
+        .iter()
+        .map(|l| l["iteration"].as_i64().unwrap())
+        .collect();
+    assert_eq!(numbers, [1, 2, 3], "{lines:?}");
+    assert!(!stderr(&output).contains("reading the run again"));
+    // The trainer's advantages (0.25·i − 1 for row i) against GRPO's on each iteration's 8 rows.
+    for line in &iterations {
+        let logged = &line["logged"][0];
+        assert_eq!(logged["method"], "grpo");
+        assert_eq!(logged["rows"], 8);
+        assert!(logged["max_abs_diff"].as_f64().unwrap() > 0.1, "{logged}");
+    }
+    let recap = &lines.last().unwrap()["watched"];
+    assert_eq!(recap["iterations"], serde_json::json!([1, 2, 3]));
+    assert_eq!(recap["rows"], 24);
+    let o = run.credit([
+        "report",
+        "logs",
+        "--out",
+        "whole",
+        "--methods",
+        "logged,grpo",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let headline = |dir: &str| -> serde_json::Value {
+        let text = std::fs::read_to_string(run.path(dir).join("summary.json")).unwrap();
+        serde_json::from_str::<serde_json::Value>(&text).unwrap()["headline"].clone()
+    };
+    assert_eq!(headline("report"), headline("whole"));
+}
+
+/// An empty dump folder: the watch says it started and, stopped with nothing read, says so,
+/// writes nothing and exits 0.
+#[test]
+fn a_watch_of_an_empty_folder_says_so_and_writes_nothing() {
+    let run = Run::new();
+    std::fs::create_dir(run.path("logs")).unwrap();
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_credit"))
+        .args(["watch", "logs", "--out", "report", "--interval", "0.1"])
+        .current_dir(run.dir.path())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("run credit watch");
+    std::thread::sleep(std::time::Duration::from_millis(800));
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let output = child.wait_with_output().unwrap();
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(0), "{err}");
+    assert!(err.contains("watching logs every 0.1 s"), "{err}");
+    assert!(
+        err.contains("stopped: no step rows were read from logs; nothing written"),
+        "{err}"
+    );
+    assert!(!run.path("report").exists());
+}
+
 #[test]
 fn the_verl_agent_dump_writes_what_credit_reads() {
     let run = Run::new();
@@ -439,7 +614,7 @@ fn the_verl_agent_patch_logs_executed_actions_outcomes_and_task_types() {
         ],
     );
     for site in [
-        "+                    dump_steps(batch, self.tokenizer, self.global_steps)",
+        "+                    dump_steps(batch, self.tokenizer, self.global_steps, advantages_follow=True)",
         "+                        dump_advantages(batch, self.global_steps)",
         "+        mark_outcomes(total_batch_list, total_infos)",
         "+++ b/verl_agent_dump.py",

@@ -202,6 +202,13 @@ fn once_reads_what_is_there_and_fail_fast_stops_at_a_failing_rule() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
+    // The iterations' lines, then the recap.
+    let (recap, lines) = lines.split_last().unwrap();
+    assert_eq!(recap["watched"]["iterations"], serde_json::json!([1, 2]));
+    assert_eq!(
+        recap["watched"]["rows"],
+        rows(&iteration(1)) + rows(&iteration(2))
+    );
     assert_eq!(lines.len(), 2, "{lines:?}");
     for (line, it) in lines.iter().zip([1, 2]) {
         assert_eq!(line["iteration"]["iteration"], it);
@@ -599,6 +606,8 @@ fn several_files_read_together_get_a_line_per_read_or_iteration() {
         let output = watch(&run, &["--once"]).wait_with_output().unwrap();
         assert_eq!(output.status.code(), Some(0), "{}", stderr(&output));
         let lines = json_lines(&output);
+        let (recap, lines) = lines.split_last().unwrap();
+        assert_eq!(recap["watched"]["rows"], 3 * rows(&text));
         assert_eq!(lines.len(), 1, "{lines:?}");
         let line = &lines[0]["iteration"];
         assert_eq!(line["iteration"], serde_json::json!(iteration_of));

@@ -14,7 +14,9 @@ The same ingest, methods and analyses as the `credit` command line, over Arrow t
 table: a pyarrow.Table, a polars or pandas DataFrame, or anything with `__arrow_c_stream__`.
 Parameters are the CLI's `--set` keys: `params={"gigpo.omega": 0.5, "gamma": 0.9}` (`gamma`,
 `invalid_penalty` and `seed` without a method apply to every method that has them, as the
-`--gamma`, `--invalid-penalty`, `--seed` flags do). Errors raise `credit.CreditError` (a
+`--gamma`, `--invalid-penalty`, `--seed` flags do). Keywords left out take `credit.toml`'s values
+(the project file of the working folder, read as the CLI reads it), else the CLI's defaults: a
+notebook and the CLI in the same folder give the same numbers. Errors raise `credit.CreditError` (a
 `ValueError`) with the CLI's message (file, line or row, column; a table is named `<table>`, its
 rows 0-based) and, for bad input, the `location` dict and `reason` of the CLI's JSON error.
 
@@ -146,7 +148,7 @@ def read_logs(
     *,
     schema: Schema = None,
     lenient: bool = False,
-    success_threshold: float = 0.5,
+    success_threshold: Optional[float] = None,
 ) -> pa.Table:
     """The logs as credit reads them: one row per step, canonical column names (`group_id`,
     `traj_id`, `step`, `reward`, …, after aliases and `schema`), rows in input order. Ingest's
@@ -160,13 +162,13 @@ def read_logs(
 
 def advantages(
     data: Data,
-    methods: Union[None, str, Sequence[str]] = "all",
-    preset: str = "paper",
+    methods: Union[None, str, Sequence[str]] = None,
+    preset: Optional[str] = None,
     params: Optional[Mapping[str, Any]] = None,
     *,
     schema: Schema = None,
     lenient: bool = False,
-    success_threshold: float = 0.5,
+    success_threshold: Optional[float] = None,
 ) -> pa.Table:
     """Per-step advantages, as `credit advantages DATA --methods METHODS --preset PRESET
     --set K=V … -o out.parquet` writes them: `group_id`, `traj_id`, `step` (and `iteration`), then
@@ -187,7 +189,7 @@ def analyze(
     params: Optional[Mapping[str, Any]] = None,
     schema: Schema = None,
     lenient: bool = False,
-    success_threshold: float = 0.5,
+    success_threshold: Optional[float] = None,
 ) -> dict:
     """What is in the logs: the JSON of `credit analyze --format json`, as a dict. `preset` and
     `params` (`hisr.*`) only choose how HISR's segment statistics segment the logs."""
@@ -205,13 +207,13 @@ def analyze(
 
 def compare(
     data: Data,
-    methods: Union[None, str, Sequence[str]] = "grpo,gigpo,proxmo",
-    preset: str = "paper",
+    methods: Union[None, str, Sequence[str]] = None,
+    preset: Optional[str] = None,
     params: Optional[Mapping[str, Any]] = None,
     *,
     schema: Schema = None,
     lenient: bool = False,
-    success_threshold: float = 0.5,
+    success_threshold: Optional[float] = None,
 ) -> dict:
     """The methods side by side: the JSON of `credit compare --format json`, as a dict."""
     with _input(data) as source:
@@ -225,8 +227,8 @@ def compare(
 def report(
     data: Data,
     out: Union[str, "os.PathLike[str]"],
-    methods: Union[None, str, Sequence[str]] = "grpo,gigpo,proxmo,graphgpo,mgr",
-    preset: str = "paper",
+    methods: Union[None, str, Sequence[str]] = None,
+    preset: Optional[str] = None,
     params: Optional[Mapping[str, Any]] = None,
     *,
     check: Union[None, str, "os.PathLike[str]"] = None,
@@ -235,7 +237,7 @@ def report(
     explore_max: int = 12,
     schema: Schema = None,
     lenient: bool = False,
-    success_threshold: float = 0.5,
+    success_threshold: Optional[float] = None,
 ) -> dict:
     """`credit report DATA --out OUT`: writes report.html, report.md, summary.json and figures/
     into the folder `out` (new, empty, or credit's own earlier report: the CLI's output rule) and
@@ -259,13 +261,13 @@ def report(
 
 def metrics(
     batch: Any,
-    methods: Union[None, str, Sequence[str]] = "grpo,gigpo,proxmo,graphgpo,mgr",
-    preset: str = "paper",
+    methods: Union[None, str, Sequence[str]] = None,
+    preset: Optional[str] = None,
     params: Optional[Mapping[str, Any]] = None,
     *,
     schema: Schema = None,
     lenient: bool = False,
-    success_threshold: float = 0.5,
+    success_threshold: Optional[float] = None,
 ) -> dict:
     """The report's headline figures on these rows as flat keys for a trainer's logger (verl's
     `Tracking`: wandb, tensorboard, console): `credit/singleton_step_share`,

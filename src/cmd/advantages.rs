@@ -1,10 +1,9 @@
 //! `credit advantages [PATHS] --methods … -o FILE`: per-step advantages of any methods.
 
-use super::{reading, run_plan, Format, Globals, MethodArgs};
+use super::{reading, say_methods, Format, Globals, MethodArgs};
 use crate::exit::ExitCode;
 use anyhow::Result;
 use credit_core::output::{table_format, TableWriter};
-use credit_core::project::ProjectFile;
 use credit_core::run::Rows;
 use std::path::PathBuf;
 
@@ -28,16 +27,13 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
-    let project = ProjectFile::load(args.globals.config.as_deref())?;
-    let plan = args
-        .methods
-        .plan(&args.globals, &project, credit_core::plan::ADVANTAGES)?;
+    let request = args.methods.request(&args.globals, &args.models.paths());
+    let resolved = request.resolve(Some(credit_core::plan::ADVANTAGES))?;
     table_format(&args.output)?;
-    let hisr = args.methods.hisr_params(&project)?;
-    let fillers = args.models.load(&hisr)?;
+    let run = &resolved.run;
+    let fillers = args.models.load(&run.hisr)?;
     let json = args.globals.format == Format::Json;
-    let read = super::inputs(&args.globals, &project, &args.models.paths())?;
-    let run = run_plan(&args.globals, &project, plan, hisr)?;
+    let read = resolved.inputs(&request)?;
     let mut writer = TableWriter::create(&args.output, &read)?;
     let mut columns: Vec<String> = Vec::new();
     let finished = reading(&args.globals, |progress| {
@@ -78,7 +74,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             columns.len(),
             args.output.display()
         );
-        args.methods.say(&project, &run.methods, &finished.report)?;
+        say_methods(&resolved, &finished.report)?;
     }
     Ok(ExitCode::Ok)
 }

@@ -1,10 +1,8 @@
 //! `credit analyze [PATHS]`: what is in the logs, in one screen (or `--format json`).
 
-use super::{reading, run_plan, write_plots, Format, Globals, MethodArgs, Plan};
+use super::{reading, write_plots, Format, Globals, MethodArgs};
 use crate::exit::ExitCode;
 use anyhow::Result;
-use credit_core::profile::Profile;
-use credit_core::project::ProjectFile;
 use credit_report::{render::text, sections};
 
 #[derive(Debug, clap::Args)]
@@ -39,27 +37,21 @@ fn similarity_threshold(text: &str) -> std::result::Result<f64, String> {
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
-    let project = ProjectFile::load(args.globals.config.as_deref())?;
     // No method flags here: HISR's segmenter comes from the preset and credit.toml.
-    let hisr = MethodArgs::default().hisr_params(&project)?;
-    let fillers = args.models.load(&hisr)?;
+    let request = MethodArgs::default().request(&args.globals, &args.models.paths());
+    let resolved = request.resolve(None)?;
+    let run = &resolved.run;
+    let fillers = args.models.load(&run.hisr)?;
     // What the run reads matters to the output rule only where it writes: with `--plots`.
-    // (Finding it walks a log folder and looks up each file: 10k files, a tenth of a second.)
     let read = match &args.plots {
         Some(dir) => {
-            let read = super::inputs(&args.globals, &project, &args.models.paths())?;
+            let read = resolved.inputs(&request)?;
             credit_output::OutputDir::check(dir, "analyze --plots", &read)?;
             Some(read)
         }
         None => None,
     };
     let thresholds = args.similarity.as_deref().unwrap_or_default();
-    let run = run_plan(
-        &args.globals,
-        &project,
-        Plan::empty(Profile::default()),
-        hisr,
-    )?;
     let finished = reading(&args.globals, |progress| {
         run.summary(&fillers, thresholds, progress)
     })?;

@@ -1,10 +1,9 @@
 //! `credit compare [PATHS] --methods grpo,gigpo,proxmo`: how differently estimators credit the
 //! same steps.
 
-use super::{reading, run_plan, write_plots, Format, Globals, MethodArgs};
+use super::{reading, say_methods, write_plots, Format, Globals, MethodArgs};
 use crate::exit::ExitCode;
 use anyhow::Result;
-use credit_core::project::ProjectFile;
 use credit_report::{render::text, sections, RunInfo};
 
 #[derive(Debug, clap::Args)]
@@ -30,22 +29,16 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
-    let project = ProjectFile::load(args.globals.config.as_deref())?;
-    let (plan, against) = args.methods.plan_against(
-        &args.globals,
-        &project,
-        credit_core::plan::COMPARE,
-        args.against.as_deref(),
-    )?;
-    let hisr = args.methods.hisr_params(&project)?;
-    let fillers = args.models.load(&hisr)?;
+    let mut request = args.methods.request(&args.globals, &args.models.paths());
+    request.against = args.against.clone();
+    let resolved = request.resolve(Some(credit_core::plan::COMPARE))?;
+    let run = &resolved.run;
+    let fillers = args.models.load(&run.hisr)?;
     let json = args.globals.format == Format::Json;
-    let read = super::inputs(&args.globals, &project, &args.models.paths())?;
+    let read = resolved.inputs(&request)?;
     if let Some(dir) = &args.plots {
         credit_output::OutputDir::check(dir, "compare --plots", &read)?;
     }
-    let mut run = run_plan(&args.globals, &project, plan, hisr)?;
-    run.against = against;
     let finished = reading(&args.globals, |progress| {
         run.gather(
             &fillers,
@@ -95,7 +88,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         for note in notes {
             eprintln!("note: {note}");
         }
-        args.methods.say(&project, plan, &finished.report)?;
+        say_methods(&resolved, &finished.report)?;
         let mut shown = sections::compare(&comparison);
         shown.extend(against.as_ref().map(sections::compare::against));
         out!("{}", text::sections(&shown));

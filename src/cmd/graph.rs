@@ -4,12 +4,10 @@
 
 use super::{Format, Globals, MethodArgs};
 use crate::exit::ExitCode;
-use anyhow::{bail, Context, Result};
-use credit_core::ingest::Event;
-use credit_core::project::ProjectFile;
+use anyhow::{bail, Result};
 use credit_output::{Commit, OutputDir, Stale};
 use credit_report::dot::abridge;
-use credit_report::graphs::{self, Choice, Kept, Picker};
+use credit_report::graphs::{self, Choice};
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
@@ -41,81 +39,39 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
-    let project = ProjectFile::load(args.globals.config.as_deref())?;
-    let mut method_args = args.methods;
-    if let Some(list) = method_args.methods.replace(args.color_by.clone()) {
+    if let Some(list) = &args.methods.methods {
         bail!("`credit graph` colours its edges by one method: use `--color-by METHOD`, not `--methods {list}`");
     }
-    let plan = method_args.plan(&args.globals, &project, &args.color_by)?;
-    // GRPO under the same preset and settings: the trajectory outcome's credit, which `--top`
-    // measures each group's step credit against.
-    method_args.methods = Some("grpo".into());
-    let outcome_method = method_args
-        .plan(&args.globals, &project, "grpo")?
-        .methods
-        .remove(0);
-    let hisr = method_args.hisr_params(&project)?;
-    let run = super::run_plan(&args.globals, &project, plan, hisr)?;
-    let method = &run.methods.methods[0];
+    let method = args.color_by.trim();
+    if method.contains(',') || matches!(method, "all" | "verl") {
+        bail!(
+            "`--color-by {method}`: the edges are coloured by one method, e.g. `--color-by gigpo`"
+        );
+    }
+    // GRPO under the same preset and settings beside it: the trajectory outcome's credit, which
+    // `--top` measures each group's step credit against (once, when it colours the edges too).
+    let mut request = args.methods.request(&args.globals, &[]);
+    request.methods = Some(format!("{method},grpo"));
+    let resolved = request.resolve(Some("grpo"))?;
+    let run = &resolved.run;
     let choice = match (&args.group, args.all) {
         (Some(id), _) => Choice::Named(id.clone()),
         (None, true) => Choice::All,
         (None, false) => Choice::Top(args.top.unwrap_or(1)),
     };
-    let read = super::inputs(&args.globals, &project, &[])?;
+    let read = resolved.inputs(&request)?;
     let out = OutputDir::open(&args.out, "graph", &read, Commit::Whole)?;
     let dot_available = credit_report::dot::available();
-    let picker = Picker::new(choice);
-    let mut kept = Kept::default();
-    let mut written = Vec::new();
-    super::reading(&args.globals, |progress| {
-        run.windows(
-            run.methods.unit(),
-            progress,
-            |window| {
-                let advantage = method
-                    .advantages(&window.batch)
-                    .with_context(|| format!("computing {}", method.label()))?;
-                let outcome = outcome_method
-                    .advantages(&window.batch)
-                    .context("computing grpo")?;
-                Ok(picker.look(
-                    &window.batch,
-                    &window.seq,
-                    advantage.advantage(),
-                    outcome.advantage(),
-                    method.label(),
-                ))
-            },
-            |event| {
-                match event {
-                    Event::Window(_, (drawn, ids)) => {
-                        for d in kept.take(&picker, drawn, ids) {
-                            written.extend(graphs::write(&args.out, &d, dot_available)?);
-                        }
-                    }
-                    Event::Restart => {
-                        written.clear();
-                        kept.restart();
-                    }
-                }
-                Ok(())
-            },
-        )
-    })?;
-    let first_ids: Vec<String> = kept.first_ids.iter().map(|i| abridge(i, 80)).collect();
-    // `--top`'s groups, most telling first, with why each was picked.
-    let mut picked = Vec::new();
-    for d in kept.finish() {
-        written.extend(graphs::write(&args.out, &d, dot_available)?);
-        picked.push(serde_json::json!({"group": d.id, "iteration": d.iteration, "why": d.why}));
-    }
+    let drawing = super::reading(&args.globals, |progress| {
+        graphs::draw(run, choice, &args.out, dot_available, progress)
+    })?
+    .value;
     out.finish(Stale::Keep)?;
-    if let (Some(id), true) = (&args.group, written.is_empty()) {
+    if let (Some(id), true) = (&args.group, drawing.written.is_empty()) {
         bail!(
             "no group `{}` in the logs (groups include: {})",
             abridge(id, 80),
-            first_ids.join(", ")
+            drawing.first_ids.join(", ")
         );
     }
     let note = (!dot_available).then_some(
@@ -125,22 +81,17 @@ pub fn run(args: Args) -> Result<ExitCode> {
         Format::Json => outln!(
             "{}",
             serde_json::to_string_pretty(
-                &serde_json::json!({ "written": written, "picked": picked, "note": note })
+                &serde_json::json!({ "written": drawing.written, "picked": drawing.picked, "note": note })
             )?
         ),
         Format::Text => {
-            for p in &picked {
-                let iteration = p["iteration"]
-                    .as_i64()
+            for p in &drawing.picked {
+                let iteration = p
+                    .iteration
                     .map_or(String::new(), |i| format!(" (iteration {i})"));
-                let group = p["group"].as_str().unwrap_or_default();
-                outln!(
-                    "group {}{iteration}: {}",
-                    abridge(group, 60),
-                    p["why"].as_str().unwrap_or_default()
-                );
+                outln!("group {}{iteration}: {}", abridge(&p.group, 60), p.why);
             }
-            for path in &written {
+            for path in &drawing.written {
                 outln!("wrote {}", path.display());
             }
             if let Some(note) = note {

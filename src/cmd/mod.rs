@@ -13,15 +13,12 @@ mod watch;
 use crate::exit::ExitCode;
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use credit_core::ingest::{read_paths, IngestOptions, IngestReport, Ingested};
-use credit_core::methods::hisr;
-pub use credit_core::plan::Plan;
-use credit_core::plan::{ParamValue, Setting};
+use credit_core::ingest::{read_paths, IngestReport, Ingested};
 use credit_core::profile::Profile;
-use credit_core::project::{column_map, ProjectFile};
+use credit_core::request::{Request, Resolved};
 use credit_core::run::{Finished, OnProgress, RunPlan};
 use credit_output::{Commit, Inputs, OutputDir, Stale};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 
 /// Credit assignment diagnostics for multi-turn LLM-agent RL: recompute, compare and report
 /// the per-step advantages of every published group-based estimator from your rollout logs.
@@ -139,19 +136,6 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
     }
 }
 
-/// The ingest options from the flags and `credit.toml`.
-pub fn ingest_options(globals: &Globals, project: &ProjectFile) -> Result<IngestOptions> {
-    let success_threshold = globals
-        .success_threshold
-        .or(project.success_threshold)
-        .unwrap_or(credit_core::ingest::DEFAULT_SUCCESS_THRESHOLD);
-    Ok(IngestOptions::new(
-        column_map(project, globals.schema.as_deref())?,
-        globals.lenient,
-        success_threshold,
-    )?)
-}
-
 /// Prints `--lenient` skips as a warning, and ingest's notes.
 fn warn_skips(report: &IngestReport) {
     let skipped = report.skipped_total();
@@ -171,32 +155,13 @@ fn warn_skips(report: &IngestReport) {
     }
 }
 
-/// Reads the whole input into one batch, with a spinner (`credit train`).
-pub fn load(globals: &Globals, project: &ProjectFile) -> Result<Ingested> {
-    let options = ingest_options(globals, project)?;
-    let paths = project.inputs(&globals.paths);
-    let bar = crate::bars::spinner("reading logs", globals.format == Format::Json);
-    let ingested = read_paths(&paths, &options).context("reading the logs")?;
+/// Reads the whole input of `run` into one batch, with a spinner (`credit train`).
+pub fn load(run: &RunPlan, json: bool) -> Result<Ingested> {
+    let bar = crate::bars::spinner("reading logs", json);
+    let ingested = read_paths(&run.paths, &run.ingest).context("reading the logs")?;
     bar.finish_and_clear();
     warn_skips(&ingested.report);
     Ok(ingested)
-}
-
-/// What a command reads and runs: the logs and how to read them (flags and `credit.toml`), the
-/// planned methods and HISR's segmentation.
-pub fn run_plan(
-    globals: &Globals,
-    project: &ProjectFile,
-    methods: Plan,
-    hisr: hisr::Params,
-) -> Result<RunPlan> {
-    Ok(RunPlan {
-        paths: project.inputs(&globals.paths),
-        ingest: ingest_options(globals, project)?,
-        methods,
-        hisr,
-        against: None,
-    })
 }
 
 /// Runs `run` (a [`RunPlan`] run) with a progress bar of bytes and rows; warns of `--lenient`
@@ -230,25 +195,6 @@ fn stage(error: anyhow::Error) -> anyhow::Error {
     }
 }
 
-/// What a run reads, for the output rule: the logs (every file of a log folder by its inode too),
-/// the settings files given, and `extra` (models, rule files).
-pub fn inputs(
-    globals: &Globals,
-    project: &ProjectFile,
-    extra: &[&std::path::Path],
-) -> Result<Inputs> {
-    let logs = project.inputs(&globals.paths);
-    let mut inputs = Inputs::new(&logs);
-    inputs.add_file_ids(credit_core::ingest::input_file_ids(&logs).context("reading the logs")?);
-    for path in globals.schema.iter().chain(&globals.config) {
-        inputs.add(path);
-    }
-    for path in extra {
-        inputs.add(path);
-    }
-    Ok(inputs)
-}
-
 /// `--methods`' help with the command's default list in it, for `#[command(mut_arg(…))]`.
 pub fn methods_help(arg: clap::Arg, default: &'static str) -> clap::Arg {
     let short = format!(
@@ -261,126 +207,61 @@ pub fn methods_help(arg: clap::Arg, default: &'static str) -> clap::Arg {
 }
 
 impl MethodArgs {
-    /// Prints `methods: grpo, gigpo (preset paper; gigpo.omega = 0.5)`: the methods, the preset
-    /// and every setting given (credit.toml, flags, `--set`). When the preset was not chosen and
-    /// the logs carry verl-agent's own columns, a note says what `--preset verl` would change:
-    /// numbers that differ from the run's with nothing said are the surprise it prevents.
-    pub fn say(&self, project: &ProjectFile, plan: &Plan, report: &IngestReport) -> Result<()> {
-        let mut line = format!(
-            "methods: {} (preset {}",
-            plan.labels().join(", "),
-            plan.profile
-        );
-        let settings = self.settings(project).unwrap_or_default();
-        if !settings.is_empty() {
-            let said: Vec<String> = settings.iter().map(|(k, v)| format!("{k} = {v}")).collect();
-            line.push_str(&format!("; {}", said.join(", ")));
+    /// The run layer's request: the logs and how to read them (`globals`), these methods and
+    /// settings, and the other files the run reads (`reads`: models, rule files).
+    pub fn request(&self, globals: &Globals, reads: &[&Path]) -> Request {
+        Request {
+            paths: globals.paths.clone(),
+            config: globals.config.clone(),
+            schema: globals.schema.clone(),
+            lenient: globals.lenient,
+            success_threshold: globals.success_threshold,
+            methods: self.methods.clone(),
+            preset: self.preset.map(Profile::from),
+            invalid_penalty: self.invalid_penalty,
+            gamma: self.gamma,
+            seed: self.seed,
+            set: self.set.clone(),
+            reads: reads.iter().map(|p| p.to_path_buf()).collect(),
+            ..Request::default()
         }
-        line.push(')');
-        outln!("{line}");
-        let chosen = self.preset.is_some() || project.preset.is_some();
-        let verl_agent = report
-            .columns
+    }
+}
+
+/// `methods: grpo, gigpo (preset paper; gigpo.omega = 0.5)`: the methods, the preset and every
+/// setting given (credit.toml, flags, `--set`).
+pub fn methods_line(resolved: &Resolved) -> String {
+    let plan = &resolved.run.methods;
+    let mut line = format!(
+        "methods: {} (preset {}",
+        plan.labels().join(", "),
+        plan.profile
+    );
+    if !resolved.settings.is_empty() {
+        let said: Vec<String> = resolved
+            .settings
             .iter()
-            .any(|u| matches!(u.column.as_str(), "traj_uid" | "anchor_obs"));
-        if !chosen && verl_agent {
-            eprintln!("note: `paper` is the default preset; these logs have verl-agent's columns, and `--preset verl` gives what its training code computed");
-        }
-        Ok(())
+            .map(|(k, v)| format!("{k} = {v}"))
+            .collect();
+        line.push_str(&format!("; {}", said.join(", ")));
     }
+    line.push(')');
+    line
+}
 
-    /// The methods to run on the logs of `globals`: preset < credit.toml < flags
-    /// ([`Plan::new`]); `all` runs `logged` too where the logs carry an advantage column.
-    pub fn plan(
-        &self,
-        globals: &Globals,
-        project: &ProjectFile,
-        default_methods: &str,
-    ) -> Result<Plan> {
-        Ok(self
-            .plan_against(globals, project, default_methods, None)?
-            .0)
+/// Prints [`methods_line`]. When the preset was not chosen and the logs
+/// carry verl-agent's own columns, a note says what `--preset verl` would change: numbers that
+/// differ from the run's with nothing said are the surprise it prevents.
+pub fn say_methods(resolved: &Resolved, report: &IngestReport) -> Result<()> {
+    outln!("{}", methods_line(resolved));
+    let verl_agent = report
+        .columns
+        .iter()
+        .any(|u| matches!(u.column.as_str(), "traj_uid" | "anchor_obs"));
+    if !resolved.preset_chosen && verl_agent {
+        eprintln!("note: `paper` is the default preset; these logs have verl-agent's columns, and `--preset verl` gives what its training code computed");
     }
-
-    /// [`MethodArgs::plan`] with `--against METHOD`'s method added to the run when it is not
-    /// among the methods; its label comes back beside the plan.
-    pub fn plan_against(
-        &self,
-        globals: &Globals,
-        project: &ProjectFile,
-        default_methods: &str,
-        against: Option<&str>,
-    ) -> Result<(Plan, Option<String>)> {
-        let list = match (&self.methods, &project.methods) {
-            (Some(list), _) => list.clone(),
-            (None, Some(list)) => list.join(","),
-            (None, None) => default_methods.to_string(),
-        };
-        let profile = self.profile(project);
-        let (reference, list) = match against {
-            Some(name) => {
-                let (label, list) = credit_core::plan::with_reference(&list, name, profile)?;
-                (Some(label), list)
-            }
-            None => (None, list),
-        };
-        let list = credit_core::plan::for_logs(
-            &list,
-            &project.inputs(&globals.paths),
-            &ingest_options(globals, project)?,
-        )
-        .context("reading the logs")?;
-        let plan = Plan::new(profile, &list, &self.settings(project)?)?;
-        Ok((plan, reference))
-    }
-
-    /// HISR's parameters as `--methods hisr` would resolve them (preset < credit.toml < flags):
-    /// the segment statistics segment the logs as the method does.
-    pub fn hisr_params(&self, project: &ProjectFile) -> Result<hisr::Params> {
-        Ok(Plan::hisr(self.profile(project), &self.settings(project)?)?)
-    }
-
-    fn profile(&self, project: &ProjectFile) -> Profile {
-        self.preset
-            .map(Profile::from)
-            .or(project.preset)
-            .unwrap_or_default()
-    }
-
-    /// Every setting in the order it applies: credit.toml's shared keys, the flags' shared keys
-    /// (typed), credit.toml's `[params]`, then `--set` (text, parsed as each parameter's type).
-    fn settings(&self, project: &ProjectFile) -> Result<Vec<Setting>> {
-        let number = |v: Option<f64>| v.map(ParamValue::Number);
-        let integer = |v: Option<u64>| v.map(ParamValue::Integer);
-        let mut settings = Vec::new();
-        for (key, file, flag) in [
-            (
-                "invalid_penalty",
-                number(project.invalid_penalty),
-                number(self.invalid_penalty),
-            ),
-            ("gamma", number(project.gamma), number(self.gamma)),
-            ("seed", integer(project.seed), integer(self.seed)),
-        ] {
-            settings.extend(
-                [file, flag]
-                    .into_iter()
-                    .flatten()
-                    .map(|v| (key.to_string(), v)),
-            );
-        }
-        settings.extend(project.param_settings()?);
-        for item in &self.set {
-            let (key, value) = item.split_once('=').with_context(|| {
-                format!("`--set {item}`: expected METHOD.PARAM=VALUE, e.g. `--set gigpo.omega=0.5`")
-            })?;
-            settings.push((
-                key.trim().to_string(),
-                ParamValue::Text(value.trim().to_string()),
-            ));
-        }
-        Ok(settings)
-    }
+    Ok(())
 }
 
 /// `--preset`: the profile every method follows ([`Profile`]).

@@ -8,7 +8,6 @@ use super::{load, Format, Globals, MethodArgs};
 use crate::exit::ExitCode;
 use anyhow::{bail, Result};
 use credit_core::methods::hisr;
-use credit_core::project::ProjectFile;
 use credit_learn::signals::{trajectories, Signals};
 use credit_output::{Commit, OutputDir, Stale};
 use credit_train::load::model_dir_problem;
@@ -77,19 +76,19 @@ pub struct ProgressArgs {
 }
 
 pub fn train(args: ProgressArgs, readout: Readout) -> Result<ExitCode> {
-    let project = ProjectFile::load(args.globals.config.as_deref())?;
     let json = args.globals.format == Format::Json;
-    let hisr = MethodArgs {
-        set: args.set.clone(),
-        ..MethodArgs::default()
-    }
-    .hisr_params(&project)?;
     let command = match readout {
         Readout::Step => "train progress",
         Readout::SegmentEnd => "train sprm",
     };
     let backbone: Vec<&Path> = args.backbone.iter().map(PathBuf::as_path).collect();
-    let read = super::inputs(&args.globals, &project, &backbone)?;
+    let methods = MethodArgs {
+        set: args.set.clone(),
+        ..MethodArgs::default()
+    };
+    let request = methods.request(&args.globals, &backbone);
+    let resolved = request.resolve(None)?;
+    let read = resolved.inputs(&request)?;
     OutputDir::check(&args.out, command, &read)?;
     // The flags are checked before the logs are read, which can take a while.
     let estimator = match &args.backbone {
@@ -100,8 +99,8 @@ pub fn train(args: ProgressArgs, readout: Readout) -> Result<ExitCode> {
         Estimator::Backbone(opts) => opts.check()?,
         Estimator::Small(opts) => opts.check()?,
     }
-    let ingested = load(&args.globals, &project)?;
-    let trajs = trajectories(&ingested.batch, readout, &hisr)?;
+    let ingested = load(&resolved.run, json)?;
+    let trajs = trajectories(&ingested.batch, readout, &resolved.run.hisr)?;
     let what = match readout {
         Readout::Step => "the progress estimator",
         Readout::SegmentEnd => "the segment reward model",

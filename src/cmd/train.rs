@@ -147,21 +147,23 @@ pub fn run(args: Args) -> Result<ExitCode> {
 }
 
 fn policy(mut args: PolicyArgs) -> Result<ExitCode> {
-    let project = ProjectFile::load(args.globals.config.as_deref())?;
     if let Some(method) = args.method.take() {
         if args.methods.methods.is_some() {
             bail!("give `--method NAME` or `--methods NAME`, not both");
         }
         args.methods.methods = Some(method);
     }
-    if args.methods.methods.is_none() && project.methods.is_none() {
+    let request = args.methods.request(&args.globals, &[&args.model]);
+    if args.methods.methods.is_none() && request.project()?.methods.is_none() {
         bail!("`credit train policy` needs the method whose advantages to train on: pass `--method NAME` (e.g. `--method gigpo`)");
     }
-    let plan = args.methods.plan(&args.globals, &project, "gigpo")?;
+    let resolved = request.resolve(Some("gigpo"))?;
+    let project = &resolved.project;
+    let plan = &resolved.run.methods;
     let [method] = plan.methods.as_slice() else {
         bail!("`credit train policy` trains on one method's advantages, got {}: pass a single `--method NAME`", plan.methods.len());
     };
-    let config = train_config(&args, &project)?;
+    let config = train_config(&args, project)?;
     config.check()?;
     if args.max_prompt_tokens == Some(0) {
         bail!("`--max-prompt-tokens 0`: must be at least 1");
@@ -171,7 +173,7 @@ fn policy(mut args: PolicyArgs) -> Result<ExitCode> {
     }
     let device: DeviceKind = args.device.parse()?;
     let json = args.globals.format == Format::Json;
-    let read = super::inputs(&args.globals, &project, &[&args.model])?;
+    let read = resolved.inputs(&request)?;
     if let Some(path) = &args.handoff {
         read.check(path)?;
     } else if let Some(out) = &args.out {
@@ -182,7 +184,7 @@ fn policy(mut args: PolicyArgs) -> Result<ExitCode> {
     }
     let tokenizer = Tokenizer::load(&args.model).context("reading the model's tokenizer")?;
 
-    let ingested = load(&args.globals, &project)?;
+    let ingested = load(&resolved.run, json)?;
     let batch = &ingested.batch;
     let bar = crate::bars::spinner(&format!("computing {}", method.label()), json);
     let result = method

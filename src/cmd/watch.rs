@@ -8,11 +8,9 @@
 use super::{Format, Globals, MethodArgs};
 use crate::exit::ExitCode;
 use anyhow::{Context, Result};
-use credit_core::project::ProjectFile;
 use credit_output::OutputDir;
-use credit_report::run::{read_rules, Options};
-use credit_report::watch::{IterationLine, Landed, Pace, Watch};
-use std::collections::BTreeSet;
+use credit_report::watch::{Landed, Pace, Watch};
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -24,14 +22,9 @@ pub struct Args {
     pub globals: Globals,
     #[command(flatten)]
     pub methods: MethodArgs,
-    /// Output folder: report.html, report.md, summary.json, figures/, rewritten whole after each
-    /// iteration (the rule of `credit report --out`).
-    #[arg(short = 'o', long, value_name = "DIR")]
-    pub out: PathBuf,
-    /// Threshold rules over summary.json keys, evaluated after each iteration: a rule that starts
-    /// failing prints a line; the exit code is 1 when any fails in the last report.
-    #[arg(long, value_name = "thresholds.toml")]
-    pub check: Option<PathBuf>,
+    /// The report rewritten whole after each iteration (the rule of `credit report --out`).
+    #[command(flatten)]
+    pub report: super::report::ReportFlags,
     /// Exit 1 as soon as a rule fails (the report of that iteration written).
     #[arg(long, requires = "check")]
     pub fail_fast: bool,
@@ -43,22 +36,6 @@ pub struct Args {
     /// CI); exit 2 when a log file could not be read.
     #[arg(long)]
     pub once: bool,
-    /// A group for the explorer, by its `group_id` (repeatable).
-    #[arg(long = "explore", value_name = "GROUP")]
-    pub explore: Vec<String>,
-    /// The most groups the explorer embeds; 0 leaves it out. Drawing their state graphs
-    /// (Graphviz) takes about 0.1 s a group, so reports written while the run goes on leave the
-    /// drawings out (unless groups are named with `--explore`); the last report, when the watch
-    /// stops (a signal, or `--once`), has them.
-    #[arg(long, value_name = "N", default_value_t = 12)]
-    pub explore_max: usize,
-    /// Score every method against this one (`oracle`, `logged`) on each iteration's rows (the
-    /// iteration line) and on the whole run (the report); added to the run when not among
-    /// `--methods`.
-    #[arg(long, value_name = "METHOD")]
-    pub against: Option<String>,
-    #[command(flatten)]
-    pub models: super::signals::SignalModels,
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
@@ -68,38 +45,40 @@ pub fn run(args: Args) -> Result<ExitCode> {
             args.interval
         );
     }
-    let project = ProjectFile::load(args.globals.config.as_deref())?;
+    let flags = &args.report;
+    let request = flags.request(&args.globals, &args.methods);
     let interval = Duration::from_secs_f64(args.interval);
-    if !args.once {
-        wait_for_logs(&project.inputs(&args.globals.paths), interval);
-    }
-    let (plan, against) = args.methods.plan_against(
-        &args.globals,
-        &project,
-        credit_core::plan::REPORT,
-        args.against.as_deref(),
-    )?;
-    let options = Options {
-        rules: args.check.as_deref().map(read_rules).transpose()?,
-        baseline: None,
-        explore: args.explore.clone(),
-        explore_max: args.explore_max,
-    };
-    let json = args.globals.format == Format::Json;
-    let mut extra = args.models.paths();
-    extra.extend(args.check.as_deref());
-    let read = super::inputs(&args.globals, &project, &extra)?;
-    OutputDir::check(&args.out, "report", &read)?;
-    let hisr = args.methods.hisr_params(&project)?;
-    let fillers = args.models.load(&hisr)?;
-    let mut run = super::run_plan(&args.globals, &project, plan, hisr)?;
-    run.against = against;
-    let labels = run.methods.labels();
-    let run_paths: Vec<String> = run.paths.iter().map(|p| p.display().to_string()).collect();
-    let mut watch = Watch::new(run, &fillers, &options)?;
     // SIGINT/SIGTERM ask the loop to stop after the report it is writing (see `main`).
     crate::STOP_GRACEFULLY.store(true, Ordering::SeqCst);
     let stop = || crate::STOP.load(Ordering::SeqCst);
+    if !args.once {
+        // Said whether or not a terminal reads it: a job's log shows the watch began.
+        let logs = request.logs()?;
+        let named: Vec<String> = logs.iter().map(|p| p.display().to_string()).collect();
+        eprintln!(
+            "watching {} every {} s (Ctrl-C stops after the report being written)",
+            named.join(", "),
+            args.interval
+        );
+        if !wait_for_logs(&logs, interval, &stop) {
+            eprintln!(
+                "stopped: no step rows were read from {}; nothing written",
+                named.join(", ")
+            );
+            return Ok(ExitCode::Ok);
+        }
+    }
+    let resolved = request.resolve(Some(credit_core::plan::REPORT))?;
+    let options = flags.options(None)?;
+    let json = args.globals.format == Format::Json;
+    let read = resolved.inputs(&request)?;
+    OutputDir::check(&flags.out, "report", &read)?;
+    let fillers = flags.models.load(&resolved.run.hisr)?;
+    let methods = super::methods_line(&resolved);
+    let run = resolved.run;
+    let run_paths: Vec<String> = run.paths.iter().map(|p| p.display().to_string()).collect();
+    let mut watch = Watch::new(run, &fillers, &options)?;
+    let mut seen = Seen::default();
     let mut passed = true;
     let mut written = false;
     // The folder's lock, held from the watch's first report to its end (between reports too): a
@@ -114,19 +93,20 @@ pub fn run(args: Args) -> Result<ExitCode> {
             (false, false) => Pace::Live,
         };
         let landed = watch
-            .poll::<anyhow::Error>(&args.out, &read, pace)
+            .poll::<anyhow::Error>(&flags.out, &read, pace)
             .context("watching the logs")?;
         if let Some(report) = &landed.written {
             if !written && !json {
-                outln!("methods: {} → {}", labels.join(", "), args.out.display());
+                outln!("{methods} → {}", flags.out.display());
             }
             written = true;
             if held.is_none() {
-                held = Some(credit_output::hold(&args.out)?);
+                held = Some(credit_output::hold(&flags.out)?);
             }
             passed = report.outcome.as_ref().is_none_or(|o| o.passed);
         }
         say(&landed, json)?;
+        seen.add(&landed);
         if args.fail_fast && !landed.newly_failing.is_empty() {
             all_read(&watch, written)?;
             return Ok(ExitCode::GateFailed);
@@ -145,17 +125,30 @@ pub fn run(args: Args) -> Result<ExitCode> {
             run_paths.join(", ")
         );
     }
+    if !written && watch.unreadable().is_empty() {
+        eprintln!(
+            "stopped: no step rows were read from {}; nothing written",
+            run_paths.join(", ")
+        );
+    }
     if written {
         let bar = crate::bars::spinner("drawing the explorer", json);
         let last = watch
-            .finish(&args.out, &read)
+            .finish(&flags.out, &read)
             .context("writing the last report")?;
         bar.finish_and_clear();
-        if let Some(last) = last {
-            passed = last.outcome.as_ref().is_none_or(|o| o.passed);
+        if let Some(outcome) = last.as_ref().and_then(|l| l.outcome.as_ref()) {
+            passed = outcome.passed;
+            seen.failing = outcome
+                .rules
+                .iter()
+                .filter(|r| r.passed == Some(false))
+                .map(|r| r.name.clone())
+                .collect();
         }
+        seen.say(json)?;
         if !json {
-            outln!("report: {}", args.out.join("report.html").display());
+            outln!("report: {}", flags.out.join("report.html").display());
         }
     }
     all_read(&watch, written)?;
@@ -191,9 +184,10 @@ fn all_read(watch: &Watch, written: bool) -> Result<()> {
 
 /// Waits, saying so, until every path of the logs exists and they hold a log file: a watch may
 /// start before the trainer makes its folder or finishes its first file (a folder of hidden
-/// temporary files, as a dump writes before it renames them, holds none). An error other than
-/// "none yet" is left to the run, which says it where it reads the logs.
-fn wait_for_logs(logs: &[PathBuf], interval: Duration) {
+/// temporary files, as a dump writes before it renames them, holds none). False when `stop`ped
+/// first. An error other than "none yet" is left to the run, which says it where it reads the
+/// logs.
+fn wait_for_logs(logs: &[PathBuf], interval: Duration, stop: &dyn Fn() -> bool) -> bool {
     let mut said = BTreeSet::new();
     // No logs named: nothing to wait for, and the run says so.
     while !logs.is_empty() {
@@ -205,14 +199,21 @@ fn wait_for_logs(logs: &[PathBuf], interval: Duration) {
                     reason: credit_core::error::Reason::EmptyInput,
                     ..
                 }) => no_log_file_yet(logs),
-                _ => return,
+                _ => return true,
             },
         };
         if said.insert(waiting.clone()) {
             eprintln!("{waiting}");
         }
-        std::thread::sleep(interval);
+        let until = Instant::now() + interval;
+        while Instant::now() < until {
+            if stop() {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(20).min(interval));
+        }
     }
+    true
 }
 
 /// What a watch waiting for the first log file in `logs` says.
@@ -240,7 +241,7 @@ fn say(landed: &Landed, json: bool) -> Result<()> {
         if json {
             outln!("{}", serde_json::json!({ "iteration": line }));
         } else {
-            outln!("{}", text(line));
+            outln!("{}", line.text());
         }
     }
     for rule in &landed.newly_failing {
@@ -261,39 +262,67 @@ fn say(landed: &Landed, json: bool) -> Result<()> {
     Ok(())
 }
 
-/// `iteration 12: 512 rows, success 0.41, singleton 0.33, degenerate 0.25, spearman grpo~gigpo 0.87`
-fn text(line: &IterationLine) -> String {
-    let share = |x: Option<f64>| x.map_or("—".to_string(), |x| format!("{x:.3}"));
-    let mut out = match line.iteration {
-        Some(it) => format!("iteration {it}: "),
-        None => format!("read {}: ", line.read),
-    };
-    out.push_str(&format!(
-        "{} rows, success {}, singleton {}, degenerate {}",
-        line.rows,
-        share(line.success_rate),
-        share(line.singleton_step_share),
-        share(line.degenerate_group_share)
-    ));
-    // Several iterations read together have no agreement of their own: nothing to print.
-    for (pair, rho) in &line.spearman {
-        if let Some(rho) = rho {
-            out.push_str(&format!(", spearman {pair} {rho:.3}"));
+/// What a watch saw, for the lines it ends with: the rows of each iteration (`None`: logs without
+/// one, the whole run's), when each rule began failing, and the rules failing in the last report.
+#[derive(Default)]
+struct Seen {
+    rows: BTreeMap<Option<i64>, usize>,
+    failing_since: BTreeMap<String, Option<i64>>,
+    failing: Vec<String>,
+}
+
+impl Seen {
+    fn add(&mut self, landed: &Landed) {
+        for line in &landed.iterations {
+            self.rows.insert(line.iteration, line.rows);
+        }
+        let at = landed.iterations.last().and_then(|l| l.iteration);
+        for rule in &landed.newly_failing {
+            self.failing_since.insert(rule.name.clone(), at);
         }
     }
-    if let Some(against) = &line.against {
-        let cosine = |x: Option<f64>| x.map_or("—".to_string(), |x| format!("{x:.2}"));
-        let scores: Vec<String> = against
-            .scores
+
+    /// `watched 12 iterations (1–12), 6144 rows; failing: grpo_spearman since iteration 9`.
+    fn say(&self, json: bool) -> Result<()> {
+        let iterations: Vec<i64> = self.rows.keys().flatten().copied().collect();
+        let rows: usize = self.rows.values().sum();
+        let since = |rule: &str| self.failing_since.get(rule).copied().flatten();
+        if json {
+            let failing: Vec<_> = self
+                .failing
+                .iter()
+                .map(|r| serde_json::json!({ "rule": r, "since_iteration": since(r) }))
+                .collect();
+            outln!(
+                "{}",
+                serde_json::json!({ "watched": { "iterations": iterations, "rows": rows, "failing": failing } })
+            );
+            return Ok(());
+        }
+        let span = match (iterations.first(), iterations.last()) {
+            (Some(a), Some(b)) if a != b => format!(" ({a}–{b})"),
+            (Some(a), _) => format!(" ({a})"),
+            _ => String::new(),
+        };
+        let counted = match iterations.len() {
+            0 => String::new(),
+            1 => format!("1 iteration{span}, "),
+            n => format!("{n} iterations{span}, "),
+        };
+        let failing: Vec<String> = self
+            .failing
             .iter()
-            .map(|(m, s)| format!("{m} {}", cosine(s.gradient_cosine)))
+            .map(|r| match since(r) {
+                Some(it) => format!("{r} since iteration {it}"),
+                None => r.clone(),
+            })
             .collect();
-        out.push_str(&format!(
-            "; against {} (coverage {:.0}%), gradient cosine: {}",
-            against.method,
-            100.0 * against.coverage,
-            scores.join(", ")
-        ));
+        let rules = if failing.is_empty() {
+            String::new()
+        } else {
+            format!("; failing: {}", failing.join(", "))
+        };
+        outln!("watched {counted}{rows} rows{rules}");
+        Ok(())
     }
-    out
 }

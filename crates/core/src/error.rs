@@ -92,6 +92,23 @@ pub enum Error {
     /// A signal model ([`crate::run::Fill`]) failed: its own words.
     #[error("{0}")]
     Fill(String),
+    /// An error met while looking into the logs before the run (a method list that depends on
+    /// their columns, the files a folder holds), said as one of reading them.
+    #[error("reading the logs")]
+    Reading(#[source] Box<Error>),
+}
+
+impl Error {
+    /// Where and why the input is bad, for a bad-input error (also one said as reading the logs).
+    pub fn bad_input(&self) -> Option<(&Location, &Reason)> {
+        match self {
+            Error::Input {
+                location, reason, ..
+            } => Some((location, reason)),
+            Error::Reading(inner) => inner.bad_input(),
+            _ => None,
+        }
+    }
 }
 
 /// Why a row was rejected: the key of `--lenient`'s skip counts.

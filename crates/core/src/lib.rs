@@ -21,4 +21,5 @@ mod pages;
 pub mod plan;
 pub mod profile;
 pub mod project;
+pub mod request;
 pub mod run;

@@ -11,12 +11,11 @@
 
 use anyhow::{Context, Result};
 use credit_core::analyses::compare::{compare, CompareRows};
-use credit_core::ingest::{IngestOptions, UnitKind, DEFAULT_SUCCESS_THRESHOLD};
+use credit_core::ingest::UnitKind;
 use credit_core::methods::Advantages;
-use credit_core::plan::{ParamValue, Plan, Setting, ADVANTAGES, COMPARE, REPORT};
-use credit_core::profile::Profile;
+use credit_core::plan::{ADVANTAGES, COMPARE, REPORT};
+use credit_core::request::Request;
 use credit_core::run::{concat, take_rows, Finished, Logged, Rows, RunPlan};
-use credit_core::schema::ColumnMap;
 use credit_core::StepBatch;
 use polars::prelude::*;
 use polars_arrow::array::StructArray;
@@ -154,7 +153,7 @@ struct Options {
     schema_file: Option<PathBuf>,
     columns: Vec<(String, String)>,
     lenient: bool,
-    success_threshold: f64,
+    success_threshold: Option<f64>,
 }
 
 impl Options {
@@ -200,94 +199,55 @@ impl Options {
             schema_file: get(item("schema_file")?)?,
             columns: get(item("columns")?)?.unwrap_or_default(),
             lenient: get(item("lenient")?)?.unwrap_or(false),
-            success_threshold: get(item("success_threshold")?)?
-                .unwrap_or(DEFAULT_SUCCESS_THRESHOLD),
+            success_threshold: get(item("success_threshold")?)?,
         })
     }
 
     /// The run: `source` (a list of paths) read as the CLI reads logs, the methods of `methods`
-    /// (else `default_methods`; none when that is `None`) under `preset` (else the CLI's
-    /// default) and `params`.
+    /// (else credit.toml's, else `default_methods`; none when that is `None`) under `preset`
+    /// (else credit.toml's, else the CLI's default) and `params`: the CLI's [`Request`].
     fn run(&self, source: &Bound<'_, PyAny>, default_methods: Option<&str>) -> PyResult<RunPlan> {
         let paths: Vec<PathBuf> = source.extract().map_err(|_| {
             PyTypeError::new_err(
                 "expected a list of paths (tables go through `credit.advantages` & co.)",
             )
         })?;
-        let plan = || -> Result<RunPlan> {
-            let params: Vec<Setting> = self
+        let preset = match &self.preset {
+            Some(preset) => Some(preset.parse().map_err(CreditError::new_err)?),
+            None => None,
+        };
+        let request = Request {
+            paths,
+            schema: self.schema_file.clone(),
+            columns: self.columns.clone(),
+            lenient: self.lenient,
+            success_threshold: self.success_threshold,
+            methods: self.methods.clone(),
+            preset,
+            set: self
                 .params
                 .iter()
-                .map(|(k, v)| (k.trim().to_string(), ParamValue::Text(v.trim().to_string())))
-                .collect();
-            let profile = self.profile()?;
-            let ingest = self.ingest()?;
-            let methods = match default_methods {
-                Some(default) => {
-                    let list = self.methods.as_deref().unwrap_or(default);
-                    let list = reading(
-                        credit_core::plan::for_logs(list, &paths, &ingest).map_err(Into::into),
-                    )?;
-                    Plan::new(profile, &list, &params)?
-                }
-                None => Plan::empty(profile),
-            };
-            Ok(RunPlan {
-                paths,
-                ingest,
-                methods,
-                hisr: Plan::hisr(profile, &params)?,
-                against: None,
-            })
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect(),
+            ..Request::default()
         };
-        plan().map_err(to_py)
-    }
-
-    fn profile(&self) -> Result<Profile> {
-        match &self.preset {
-            Some(preset) => preset.parse().map_err(anyhow::Error::msg),
-            None => Ok(Profile::default()),
-        }
-    }
-
-    /// `--schema` (a mapping file, then pairs that override it), `--lenient`,
-    /// `--success-threshold`.
-    fn ingest(&self) -> Result<IngestOptions> {
-        let mut map = ColumnMap::default();
-        if let Some(path) = &self.schema_file {
-            for (source, target) in ColumnMap::read_file(path)? {
-                map.origins
-                    .insert(source.clone(), path.display().to_string());
-                map.user.insert(source, target);
-            }
-        }
-        for (source, target) in &self.columns {
-            map.origins.remove(source);
-            map.user.insert(source.clone(), target.clone());
-        }
-        Ok(IngestOptions::new(
-            map,
-            self.lenient,
-            self.success_threshold,
-        )?)
+        let resolved = request
+            .resolve(default_methods)
+            .map_err(|e| to_py(e.into()))?;
+        Ok(resolved.run)
     }
 }
 
 /// The error as `CreditError`, with the `location` and `reason` the CLI's JSON error gives bad
 /// input (None otherwise).
 fn to_py(err: anyhow::Error) -> PyErr {
-    let located = err
-        .chain()
-        .find_map(|e| e.downcast_ref::<credit_core::Error>())
-        .and_then(|e| match e {
-            credit_core::Error::Input {
-                location, reason, ..
-            } => Some((
-                serde_json::to_string(location).ok()?,
-                serde_json::to_value(reason).ok()?.as_str()?.to_string(),
-            )),
-            _ => None,
-        });
+    let located = err.chain().find_map(|e| {
+        let (location, reason) = e.downcast_ref::<credit_core::Error>()?.bad_input()?;
+        Some((
+            serde_json::to_string(location).ok()?,
+            serde_json::to_value(reason).ok()?.as_str()?.to_string(),
+        ))
+    });
     let py_err = CreditError::new_err(format!("{err:#}"));
     Python::attach(|py| {
         let value = py_err.value(py);

@@ -5,6 +5,8 @@
 use crate::dot::{abridge, render, to_dot};
 use crate::Error;
 use credit_core::graph::GroupGraph;
+use credit_core::ingest::Event;
+use credit_core::run::{Finished, Logged, OnProgress, RunPlan};
 use credit_core::StepBatch;
 use std::cmp::Ordering;
 use std::hash::Hasher;
@@ -72,27 +74,27 @@ pub struct Drawn {
 }
 
 /// What to draw of each window (shared by the windows drawn in parallel).
-pub struct Picker {
+struct Picker {
     choice: Choice,
 }
 
 /// The groups kept as windows arrive in input order.
 #[derive(Default)]
-pub struct Kept {
+struct Kept {
     top: Vec<Drawn>,
     /// The first few group ids seen, to name when a named group is missing.
-    pub first_ids: Vec<String>,
+    first_ids: Vec<String>,
 }
 
 impl Picker {
-    pub fn new(choice: Choice) -> Picker {
+    fn new(choice: Choice) -> Picker {
         Picker { choice }
     }
 
     /// The graphs of a window's groups that may be drawn (in parallel across windows), coloured
     /// by `values` (the method `label`'s advantage per row; `outcome` is GRPO's, which `--top`
     /// measures it against); and the window's group ids.
-    pub fn look(
+    fn look(
         &self,
         batch: &StepBatch,
         seq: &[u64],
@@ -164,7 +166,7 @@ impl Picker {
 impl Kept {
     /// Takes a window's drawings in input order: those to write now (every one, unless only the
     /// N most telling are wanted: those are kept until [`Kept::finish`]).
-    pub fn take(&mut self, picker: &Picker, drawn: Vec<Drawn>, ids: Vec<String>) -> Vec<Drawn> {
+    fn take(&mut self, picker: &Picker, drawn: Vec<Drawn>, ids: Vec<String>) -> Vec<Drawn> {
         let room = 5usize.saturating_sub(self.first_ids.len());
         self.first_ids.extend(ids.into_iter().take(room));
         let Choice::Top(n) = picker.choice else {
@@ -177,20 +179,101 @@ impl Kept {
     }
 
     /// Forgets everything: the logs are read again from the start.
-    pub fn restart(&mut self) {
+    fn restart(&mut self) {
         self.top.clear();
         self.first_ids.clear();
     }
 
     /// The N most telling, once every window was taken (nothing for the other choices).
-    pub fn finish(self) -> Vec<Drawn> {
+    fn finish(self) -> Vec<Drawn> {
         self.top
     }
 }
 
+/// What `credit graph` drew: the files written, `--top`'s groups (most telling first, with why
+/// each was picked), and the first group ids seen (to name when a named group is missing).
+#[derive(Default)]
+pub struct Drawing {
+    pub written: Vec<PathBuf>,
+    pub picked: Vec<Picked>,
+    pub first_ids: Vec<String>,
+}
+
+/// A group `--top` picked.
+#[derive(serde::Serialize)]
+pub struct Picked {
+    pub group: String,
+    pub iteration: Option<i64>,
+    pub why: String,
+}
+
+/// Draws the groups of `choice` into the folder `out` (which the caller holds open) as the logs
+/// of `run` stream by: the run's first method colours the edges, its last (GRPO, the trajectory
+/// outcome's credit) is what `--top` measures each group's step credit against.
+pub fn draw<E: From<credit_core::Error> + From<Error> + Send>(
+    run: &RunPlan,
+    choice: Choice,
+    out: &Path,
+    graphviz: bool,
+    progress: OnProgress,
+) -> Result<Finished<Drawing>, E> {
+    let label = run.methods.methods.first().map_or("", |m| m.label());
+    let outcome = run.methods.methods.len().saturating_sub(1);
+    let picker = Picker::new(choice);
+    let mut kept = Kept::default();
+    let mut written = Vec::new();
+    let finished = run.windows(
+        run.methods.unit(),
+        progress,
+        |window| -> Result<_, E> {
+            let computed = run.compute(&Logged, window)?;
+            Ok(picker.look(
+                &computed.batch,
+                &window.seq,
+                computed.results[0].advantage(),
+                computed.results[outcome].advantage(),
+                label,
+            ))
+        },
+        |event| {
+            match event {
+                Event::Window(_, (drawn, ids)) => {
+                    for d in kept.take(&picker, drawn, ids) {
+                        written.extend(write(out, &d, graphviz)?);
+                    }
+                }
+                Event::Restart => {
+                    written.clear();
+                    kept.restart();
+                }
+            }
+            Ok(())
+        },
+    )?;
+    let first_ids = kept.first_ids.iter().map(|i| abridge(i, 80)).collect();
+    let mut picked = Vec::new();
+    for d in kept.finish() {
+        written.extend(write(out, &d, graphviz)?);
+        picked.push(Picked {
+            group: d.id,
+            iteration: d.iteration,
+            why: d.why,
+        });
+    }
+    Ok(Finished {
+        value: Drawing {
+            written,
+            picked,
+            first_ids,
+        },
+        notes: finished.notes,
+        report: finished.report,
+    })
+}
+
 /// Writes a group's DOT file, and its SVG and PNG when `graphviz` (it is installed); returns the
 /// paths written.
-pub fn write(out: &Path, drawn: &Drawn, graphviz: bool) -> Result<Vec<PathBuf>, Error> {
+fn write(out: &Path, drawn: &Drawn, graphviz: bool) -> Result<Vec<PathBuf>, Error> {
     let name = file_stem(&drawn.id, drawn.iteration);
     let dot_path = out.join(format!("{name}.dot"));
     credit_output::write_file(&dot_path, |f| f.write_all(drawn.text.as_bytes()))?;

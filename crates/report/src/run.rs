@@ -68,6 +68,12 @@ impl More {
         Ok(run.against(&self.gathered)?.map(|(scores, _)| scores))
     }
 
+    /// Every planned method held to the logged advantages on these rows (empty unless `logged`
+    /// is planned).
+    pub fn logged(&self) -> Vec<credit_core::analyses::logged::LoggedCheck> {
+        credit_core::analyses::logged::check(&self.gathered.advantages, &Default::default())
+    }
+
     /// The rank agreement (Spearman) of each pair of methods on these rows: (a, b, ρ).
     pub fn agreement(&self) -> Vec<(&str, &str, Option<f64>)> {
         let columns = &self.gathered.advantages;

@@ -16,9 +16,8 @@
 //! be read whole: when rows of a unit already read come in a later read (a group split across
 //! files that land at different times, or across two bursts of one file), or a file shrinks, is
 //! replaced, rewritten in place (the first or last bytes read differ: [`fingerprint`]) or
-//! removed, everything is read again in one run, with a note. (verl-agent's `dump_advantages`
-//! replaces the iteration's file once more: when the first version was read, that iteration costs
-//! a read of the whole run.)
+//! removed, everything is read again in one run, with a note. (The verl-agent patch writes each
+//! iteration's file once, with the trainer's advantages: `dump_steps(advantages_follow=True)`.)
 
 use crate::check::RuleResult;
 use crate::run::{write, Options, Read, Split, Written};
@@ -172,6 +171,70 @@ pub struct IterationLine {
     /// `spearman`: `None` when they came with other iterations' rows), absent without the flag.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub against: Option<Against>,
+    /// Every method held to the trainer's logged advantages on the rows read with this iteration
+    /// (as `spearman`: empty when they came with other iterations' rows, or without `logged`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub logged: Vec<LoggedDelta>,
+}
+
+/// A method against the logged advantages on an iteration's rows: whether the trainer computed
+/// what the method does.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct LoggedDelta {
+    pub method: String,
+    /// max |logged − method| over the rows.
+    pub max_abs_diff: f64,
+    /// Rows where they differ by more than `credit_core::analyses::logged::TOLERANCE`.
+    pub rows_differing: usize,
+    pub rows: usize,
+}
+
+impl IterationLine {
+    /// `iteration 12: 512 rows, success 0.410, singleton 0.330, degenerate 0.250, spearman
+    /// grpo~gigpo 0.870; logged vs grpo: max |Δ| 3.0e-8, 0 of 512 rows differ`. Pairs with
+    /// `logged` show its check, not a rank agreement: a trainer is right when the values match.
+    pub fn text(&self) -> String {
+        let share = |x: Option<f64>| x.map_or("—".to_string(), |x| format!("{x:.3}"));
+        let mut out = match self.iteration {
+            Some(it) => format!("iteration {it}: "),
+            None => format!("read {}: ", self.read),
+        };
+        out.push_str(&format!(
+            "{} rows, success {}, singleton {}, degenerate {}",
+            self.rows,
+            share(self.success_rate),
+            share(self.singleton_step_share),
+            share(self.degenerate_group_share)
+        ));
+        // Several iterations read together have no agreement of their own: nothing to print.
+        for (pair, rho) in &self.spearman {
+            let with_logged = pair.split('~').any(|m| m == "logged");
+            if let (Some(rho), false) = (rho, with_logged) {
+                out.push_str(&format!(", spearman {pair} {rho:.3}"));
+            }
+        }
+        for d in &self.logged {
+            out.push_str(&format!(
+                "; logged vs {}: max |Δ| {:.1e}, {} of {} rows differ",
+                d.method, d.max_abs_diff, d.rows_differing, d.rows
+            ));
+        }
+        if let Some(against) = &self.against {
+            let cosine = |x: Option<f64>| x.map_or("—".to_string(), |x| format!("{x:.2}"));
+            let scores: Vec<String> = against
+                .scores
+                .iter()
+                .map(|(m, s)| format!("{m} {}", cosine(s.gradient_cosine)))
+                .collect();
+            out.push_str(&format!(
+                "; against {} (coverage {:.0}%), gradient cosine: {}",
+                against.method,
+                100.0 * against.coverage,
+                scores.join(", ")
+            ));
+        }
+        out
+    }
 }
 
 impl<'a> Watch<'a> {
@@ -683,7 +746,15 @@ impl<'a> Watch<'a> {
             }
         }
         let mut lines = Vec::new();
-        for (it, ReadFigures { spearman, against }) in own {
+        for (
+            it,
+            ReadFigures {
+                spearman,
+                against,
+                logged,
+            },
+        ) in own
+        {
             let trend = self.read.trends().of_iteration(it);
             lines.push(IterationLine {
                 iteration: Some(it),
@@ -704,6 +775,7 @@ impl<'a> Watch<'a> {
                 degenerate_group_share: trend.map(|(_, share)| share),
                 spearman,
                 against,
+                logged,
             });
         }
         if lines.is_empty()
@@ -712,7 +784,11 @@ impl<'a> Watch<'a> {
         {
             let headline = crate::Headline::of(&summary, None);
             // The agreement of the one read that landed; several have none of their own.
-            let ReadFigures { spearman, against } = match landed {
+            let ReadFigures {
+                spearman,
+                against,
+                logged,
+            } = match landed {
                 [(_, figures)] => figures.clone(),
                 _ => ReadFigures::default(),
             };
@@ -725,6 +801,7 @@ impl<'a> Watch<'a> {
                 degenerate_group_share: Some(headline.degenerate_group_share),
                 spearman,
                 against,
+                logged,
             });
         }
         lines
@@ -806,6 +883,7 @@ pub type Agreement = Vec<(String, Option<f64>)>;
 pub struct ReadFigures {
     spearman: Agreement,
     against: Option<Against>,
+    logged: Vec<LoggedDelta>,
 }
 
 impl ReadFigures {
@@ -816,7 +894,21 @@ impl ReadFigures {
             .map(|(a, b, rho)| (format!("{a}~{b}"), rho))
             .collect();
         let against = more.against(run)?;
-        Ok(ReadFigures { spearman, against })
+        let logged = more
+            .logged()
+            .into_iter()
+            .map(|c| LoggedDelta {
+                method: c.method,
+                max_abs_diff: c.max_abs_diff,
+                rows_differing: c.rows_beyond,
+                rows: c.rows,
+            })
+            .collect();
+        Ok(ReadFigures {
+            spearman,
+            against,
+            logged,
+        })
     }
 
     /// The figures of an iteration whose rows came with other iterations': none of its own.
@@ -828,6 +920,7 @@ impl ReadFigures {
                 .map(|(p, _)| (p.clone(), None))
                 .collect(),
             against: None,
+            logged: Vec::new(),
         }
     }
 }

@@ -271,7 +271,7 @@ fn pass_at_k(
 ) -> Result<(Vec<f64>, Option<String>)> {
     let mut advantage = vec![0.0; vb.score.len()];
     let mut same_trajectory = 0;
-    for g in 0..vb.n_groups() {
+    for (g, &group_std) in std.iter().enumerate().take(vb.n_groups()) {
         let range = vb.group(g);
         if range.len() < 2 {
             return Err(Error::Param(format!(
@@ -295,7 +295,7 @@ fn pass_at_k(
             .expect("a group of two or more rows has a second");
         let margin = vb.score[best] - vb.score[second];
         advantage[best] = match norm {
-            Norm::MeanStd => margin / (std[g] + eps),
+            Norm::MeanStd => margin / (group_std + eps),
             Norm::Mean => margin,
         };
         if vb.layout == StatsOver::Rows && vb.traj(best) == vb.traj(second) {
