@@ -7,6 +7,11 @@ Usage:
     python3 bench/watch.py [--iterations 300] [--interval 0.2] [--credit target/debug/credit]
                            [--methods grpo,gigpo] [--metrics]
 
+`--lifecycle` chooses how each iteration's file lands: `one-write` (a file renamed into place) or
+`patch` (the verl-agent patch's two writes, integrations/verl_agent_dump.py: the rows pending,
+then, `--advantage-delay` seconds later as `compute_advantage` would, the file written once with
+an `advantage` per row; watched with `--methods logged,...`).
+
 It generates the run with bench/synth_scale.py (16 groups of 8 rollouts per iteration, about
 3,000 rows), splits it into one `{iteration}.jsonl.gz` per iteration (verl-agent's dump:
 integrations/verl_agent_dump.py), starts `credit watch RUN --out REPORT --format json` and writes
@@ -54,7 +59,13 @@ def main():
     ap.add_argument("--methods", default="grpo,gigpo")
     ap.add_argument("--credit", default=os.path.join(HERE, "..", "target", "debug", "credit"))
     ap.add_argument("--metrics", action="store_true")
+    ap.add_argument("--lifecycle", choices=["one-write", "patch"], default="one-write")
+    ap.add_argument("--advantage-delay", type=float, default=0.3)
     args = ap.parse_args()
+    if args.lifecycle != "one-write":
+        args.methods = "logged," + args.methods
+    sys.path.insert(0, os.path.join(HERE, "..", "integrations"))
+    import verl_agent_dump as dump
 
     with tempfile.TemporaryDirectory(prefix="credit-watch-bench-") as tmp:
         log = os.path.join(tmp, "all.jsonl")
@@ -77,21 +88,37 @@ def main():
             [args.credit, "watch", run, "--out", out, "--methods", args.methods,
              "--interval", str(args.interval), "--format", "json"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        latencies = []
+        latencies, lines_printed = [], 0
+        started = time.perf_counter()
         for k in range(1, len(sizes) + 1):
             name = f"{k}.jsonl.gz"
-            partial = os.path.join(run, f".{name}.tmp")
-            with open(os.path.join(staged, name), "rb") as src, open(partial, "wb") as dst:
-                dst.write(src.read())
-            os.replace(partial, os.path.join(run, name))
+            path = os.path.join(run, name)
+            if args.lifecycle == "one-write":
+                partial = os.path.join(run, f".{name}.tmp")
+                with open(os.path.join(staged, name), "rb") as src, open(partial, "wb") as dst:
+                    dst.write(src.read())
+                os.replace(partial, path)
+            else:
+                with gzip.open(os.path.join(staged, name), "rt", encoding="utf-8") as f:
+                    rows = [json.loads(line) for line in f]
+                dump._settle_pending(path, "jsonl.gz")
+                dump._write(rows, path + dump._PENDING, "jsonl.gz")
+                time.sleep(args.advantage_delay)
+                for i, row in enumerate(rows):
+                    row["advantage"] = (i % 7) / 7 - 0.5
+                dump._write(rows, path, "jsonl.gz")
+                os.remove(path + dump._PENDING)
             landed = time.perf_counter()
             while True:
                 line = proc.stdout.readline()
                 if not line:
                     sys.exit(f"credit watch ended early:\n{proc.stderr.read()}")
-                if json.loads(line).get("iteration", {}).get("iteration") == k:
+                printed = json.loads(line).get("iteration", {})
+                lines_printed += "iteration" in printed
+                if printed.get("iteration") == k:
                     break
             latencies.append(time.perf_counter() - landed)
+        wall = time.perf_counter() - started
         proc.send_signal(signal.SIGINT)
         _, status, usage = os.wait4(proc.pid, 0)
         code = os.waitstatus_to_exitcode(status)
@@ -100,7 +127,8 @@ def main():
         assert summary["headline"]["rows"] == sum(sizes), (summary["headline"]["rows"], sum(sizes))
         q = statistics.quantiles(latencies, n=20)
         print(f"{len(sizes)} iterations, {sum(sizes)} rows ({sum(sizes) / len(sizes):.0f} per "
-              f"iteration), methods {args.methods}, interval {args.interval} s, exit {code}")
+              f"iteration), lifecycle {args.lifecycle}, methods {args.methods}, interval "
+              f"{args.interval} s, exit {code}; {lines_printed} iteration lines, {wall:.1f} s in all")
         print(f"latency file complete -> summary.json rewritten: median {statistics.median(latencies):.3f} s, "
               f"p95 {q[18]:.3f} s, max {max(latencies):.3f} s; first 10 mean "
               f"{statistics.mean(latencies[:10]):.3f} s, last 10 mean {statistics.mean(latencies[-10:]):.3f} s")

@@ -428,3 +428,41 @@ fn similarity_table_matches_verl_agent_groups() {
     ]);
     assert_eq!(bad.status.code(), Some(2));
 }
+
+/// Flags pasted from the other commands (issue #55): `--preset` and `--set hisr.…` choose how the
+/// segment statistics segment the logs; `--methods` is refused, pointing at `compare`.
+#[test]
+fn analyze_takes_the_method_flags_and_refuses_methods() {
+    let run = Run::new();
+    let logs = fixture("real").display().to_string();
+    let o = run.credit([
+        "analyze",
+        &logs,
+        "--preset",
+        "verl",
+        "--set",
+        "hisr.segments=rule",
+    ]);
+    assert!(o.status.success(), "{}", crate::util::stderr(&o));
+    let o = run.credit(["analyze", &logs, "--methods", "grpo,gigpo"]);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        crate::util::stderr(&o).contains("`credit compare --methods grpo,gigpo` compares them"),
+        "{}",
+        crate::util::stderr(&o)
+    );
+}
+
+/// No path given outside a project (issue #55): the error says no logs were named and how to name
+/// them, instead of `logs: no such file`.
+#[test]
+fn no_logs_named_outside_a_project_says_how_to_name_them() {
+    let run = Run::new();
+    let o = run.credit(["analyze"]);
+    assert_eq!(o.status.code(), Some(2));
+    let err = crate::util::stderr(&o);
+    assert!(
+        err.contains("no logs named, and ./logs (read when none are) does not exist"),
+        "{err}"
+    );
+}

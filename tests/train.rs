@@ -225,11 +225,23 @@ fn method_must_be_exactly_one() {
     assert_eq!(o.status.code(), Some(2));
     assert!(stderr(&o).contains("--method NAME"), "{}", stderr(&o));
 
-    args.extend(["--methods", "grpo,gigpo"].map(String::from));
+    args.extend(["--method", "grpo,gigpo"].map(String::from));
     let o = run.credit(&args);
     assert_eq!(o.status.code(), Some(2));
     assert!(
         stderr(&o).contains("one method's advantages, got 2"),
+        "{}",
+        stderr(&o)
+    );
+
+    // `--methods` (the other commands' flag) is refused, naming the flag to use.
+    let at = args.iter().position(|a| a == "--method").unwrap();
+    args[at] = "--methods".into();
+    args[at + 1] = "gigpo".into();
+    let o = run.credit(&args);
+    assert_eq!(o.status.code(), Some(2));
+    assert!(
+        stderr(&o).contains("`--method gigpo`, not `--methods`"),
         "{}",
         stderr(&o)
     );

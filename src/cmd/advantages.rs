@@ -68,13 +68,13 @@ pub fn run(args: Args) -> Result<ExitCode> {
         for note in &notes {
             eprintln!("note: {note}");
         }
+        say_methods(&resolved, &finished.report)?;
         outln!(
             "wrote {} rows × {} columns to {}",
             rows,
             columns.len(),
             args.output.display()
         );
-        say_methods(&resolved, &finished.report)?;
     }
     Ok(ExitCode::Ok)
 }

@@ -6,9 +6,14 @@ use anyhow::Result;
 use credit_report::{render::text, sections};
 
 #[derive(Debug, clap::Args)]
+// The method flags are taken as every command takes them (users paste them across commands): the
+// preset and `--set hisr.…` choose how the segment statistics segment the logs.
+#[command(mut_arg("methods", |a| a.hide(true)))]
 pub struct Args {
     #[command(flatten)]
     pub globals: Globals,
+    #[command(flatten)]
+    pub methods: MethodArgs,
     /// Also draw the analysis' figures (PNG and SVG) into this folder.
     #[arg(long, value_name = "DIR")]
     pub plots: Option<std::path::PathBuf>,
@@ -37,8 +42,10 @@ fn similarity_threshold(text: &str) -> std::result::Result<f64, String> {
 }
 
 pub fn run(args: Args) -> Result<ExitCode> {
-    // No method flags here: HISR's segmenter comes from the preset and credit.toml.
-    let request = MethodArgs::default().request(&args.globals, &args.models.paths());
+    if let Some(list) = &args.methods.methods {
+        anyhow::bail!("`credit analyze` runs no methods (it reads what the logs hold): `credit compare --methods {list}` compares them");
+    }
+    let request = args.methods.request(&args.globals, &args.models.paths());
     let resolved = request.resolve(None)?;
     let run = &resolved.run;
     let fillers = args.models.load(&run.hisr)?;

@@ -100,7 +100,8 @@ pub struct MethodArgs {
     /// reinforce_plus_plus and gae: 1].
     #[arg(long, value_name = "X")]
     pub gamma: Option<f64>,
-    /// Seed of MGR's gate and SPA's `random` variant (`--set mgr.seed=…`, `--set spa.seed=…`).
+    /// Seed of MGR's gate and SPA's `random` variant (`--set mgr.seed=…`, `--set spa.seed=…`)
+    /// [default: 0].
     #[arg(long, value_name = "N")]
     pub seed: Option<u64>,
     /// Any parameter: `--set gigpo.omega=0.5` (repeatable; see docs/methods.md).

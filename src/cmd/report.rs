@@ -120,6 +120,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             }))?
         );
     } else {
+        say_methods(&resolved, &finished.report)?;
         outln!(
             "wrote {}, {}, {} and {} figures",
             flags.out.join("report.html").display(),
@@ -127,7 +128,6 @@ pub fn run(args: Args) -> Result<ExitCode> {
             flags.out.join("summary.json").display(),
             figures
         );
-        say_methods(&resolved, &finished.report)?;
         if graphs == Some(false) {
             eprintln!("note: Graphviz `dot` is not installed: the explorer shows no state graphs (install graphviz)");
         }

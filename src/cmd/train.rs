@@ -39,6 +39,8 @@ enum TrainCommand {
 }
 
 #[derive(Debug, clap::Args)]
+// One method's advantages are trained on: `--method NAME`; `--methods` is refused, naming it.
+#[command(mut_arg("methods", |a| a.hide(true)))]
 pub struct PolicyArgs {
     #[command(flatten)]
     globals: Globals,
@@ -147,12 +149,10 @@ pub fn run(args: Args) -> Result<ExitCode> {
 }
 
 fn policy(mut args: PolicyArgs) -> Result<ExitCode> {
-    if let Some(method) = args.method.take() {
-        if args.methods.methods.is_some() {
-            bail!("give `--method NAME` or `--methods NAME`, not both");
-        }
-        args.methods.methods = Some(method);
+    if let Some(list) = &args.methods.methods {
+        bail!("`credit train policy` trains on one method's advantages: `--method {list}`, not `--methods`");
     }
+    args.methods.methods = args.method.take();
     let request = args.methods.request(&args.globals, &[&args.model]);
     if args.methods.methods.is_none() && request.project()?.methods.is_none() {
         bail!("`credit train policy` needs the method whose advantages to train on: pass `--method NAME` (e.g. `--method gigpo`)");

@@ -58,6 +58,12 @@ impl Request {
         let settings = self.settings(&project)?;
         let profile = self.preset.or(project.preset).unwrap_or_default();
         let paths = project.inputs(&self.paths);
+        if self.paths.is_empty() && project.inputs.is_empty() && !paths[0].exists() {
+            // The user named no `logs`: say what was looked for, and how to name them.
+            return Err(Error::Config(
+                "no logs named, and ./logs (read when none are) does not exist: name the logs' files or folders (`credit analyze runs/`), or list them as `inputs = [\"runs/\"]` in a credit.toml here".into(),
+            ));
+        }
         let ingest = self.ingest_options(&project)?;
         let (methods, against) = match default_methods {
             Some(default) => {

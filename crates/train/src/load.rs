@@ -39,6 +39,21 @@ pub fn is_gguf(path: &Path) -> bool {
     path.is_file()
 }
 
+/// `org/name` and `name` when `dir` reads as a Hugging Face Hub id (two parts, neither `.` nor `..`, not
+/// absolute) rather than a path someone made.
+fn hub_name(dir: &Path) -> Option<(&str, &str)> {
+    let name = dir.to_str()?;
+    let (org, model) = name.split_once('/')?;
+    let part = |p: &str| {
+        !p.is_empty()
+            && p != "."
+            && p != ".."
+            && p.chars()
+                .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    };
+    (part(org) && part(model)).then_some((name, model))
+}
+
 /// Why `dir` cannot be a model, checked before any work so that a mistyped `--model` or
 /// `--backbone` is named as such instead of as the first file missing from it: `None` when it
 /// is a GGUF file, or a folder with `config.json`, `tokenizer.json` and some `*.safetensors`.
@@ -52,7 +67,10 @@ pub fn model_dir_problem(dir: &Path) -> Option<String> {
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            return Some("no such folder or file".into())
+            return Some(match hub_name(dir) {
+                Some((name, model)) => format!("no such folder or file; credit reads a local model, not a Hub name: fetch it with `huggingface-cli download {name} --local-dir models/{model}`, then pass `models/{model}`"),
+                None => "no such folder or file".into(),
+            })
         }
         Err(e) => return Some(format!("cannot list it: {e}")),
     };
@@ -404,6 +422,10 @@ mod tests {
         assert_eq!(
             model_dir_problem(&missing).as_deref(),
             Some("no such folder or file")
+        );
+        assert_eq!(
+            model_dir_problem(Path::new("HuggingFaceTB/SmolLM2-135M")).as_deref(),
+            Some("no such folder or file; credit reads a local model, not a Hub name: fetch it with `huggingface-cli download HuggingFaceTB/SmolLM2-135M --local-dir models/SmolLM2-135M`, then pass `models/SmolLM2-135M`")
         );
         let file = dir.path().join("config.json");
         std::fs::write(&file, "{}").unwrap();
