@@ -3,9 +3,9 @@
 use super::{reading, run_plan, Format, Globals, MethodArgs};
 use crate::exit::ExitCode;
 use anyhow::Result;
-use credit_core::output::{table_format, TableWriter};
 use credit_core::project::ProjectFile;
 use credit_core::run::Rows;
+use credit_core::table_writer::{table_format, TableWriter};
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]

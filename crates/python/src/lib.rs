@@ -255,7 +255,7 @@ impl Options {
     fn ingest(&self) -> Result<IngestOptions> {
         let mut map = ColumnMap::default();
         if let Some(path) = &self.schema_file {
-            for (source, target) in ColumnMap::read_file(path)? {
+            for (source, target) in credit_core::ingest::read_column_map(path)? {
                 map.origins
                     .insert(source.clone(), path.display().to_string());
                 map.user.insert(source, target);
