@@ -3,8 +3,8 @@
 use super::{reading, say_methods, Format, Globals, MethodArgs};
 use crate::exit::ExitCode;
 use anyhow::Result;
-use credit_core::output::{table_format, TableWriter};
 use credit_core::run::Rows;
+use credit_core::table_writer::{table_format, TableWriter};
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]

@@ -6,9 +6,11 @@
 //! R_t at the ingest γ, and `next_obs` (the next row's `obs` when the producer did not log it).
 
 use crate::error::{Error, Result};
-use crate::graph::BatchStates;
 use crate::schema::columns::*;
 use polars::prelude::*;
+
+mod states;
+pub use states::{BatchStates, NodeKind};
 
 /// Indices held inline up to four (as many as a `Vec`'s own size holds): a log of single-row
 /// groups builds a group and a trajectory per row, and each would otherwise allocate.
@@ -588,14 +590,6 @@ pub(crate) mod testing {
             .map(|(i, &(g, t, s, o, r))| (g, t, s, o, r * scale, invalid_row != Some(i)))
             .collect();
         build(&rows, None, Vec::new(), 0.5 * scale)
-    }
-
-    /// A method's float column by name (panics in tests when absent).
-    pub fn part<'a>(a: &'a crate::methods::Advantages, name: &str) -> &'a [f64] {
-        match a.column(name) {
-            Some(crate::methods::Values::F64(v)) => v,
-            _ => panic!("no f64 column {name}"),
-        }
     }
 
     pub fn assert_close(got: &[f64], expected: &[f64], tol: f64) {

@@ -11,45 +11,14 @@
 use crate::batch::StepBatch;
 use crate::error::{Error, Result};
 use crate::ingest::UnitKind;
-use crate::methods::{hisr, known, out_of_range, parse_list, Advantages, Method};
+use crate::methods::params::out_of_range;
+pub use crate::methods::params::ParamValue;
+use crate::methods::{hisr, known, parse_list, Advantages, Method};
 use crate::profile::Profile;
 
 /// Keys every method may have, set on each planned method that has them (`--gamma`,
 /// `--invalid-penalty`, `--seed`, or a bare `gamma = 0.9` in `credit.toml`'s `[params]`).
 pub const SHARED_KEYS: [&str; 3] = ["invalid_penalty", "gamma", "seed"];
-
-/// A setting's value: typed where it comes typed (a flag, a TOML number), text where text comes
-/// in (`--set`, Python's `params`), parsed then as the parameter's own type.
-#[derive(Clone, Debug, PartialEq)]
-pub enum ParamValue {
-    Number(f64),
-    Integer(u64),
-    Bool(bool),
-    Text(String),
-}
-
-impl std::fmt::Display for ParamValue {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ParamValue::Number(x) => write!(f, "{x}"),
-            ParamValue::Integer(i) => write!(f, "{i}"),
-            ParamValue::Bool(b) => write!(f, "{b}"),
-            ParamValue::Text(t) => f.write_str(t),
-        }
-    }
-}
-
-impl ParamValue {
-    /// The number it is or says, if any.
-    fn number(&self) -> Option<f64> {
-        match self {
-            ParamValue::Number(x) => Some(*x),
-            ParamValue::Integer(i) => Some(*i as f64),
-            ParamValue::Bool(_) => None,
-            ParamValue::Text(t) => t.trim().parse().ok(),
-        }
-    }
-}
 
 /// `("gigpo.omega", value)` for one method's parameter, or a [`SHARED_KEYS`] key.
 pub type Setting = (String, ParamValue);
@@ -163,14 +132,12 @@ impl Plan {
     /// HISR's parameters under the same settings, planned or not: the segment statistics of
     /// `analyze`, `compare` and `report` segment the logs as the method does.
     pub fn hisr(profile: Profile, settings: &[Setting]) -> Result<hisr::Params> {
-        match Plan::new(profile, "hisr", settings)?
+        let plan = Plan::new(profile, "hisr", settings)?;
+        let params = plan
             .methods
-            .into_iter()
-            .next()
-        {
-            Some(Method::Hisr(params)) => Ok(params),
-            _ => unreachable!("the list `hisr` plans hisr"),
-        }
+            .first()
+            .and_then(Method::params::<hisr::Params>);
+        Ok(params.expect("the list `hisr` plans hisr").clone())
     }
 
     /// The planned labels, in order.
@@ -185,10 +152,7 @@ impl Plan {
     /// ProxMO's parameters, when it is among the planned methods (the report draws its PSC
     /// curve).
     pub fn proxmo(&self) -> Option<crate::methods::proxmo::Params> {
-        self.methods.iter().find_map(|m| match m {
-            Method::Proxmo(p) => Some(p.clone()),
-            _ => None,
-        })
+        self.methods.iter().find_map(|m| m.params().cloned())
     }
 
     pub fn labels(&self) -> Vec<String> {

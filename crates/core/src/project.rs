@@ -112,7 +112,7 @@ pub fn column_map(project: &ProjectFile, schema: Option<&Path>) -> Result<Column
             .collect(),
     };
     if let Some(path) = schema {
-        for (source, target) in ColumnMap::read_file(path)? {
+        for (source, target) in crate::ingest::read_column_map(path)? {
             map.origins
                 .insert(source.clone(), path.display().to_string());
             map.user.insert(source, target);

@@ -15,9 +15,10 @@ use crate::analyses::logged::{self, Departures};
 use crate::analyses::summary::{summary_part, Summary, SummaryBuilder};
 use crate::error::Error;
 use crate::ingest::{stream, Event, IngestOptions, IngestReport, Progress, UnitKind, Window};
-use crate::methods::{hisr, oracle, Advantages, Method};
-use crate::output::{advantages_rows, OutputRows};
+use crate::methods::{hisr, oracle, Advantages};
 use crate::plan::{Notes, Plan};
+pub use crate::table_writer::take_rows;
+use crate::table_writer::{advantages_rows, OutputRows};
 use crate::StepBatch;
 use polars::prelude::DataFrame;
 use std::borrow::Cow;
@@ -130,10 +131,10 @@ impl Gathered {
             .map(|(m, a)| (m.as_str(), a.as_slice()));
         let scored = against_columns(reference, values, others, &self.rows.keys)?;
         let lengths = || self.traj_lengths.iter().map(|&n| n as usize);
-        let note = plan.methods.iter().find_map(|m| match m {
-            Method::Spa(p) => spa_weighting_note(p, lengths()),
-            _ => None,
-        });
+        let note = plan
+            .methods
+            .iter()
+            .find_map(|m| spa_weighting_note(m.params()?, lengths()));
         Ok((scored, note))
     }
 }
@@ -433,18 +434,6 @@ pub fn concat(parts: Vec<DataFrame>) -> Result<Option<DataFrame>, Error> {
     }
     whole.rechunk_mut();
     Ok(Some(whole))
-}
-
-/// Rows `selection` of `frame`, in that order (the frame itself when that is all of it).
-pub fn take_rows(frame: &DataFrame, selection: &[usize]) -> Result<DataFrame, Error> {
-    use polars::prelude::{IdxCa, IdxSize};
-    let whole =
-        selection.len() == frame.height() && selection.iter().enumerate().all(|(i, &r)| i == r);
-    if whole {
-        return Ok(frame.clone());
-    }
-    let idx: Vec<IdxSize> = selection.iter().map(|&r| r as IdxSize).collect();
-    Ok(frame.take(&IdxCa::from_vec("".into(), idx))?)
 }
 
 /// Rows that arrive in windows, out of input order when a log's groups interleave, handed on in

@@ -497,15 +497,6 @@ impl ColumnUse {
 }
 
 impl ColumnMap {
-    /// The pairs of a schema file (`--schema map.toml`), errors naming the file.
-    pub fn read_file(
-        path: &std::path::Path,
-    ) -> crate::error::Result<std::collections::BTreeMap<String, String>> {
-        let text = crate::ingest::read_settings(path)?;
-        Self::parse_toml(&text)
-            .map_err(|e| crate::error::Error::Config(format!("{}: {e}", path.display())))
-    }
-
     /// The pairs of a schema file's text (`source = "canonical"` lines, at the top level or in a
     /// `[columns]` table); `Err` is the message, to be prefixed with the file's name.
     pub fn parse_toml(text: &str) -> Result<std::collections::BTreeMap<String, String>, String> {
@@ -672,7 +663,7 @@ impl ColumnMap {
             .get(source)
             .map_or(String::new(), |o| format!("{o}: "));
         // The closest name by difflib's ratio, from 0.6 as Python's `get_close_matches`.
-        use crate::methods::sequence_matcher::{Matcher, Text};
+        use crate::sequence_matcher::{Matcher, Text};
         let matcher = Matcher::new(Text::new(source));
         let nearest = seen
             .iter()

@@ -250,7 +250,7 @@ fn proxmo_paper_step_part_is_profile_independent() {
 /// (`fixtures/reference/difflib-ratios.jsonl`): equal to the last bit.
 #[test]
 fn difflib_ratios_match_cpython() {
-    use credit_core::methods::sequence_matcher::{Matcher, Text};
+    use credit_core::sequence_matcher::{Matcher, Text};
     let text = std::fs::read_to_string(fixture("reference/difflib-ratios.jsonl")).unwrap();
     let mut n = 0;
     for (i, line) in text.lines().enumerate() {

@@ -25,16 +25,7 @@ pub struct AtomicFile {
 impl AtomicFile {
     pub fn create(target: &Path) -> Result<Self> {
         let claimed = folder::claimed(target)?;
-        Self::create_claimed(target, claimed)
-    }
-
-    /// As [`AtomicFile::create`], for a folder's manifest itself (which lists the others).
-    pub(crate) fn create_manifest(target: &Path) -> Result<Self> {
-        Self::create_claimed(target, Claimed::Now)
-    }
-
-    fn create_claimed(target: &Path, claimed: Claimed) -> Result<Self> {
-        let file = temporaries::create(parent(target), target)
+        let file = temporaries::create(temporaries::parent(target), target)
             .map_err(|cause| Error::write(target, cause))?;
         Ok(AtomicFile {
             target: target.to_path_buf(),
@@ -179,13 +170,6 @@ where
     let file = AtomicFile::create(target)?;
     write(file.temporary())?;
     Ok(file.commit()?)
-}
-
-/// The folder a path is written in (`.` for a bare file name).
-pub(crate) fn parent(path: &Path) -> &Path {
-    path.parent()
-        .filter(|d| !d.as_os_str().is_empty())
-        .unwrap_or(Path::new("."))
 }
 
 #[cfg(test)]

@@ -9,14 +9,12 @@
 //! full disk or a signal leaves the earlier output as it was. One run at a time writes a folder:
 //! it holds the folder's lock ([`hold`]) from open to finish.
 
-use crate::atomic::AtomicFile;
 use crate::error::{Error, Result};
 use crate::rule::{resolve, Inputs};
 use crate::temporaries;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::ffi::OsString;
-use std::io::Write;
 use std::path::{Component, Path, PathBuf};
 use std::sync::{Arc, Mutex, Weak};
 
@@ -94,12 +92,9 @@ impl Open {
             files,
         };
         let path = self.root.join(MANIFEST);
-        let mut file = AtomicFile::create_manifest(&path)?;
-        let text = serde_json::to_vec_pretty(&manifest).map_err(std::io::Error::other);
-        if let Err(cause) = text.and_then(|t| file.write_all(&t)) {
-            return Err(file.failed(cause));
-        }
-        file.commit()
+        let text = serde_json::to_vec_pretty(&manifest)
+            .map_err(|e| Error::write(&path, std::io::Error::other(e)))?;
+        temporaries::write_whole(&path, &text)
     }
 
     /// Everything credit wrote there: the earlier run's files and this run's.
@@ -600,6 +595,7 @@ fn holder(_: &std::fs::File) -> Option<String> {
 mod tests {
     use super::*;
     use crate::write_file;
+    use std::io::Write;
 
     fn names(dir: &Path) -> Vec<String> {
         let mut v: Vec<String> = walk(dir, dir);

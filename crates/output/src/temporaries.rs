@@ -49,6 +49,30 @@ pub(crate) fn create(dir: &Path, target: &Path) -> std::io::Result<tempfile::Nam
     Ok(file)
 }
 
+/// The folder a path is written in (`.` for a bare file name).
+pub(crate) fn parent(path: &Path) -> &Path {
+    path.parent()
+        .filter(|d| !d.as_os_str().is_empty())
+        .unwrap_or(Path::new("."))
+}
+
+/// Writes `bytes` to `target` whole or not at all: a temporary beside it, synced, renamed into
+/// place. For a folder's manifest, which lists the files claimed in the folder and so is not
+/// claimed itself ([`crate::AtomicFile`] claims every file it writes).
+pub(crate) fn write_whole(target: &Path, bytes: &[u8]) -> crate::Result<()> {
+    let failed = |cause| crate::Error::write(target, cause);
+    let mut file = create(parent(target), target).map_err(failed)?;
+    let written =
+        std::io::Write::write_all(&mut file, bytes).and_then(|()| file.as_file().sync_all());
+    if let Err(cause) = written {
+        let path = file.path().to_path_buf();
+        drop(file);
+        forget(&path);
+        return Err(failed(cause));
+    }
+    rename_into_place(file.into_temp_path(), target)
+}
+
 /// Renames a synced temporary of this run to `target` and forgets it (renamed or, on an error,
 /// deleted as the temporary drops).
 pub(crate) fn rename_into_place(temporary: tempfile::TempPath, target: &Path) -> crate::Result<()> {

@@ -5,8 +5,8 @@
 //! order of `summary.json`'s `figures`); adding a figure is adding an entry to a group.
 
 use crate::plots::{
-    render, BarPanels, Figure, HeatTable, LinePanels, Plot, Rendered, Scatter, ScatterPanel,
-    Section, SmallHistograms,
+    sketch, BarPanels, Figure, HeatTable, LinePanels, Rendered, Scatter, ScatterPanel, Section,
+    Sketch, SmallHistograms,
 };
 use crate::{Error, Inputs};
 use credit_core::analyses::compare::{Position, POSITION_CAP};
@@ -24,16 +24,6 @@ pub enum Scope {
     Compare,
     /// Both, and the per-iteration trends (the report).
     All,
-}
-
-/// A figure before it is drawn: where it goes, its file stem, title and caption, and its plot
-/// (the SVG, and the PNG's bytes when asked).
-pub struct Sketch<'i> {
-    pub section: Section,
-    pub id: &'static str,
-    pub title: String,
-    pub caption: String,
-    pub plot: Box<dyn Fn(bool) -> Result<Rendered, String> + 'i>,
 }
 
 /// A catalogue entry.
@@ -108,23 +98,6 @@ pub fn draw(png_dir: Option<&Path>, sketch: Sketch) -> Result<Figure, Error> {
         caption: sketch.caption,
         svg,
         section: sketch.section,
-    })
-}
-
-/// A catalogue entry's figure.
-pub fn sketch<'i, P: Plot + 'i>(
-    section: Section,
-    id: &'static str,
-    title: &str,
-    caption: String,
-    plot: P,
-) -> Option<Sketch<'i>> {
-    Some(Sketch {
-        section,
-        id,
-        title: title.to_string(),
-        caption,
-        plot: Box::new(move |png| render(&plot, png)),
     })
 }
 
@@ -704,6 +677,7 @@ fn psc_weight<'i>(inputs: &'i Inputs<'i>) -> Option<Sketch<'i>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::plots::Plot;
 
     #[test]
     fn long_runs_are_drawn_in_ranges_weighted_by_count() {

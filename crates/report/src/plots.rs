@@ -680,6 +680,33 @@ impl Plot for HeatTable {
     }
 }
 
+/// A figure before it is drawn: where it goes, its file stem, title and caption, and its plot
+/// (the SVG, and the PNG's bytes when asked).
+pub struct Sketch<'i> {
+    pub section: Section,
+    pub id: &'static str,
+    pub title: String,
+    pub caption: String,
+    pub plot: Box<dyn Fn(bool) -> Result<Rendered, String> + 'i>,
+}
+
+/// A figure catalogue entry's figure (`crate::figures`).
+pub fn sketch<'i, P: Plot + 'i>(
+    section: Section,
+    id: &'static str,
+    title: &str,
+    caption: String,
+    plot: P,
+) -> Option<Sketch<'i>> {
+    Some(Sketch {
+        section,
+        id,
+        title: title.to_string(),
+        caption,
+        plot: Box::new(move |png| render(&plot, png)),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

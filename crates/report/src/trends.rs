@@ -3,8 +3,7 @@
 //! iteration, as one figure. Success and singleton shares come from the summary; the rest is
 //! counted window by window here ([`Trends::of`], added up in any order).
 
-use crate::figures::{sketch as figure, Sketch};
-use crate::plots::{Line, LinePanels, Section};
+use crate::plots::{sketch as figure, Line, LinePanels, Section, Sketch};
 use crate::Inputs;
 use credit_core::StepBatch;
 use std::collections::BTreeMap;

@@ -34,8 +34,8 @@ pub const METRICS: &str = "metrics.jsonl";
 pub const INIT_LOGPROBS: &str = "init_logprobs";
 /// Files copied from the source model when present, so the checkpoint is a complete model folder.
 const COPIED: &[&str] = &[
-    crate::load::TOKENIZER,
-    crate::load::TOKENIZER_CONFIG,
+    crate::folder_layout::TOKENIZER,
+    crate::folder_layout::TOKENIZER_CONFIG,
     "special_tokens_map.json",
     "generation_config.json",
     "vocab.json",
@@ -167,7 +167,7 @@ pub fn save(dir: &Path, model: &Model, saved: &Saved) -> Result<()> {
     match model.lora() {
         None => {
             write_model_config(dir, saved.config_json)?;
-            write_safetensors(&dir.join(crate::load::WEIGHTS), trained, step)?;
+            write_safetensors(&dir.join(crate::folder_layout::WEIGHTS), trained, step)?;
         }
         Some(lora) => {
             let base = source.display().to_string();
@@ -192,13 +192,13 @@ pub fn save(dir: &Path, model: &Model, saved: &Saved) -> Result<()> {
 fn write_model_config(dir: &Path, config_json: &serde_json::Value) -> Result<()> {
     let mut config = config_json.clone();
     config["torch_dtype"] = serde_json::Value::String("float32".into());
-    write_json(&dir.join(crate::load::CONFIG), &config)
+    write_json(&dir.join(crate::folder_layout::CONFIG), &config)
 }
 
 /// The tokenizer and generation files of `source`, so that `dir` is a complete model folder (a
 /// GGUF source's are written from its metadata).
 fn copy_model_files(source: &Path, dir: &Path) -> Result<()> {
-    if crate::load::is_gguf(source) {
+    if crate::gguf::is_gguf(source) {
         return crate::gguf::write_tokenizer_files(source, dir);
     }
     if source.canonicalize().ok() == dir.canonicalize().ok() {
@@ -242,7 +242,7 @@ fn write_merged(
         })
         .collect::<Result<HashMap<_, _>>>()?;
     let merged = crate::lora::merge(base, &adapters, model.config(), lora)?;
-    write_safetensors(&dir.join(crate::load::WEIGHTS), merged, step)
+    write_safetensors(&dir.join(crate::folder_layout::WEIGHTS), merged, step)
 }
 
 fn write_json(path: &Path, value: &impl Serialize) -> Result<()> {

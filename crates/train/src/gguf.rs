@@ -33,6 +33,12 @@ use std::path::{Path, PathBuf};
 
 mod header;
 
+/// Whether `path` is read as a GGUF file: any file is (a folder never is), so that a file that
+/// is not GGUF is told so rather than that it is not a folder.
+pub fn is_gguf(path: &Path) -> bool {
+    path.is_file()
+}
+
 /// The first four bytes of every GGUF file.
 pub const MAGIC: &[u8; 4] = b"GGUF";
 
@@ -482,8 +488,11 @@ fn pre_tokenizer(pre: &str) -> Option<serde_json::Value> {
 pub fn write_tokenizer_files(source: &Path, dir: &Path) -> Result<()> {
     let gguf = Gguf::open(source)?;
     for (name, value) in [
-        (crate::load::TOKENIZER, gguf.tokenizer_json()?),
-        (crate::load::TOKENIZER_CONFIG, gguf.tokenizer_config()?),
+        (crate::folder_layout::TOKENIZER, gguf.tokenizer_json()?),
+        (
+            crate::folder_layout::TOKENIZER_CONFIG,
+            gguf.tokenizer_config()?,
+        ),
     ] {
         let path = dir.join(name);
         let text = serde_json::to_vec(&value).map_err(|e| Error::Json {

@@ -45,6 +45,7 @@ pub mod config;
 pub mod data;
 mod device;
 mod error;
+pub mod folder_layout;
 pub mod gguf;
 pub mod load;
 pub mod lora;

@@ -7,18 +7,14 @@
 use crate::arch::{Config, HfConfig};
 use crate::device::DeviceKind;
 use crate::error::{Error, Result};
-use crate::gguf::Gguf;
+use crate::gguf::{is_gguf, Gguf};
 use crate::lora::LoraConfig;
 use crate::model::Model;
 use candle_core::{Device, Tensor};
 use std::collections::{BTreeSet, HashMap};
 use std::path::{Path, PathBuf};
 
-pub const CONFIG: &str = "config.json";
-pub const WEIGHTS: &str = "model.safetensors";
-pub const WEIGHTS_INDEX: &str = "model.safetensors.index.json";
-pub const TOKENIZER: &str = "tokenizer.json";
-pub const TOKENIZER_CONFIG: &str = "tokenizer_config.json";
+pub use crate::folder_layout::{CONFIG, TOKENIZER, TOKENIZER_CONFIG, WEIGHTS, WEIGHTS_INDEX};
 
 fn read_json(path: &Path) -> Result<serde_json::Value> {
     let text = std::fs::read_to_string(path).map_err(|e| Error::io(path, e))?;
@@ -32,12 +28,6 @@ fn read_json(path: &Path) -> Result<serde_json::Value> {
 /// What a model folder must hold, for messages about one that does not.
 const MODEL_DIR_HOLDS: &str =
     "a Hugging Face model folder holds config.json, tokenizer.json and the *.safetensors weights";
-
-/// Whether `path` is read as a GGUF file: any file is (a folder never is), so that a file that
-/// is not GGUF is told so rather than that it is not a folder.
-pub fn is_gguf(path: &Path) -> bool {
-    path.is_file()
-}
 
 /// `org/name` and `name` when `dir` reads as a Hugging Face Hub id (two parts, neither `.` nor `..`, not
 /// absolute) rather than a path someone made.

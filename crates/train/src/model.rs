@@ -525,7 +525,7 @@ fn base_tensors(
         }
         if let Some(problem) = non_finite(&tensor).ctx(&format!("checking `{name}`"))? {
             let gguf = crate::gguf::gguf_name(&name)
-                .filter(|_| crate::load::is_gguf(source))
+                .filter(|_| crate::gguf::is_gguf(source))
                 .map_or(String::new(), |g| format!(" (`{g}` in the GGUF file)"));
             return Err(Error::Model {
                 path: source.to_path_buf(),

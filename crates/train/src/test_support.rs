@@ -62,7 +62,7 @@ pub fn write_model_dir(
         _ => "float32",
     };
     write(
-        &dir.join(crate::load::CONFIG),
+        &dir.join(crate::folder_layout::CONFIG),
         &serde_json::to_string_pretty(&config.to_hf_json(torch_dtype)).unwrap_or_default(),
     )?;
     let tensors = random_tensors(config, seed)?
@@ -71,7 +71,7 @@ pub fn write_model_dir(
         .collect::<Result<Vec<_>>>()?;
     let shards = shards.clamp(1, tensors.len().max(1));
     if shards == 1 {
-        save(&dir.join(crate::load::WEIGHTS), tensors)?;
+        save(&dir.join(crate::folder_layout::WEIGHTS), tensors)?;
     } else {
         let per = tensors.len().div_ceil(shards);
         let mut weight_map = serde_json::Map::new();
@@ -83,10 +83,13 @@ pub fn write_model_dir(
             save(&dir.join(&file), chunk.to_vec())?;
         }
         let index = serde_json::json!({"metadata": {}, "weight_map": weight_map});
-        write(&dir.join(crate::load::WEIGHTS_INDEX), &index.to_string())?;
+        write(
+            &dir.join(crate::folder_layout::WEIGHTS_INDEX),
+            &index.to_string(),
+        )?;
     }
     write(
-        &dir.join(crate::load::TOKENIZER),
+        &dir.join(crate::folder_layout::TOKENIZER),
         &byte_level_tokenizer().to_string(),
     )?;
     let tokenizer_config = serde_json::json!({
@@ -96,7 +99,7 @@ pub fn write_model_dir(
         "model_max_length": 32768,
     });
     write(
-        &dir.join(crate::load::TOKENIZER_CONFIG),
+        &dir.join(crate::folder_layout::TOKENIZER_CONFIG),
         &tokenizer_config.to_string(),
     )
 }

@@ -445,7 +445,7 @@ impl Session {
         let (config_json, mut model) = match &config.lora {
             None => {
                 let (config_json, model_config) = crate::load::read_config(out)?;
-                let weights = out.join(crate::load::WEIGHTS);
+                let weights = out.join(crate::folder_layout::WEIGHTS);
                 let (tensors, step) = checkpoint::read_stamped(&weights)?;
                 checkpoint::check_step(&weights, step, &state)?;
                 let model = Model::from_tensors(

@@ -6,6 +6,7 @@
 //! no walk of `/`), and a file reached twice (by links, or given twice) is read once.
 
 use crate::error::{Error, Location, Reason, Result};
+use crate::schema::ColumnMap;
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
@@ -84,6 +85,13 @@ pub fn read_settings(path: &Path) -> Result<String> {
         ));
     }
     std::fs::read_to_string(path).map_err(io)
+}
+
+/// The pairs of a schema file (`--schema map.toml`, [`ColumnMap::parse_toml`]), errors naming
+/// the file.
+pub fn read_column_map(path: &Path) -> Result<std::collections::BTreeMap<String, String>> {
+    let text = read_settings(path)?;
+    ColumnMap::parse_toml(&text).map_err(|e| Error::Config(format!("{}: {e}", path.display())))
 }
 
 /// What a path that is not a regular file is, for messages; `None` for a regular file.

@@ -51,7 +51,7 @@ pub(crate) enum Probe {
 impl<V: Copy> IdTable<V> {
     pub fn new() -> Self {
         IdTable {
-            index: crate::pages::written_zeros(16),
+            index: crate::zeroed_pages::written_zeros(16),
             entries: Vec::new(),
         }
     }
@@ -147,7 +147,7 @@ impl<V: Copy> IdTable<V> {
     }
 
     fn resize(&mut self, slots: usize) {
-        self.index = crate::pages::written_zeros(slots);
+        self.index = crate::zeroed_pages::written_zeros(slots);
         let mask = self.mask();
         for (number, &(id, _)) in self.entries.iter().enumerate() {
             let mut at = id.0 as usize & mask;

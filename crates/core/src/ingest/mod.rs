@@ -27,7 +27,7 @@ mod stream;
 pub mod tail;
 
 pub use assemble::{UnitKind, Window};
-pub use files::read_settings;
+pub use files::{read_column_map, read_settings};
 pub use stream::{stream, Event, Limits, Progress};
 
 use crate::batch::StepBatch;

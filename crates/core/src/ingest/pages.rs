@@ -9,7 +9,6 @@
 //! not decode as its header says, is left to polars' reader, which reads that column as before
 //! (and words its errors), so what is read is the same either way.
 
-use super::parquet::Slice;
 use polars::io::parquet::read::FileMetadata;
 use polars_arrow::array::{Array, PrimitiveArray, Utf8ViewArray, View};
 use polars_arrow::bitmap::Bitmap;
@@ -26,6 +25,14 @@ use polars_parquet::parquet::read::{decompress, BasicDecompressor, PageReader};
 use polars_parquet::parquet::schema::types::PhysicalType;
 use std::fs::File;
 use std::io::{Cursor, Read, Seek, SeekFrom};
+
+/// Rows `[start, start + rows)` of a file, about `bytes` once decoded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Slice {
+    pub start: usize,
+    pub rows: usize,
+    pub bytes: usize,
+}
 
 /// A page larger than this, compressed or not, is left to polars (a damaged header can claim any
 /// size, and the buffer is allocated before the page is read).

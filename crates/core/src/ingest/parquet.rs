@@ -15,7 +15,7 @@
 //! once per slice: a 1M-row group of ids takes ~1.5x the memory of 82k-row groups.
 
 use super::jsonl::Block;
-use super::pages;
+use super::pages::{self, Slice};
 use super::rows::{Buffer, Origin, Rows, Value as Typed};
 use super::{conflict_message, domain_error, Cell, SeenColumns};
 use crate::error::{Error, Location, Reason, Result, Unit};
@@ -30,14 +30,6 @@ use std::path::Path;
 /// large group cut into half as many parts, each decoding the group's dictionary pages again
 /// (see the module's documentation): 1M rows in 100k-row groups read 12 % faster.
 const SLICE_BYTES: usize = 32 << 20;
-
-/// Rows `[start, start + rows)` of a file, about `bytes` once decoded.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Slice {
-    pub start: usize,
-    pub rows: usize,
-    pub bytes: usize,
-}
 
 /// One Parquet file, planned: what to read and in which slices.
 pub(crate) struct Plan {

@@ -13,6 +13,7 @@
 use super::assemble::{Assembler, Closing, Flow, Indexer, Pending, UnitKind, Window};
 use super::files::{self, Format, Input};
 use super::jsonl::{self, Block, Chunk};
+use super::pages;
 use super::parquet;
 use super::{FileSummary, IngestOptions, IngestReport};
 use crate::error::{Error, Result};
@@ -64,7 +65,7 @@ enum Task {
     /// Whole lines of one file, or the whole lines of several small files (see [`produce`]):
     /// parsed by one job, their blocks taken in turn as if each chunk were a task of its own.
     Chunks(Vec<Chunk>),
-    Slice(Arc<parquet::Plan>, parquet::Slice),
+    Slice(Arc<parquet::Plan>, pages::Slice),
     /// A whole-file problem (unreadable Parquet, a required column missing).
     Problem(u32, Error),
 }

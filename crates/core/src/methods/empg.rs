@@ -138,7 +138,8 @@ pub fn advantages(batch: &StepBatch, params: &Params) -> Result<Advantages> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::batch::testing::{assert_close, batch_with_columns, part};
+    use crate::batch::testing::{assert_close, batch_with_columns};
+    use crate::methods::part;
     use polars::prelude::Column;
 
     // Derived by hand from Eqs. 7–12 (k = k_f = 1, ζ = 0.1). Groups g: τ1 (r = 0, 1) and τ2

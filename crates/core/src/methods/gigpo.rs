@@ -18,7 +18,7 @@
 //! `similarity_thresh`; `build_step_group`, PR #159): instead of byte equality, a step joins the
 //! first cluster, in creation order, whose representative (its first member, never updated) it
 //! matches with `difflib.SequenceMatcher(None, obs, representative).ratio() ≥ θ`
-//! ([`super::sequence_matcher`]); otherwise it founds a cluster. Steps are scanned in batch order:
+//! ([`crate::sequence_matcher`]); otherwise it founds a cluster. Steps are scanned in batch order:
 //! trajectory by trajectory as they first appear in the log, each in step order (verl-agent's
 //! rollout order). Nothing else changes. The merge is order-dependent and not transitive, as in
 //! the reference; θ must lie in (0, 1).
@@ -27,12 +27,12 @@ use super::group_stats::{
     cluster_advantages, episode_advantages, episode_scores, episode_stats, step_returns, Clusters,
     Norm,
 };
-use super::sequence_matcher::{similar, Matcher, Scratch, Text};
 use super::{Advantages, Values};
 use crate::batch::StepBatch;
 use crate::error::{Error, Result};
 use crate::profile::{Conventions, Profile};
 use crate::schema::columns::OBS;
+use crate::sequence_matcher::{similar, Matcher, Scratch, Text};
 use polars::prelude::{PlHashMap, StringChunked};
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
@@ -212,7 +212,8 @@ pub fn advantages(batch: &StepBatch, params: &Params) -> Result<Advantages> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::batch::testing::{assert_close, part, spec_4_1};
+    use crate::batch::testing::{assert_close, spec_4_1};
+    use crate::methods::part;
 
     // spec-proxmo-gigpo.md §4.4 (`paper`: trajectory statistics, ddof 1, ω = 1).
     #[test]

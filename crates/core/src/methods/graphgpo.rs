@@ -181,7 +181,8 @@ pub fn advantages(batch: &StepBatch, params: &Params) -> Result<Advantages> {
 #[allow(clippy::approx_constant)]
 mod tests {
     use super::*;
-    use crate::batch::testing::{assert_close, part};
+    use crate::batch::testing::assert_close;
+    use crate::methods::part;
     use crate::schema::columns::*;
     use polars::prelude::*;
 

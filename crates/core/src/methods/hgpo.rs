@@ -185,7 +185,8 @@ fn state_sequences(batch: &StepBatch) -> (Vec<u32>, Vec<usize>) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::batch::testing::{assert_close, batch, part};
+    use crate::batch::testing::{assert_close, batch};
+    use crate::methods::part;
 
     /// One group: τ1 A→B→C wins (r = 1 at the end), τ2 A→B→D and τ3 A→E fail, τ4 X→B gets 0.5.
     /// R (γ = 0.95): τ1 [0.9025, 0.95, 1], τ2 [0, 0, 0], τ3 [0, 0], τ4 [0.475, 0.5].

@@ -20,7 +20,7 @@
 //!   critic-free.
 //!
 //! Segments (`segments`, B3): `logged` (the `segment` column), `per_turn` or `rule` (a heuristic
-//! for ALFWorld-style commands), as [`crate::segments`] describes them.
+//! for ALFWorld-style commands), as [`crate::methods::segments`] describes them.
 //!
 //! r̂_i is the `segment_reward` on the segment's last row that has one.
 //!
@@ -30,10 +30,10 @@ use super::step_rl::{row_name, StepRl};
 use super::{Advantages, Values};
 use crate::batch::{StepBatch, Traj};
 use crate::error::{Error, Result};
+use crate::methods::segments::STATE_CHANGING;
+pub use crate::methods::segments::{segmentation, Segmentation, Segments};
 use crate::profile::Profile;
 use crate::schema::columns::{HINDSIGHT_LOGPROB, LOGPROB, N_TOKENS, SEGMENT_REWARD};
-use crate::segments::STATE_CHANGING;
-pub use crate::segments::{segmentation, Segmentation, Segments};
 use serde::{Deserialize, Serialize};
 use std::ops::Range;
 
@@ -340,10 +340,11 @@ pub fn advantages(batch: &StepBatch, params: &Params) -> Result<Advantages> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::batch::testing::{assert_close, batch, batch_with_columns, part, Row};
+    use crate::batch::testing::{assert_close, batch, batch_with_columns, Row};
+    use crate::methods::part;
+    use crate::methods::segments::command_verb;
     use crate::schema::columns::VALUE;
     use crate::schema::columns::{ACTION, SEGMENT};
-    use crate::segments::command_verb;
     use polars::prelude::Column;
 
     /// T-HISR-1's trajectory (B9): 5 turns, tokens [10, 8, 12, 6, 9], lp_pol, lp_hind, g =

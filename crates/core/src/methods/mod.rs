@@ -1,6 +1,7 @@
 //! The advantage estimators: one module per method, each a pure function from the batch to
 //! columns (`advantages(&StepBatch, &Params) -> Result<Advantages>`), its presets (`Params::paper()`,
-//! `Params::verl()`) beside the equations they set. [`Method`] is the closed set the CLI dispatches on.
+//! `Params::verl()`) beside the equations they set. [`METHODS`] registers each one, in one entry;
+//! verl's registry ([`verl_registry`]) names its own.
 
 pub mod empg;
 pub mod gigpo;
@@ -12,9 +13,10 @@ pub mod hisr;
 pub mod logged;
 pub mod mgr;
 pub mod oracle;
+pub mod params;
 pub mod proxmo;
 pub mod rloo;
-pub mod sequence_matcher;
+pub mod segments;
 pub mod spa;
 pub mod step_rl;
 pub mod tfidf;
@@ -23,9 +25,11 @@ pub mod verl_registry;
 
 use crate::batch::StepBatch;
 use crate::error::{Error, Result};
-use crate::plan::ParamValue;
 use crate::profile::Profile;
+use params::{out_of_range, set_field, ParamValue};
 use serde::{de::DeserializeOwned, Serialize};
+use std::any::Any;
+use std::fmt::Debug;
 
 /// One output column of a method.
 #[derive(Clone, Debug)]
@@ -83,18 +87,185 @@ impl Advantages {
     }
 }
 
-/// The agentic methods (and `logged`), in the order `--methods all` runs them (less
-/// [`LOGGED_SIGNALS`]); verl's registry is [`VERL`] and [`verl_registry`].
-pub const ALL: &[&str] = &[
-    "logged", "grpo", "drgrpo", "rloo", "gigpo", "hgpo", "proxmo", "graphgpo", "mgr", "spa",
-    "hisr", "empg", "oracle",
+/// A method as `--methods` names it: everything the plan asks of it besides its estimator's own
+/// file. Adding a method is an entry in [`METHODS`].
+pub struct Descriptor {
+    /// Its label: `--methods <name>`, the columns `adv_<name>`, `--set <name>.param=value`.
+    pub name: &'static str,
+    /// Other names `--methods` takes for it.
+    pub aliases: &'static [&'static str],
+    /// Whether `--methods all` runs it. Not a method that needs signals beyond the rewards
+    /// (`advantage`, `progress`, `segment_reward`, `entropy`), so that `all` runs on any logs, nor
+    /// the `oracle`, the reference the others are scored against (`--against`): name them to run
+    /// them. `all` takes `logged` back where the logs carry the column ([`crate::plan::for_logs`]).
+    pub in_all: bool,
+    /// Whether it takes statistics over the whole training batch (an iteration) rather than
+    /// within each group (a TF-IDF fit, batch rates, whitening, an entropy range, the `oracle`'s
+    /// states keyed by iteration): windows then hold every group of an iteration at once.
+    pub batch_scoped: bool,
+    /// Whether the shared keys (`--gamma`, `--invalid-penalty`, `--seed`) reach it. Not the
+    /// `oracle`: a reference moves only when it is set by name (`--set oracle.gamma=0.9`).
+    pub takes_shared_keys: bool,
+    /// Why it has no parameters, when it has none: what `--set <name>.x` is told.
+    pub without_params: Option<&'static str>,
+    /// Its parameters at a preset, with its check and its estimator ([`typed`]).
+    preset: fn(Profile) -> Box<dyn Configured>,
+}
+
+impl Descriptor {
+    /// A method that `--methods all` runs, within each group, that the shared keys reach; the
+    /// `const fn`s below say where it differs.
+    const fn new(name: &'static str, preset: fn(Profile) -> Box<dyn Configured>) -> Self {
+        Descriptor {
+            name,
+            aliases: &[],
+            in_all: true,
+            batch_scoped: false,
+            takes_shared_keys: true,
+            without_params: None,
+            preset,
+        }
+    }
+
+    const fn aliases(self, aliases: &'static [&'static str]) -> Self {
+        Descriptor { aliases, ..self }
+    }
+
+    /// Run only when named ([`Descriptor::in_all`]).
+    const fn when_named(self) -> Self {
+        Descriptor {
+            in_all: false,
+            ..self
+        }
+    }
+
+    const fn over_the_batch(self) -> Self {
+        Descriptor {
+            batch_scoped: true,
+            ..self
+        }
+    }
+
+    const fn set_by_name_only(self) -> Self {
+        Descriptor {
+            takes_shared_keys: false,
+            ..self
+        }
+    }
+
+    const fn no_params(self, why: &'static str) -> Self {
+        Descriptor {
+            without_params: Some(why),
+            ..self
+        }
+    }
+}
+
+/// Every method but verl's registry, in the order `--methods all` runs them (those it runs).
+pub const METHODS: &[Descriptor] = &[
+    Descriptor::new("logged", |_| {
+        typed(NoParams {}, unchecked, |b, _, _| logged::advantages(b))
+    })
+    .when_named()
+    .no_params("it reads the logged advantages as they are"),
+    Descriptor::new("grpo", |profile| {
+        typed(grpo::Params::preset(profile), unchecked, grpo::advantages)
+    }),
+    Descriptor::new("drgrpo", |profile| {
+        let params = grpo::Params {
+            norm: group_stats::Norm::Mean,
+            ..grpo::Params::preset(profile)
+        };
+        typed(params, unchecked, grpo::advantages)
+    })
+    .aliases(&["dr_grpo", "dr-grpo"]),
+    Descriptor::new("rloo", |profile| {
+        typed(rloo::Params::preset(profile), unchecked, |b, p, _| {
+            rloo::advantages(b, p)
+        })
+    }),
+    Descriptor::new("gigpo", |profile| {
+        typed(
+            gigpo::Params::preset(profile),
+            |p, _| p.check(),
+            |b, p, _| gigpo::advantages(b, p),
+        )
+    }),
+    Descriptor::new("hgpo", |profile| {
+        typed(
+            hgpo::Params::preset(profile),
+            |p, _| p.check(),
+            |b, p, _| hgpo::advantages(b, p),
+        )
+    }),
+    Descriptor::new("proxmo", |profile| {
+        typed(
+            proxmo::Params::preset(profile),
+            |p, _| p.check(),
+            |b, p, _| proxmo::advantages(b, p),
+        )
+    })
+    .over_the_batch(),
+    Descriptor::new("graphgpo", |profile| {
+        typed(graphgpo::Params::preset(profile), unchecked, |b, p, _| {
+            graphgpo::advantages(b, p)
+        })
+    }),
+    Descriptor::new("mgr", |profile| {
+        typed(
+            mgr::Params::preset(profile),
+            |p, _| p.check(),
+            |b, p, _| mgr::advantages(b, p),
+        )
+    })
+    .over_the_batch(),
+    Descriptor::new("spa", |profile| {
+        typed(
+            spa::Params::preset(profile),
+            |p, _| p.check(),
+            |b, p, _| spa::advantages(b, p),
+        )
+    })
+    .when_named()
+    .over_the_batch(),
+    Descriptor::new("hisr", |profile| {
+        typed(
+            hisr::Params::preset(profile),
+            |p, _| p.check(),
+            |b, p, _| hisr::advantages(b, p),
+        )
+    })
+    .when_named()
+    .over_the_batch(),
+    Descriptor::new("empg", |profile| {
+        typed(
+            empg::Params::preset(profile),
+            |p, _| p.check(),
+            |b, p, _| empg::advantages(b, p),
+        )
+    })
+    .when_named()
+    .over_the_batch(),
+    Descriptor::new("oracle", |profile| {
+        typed(oracle::Params::preset(profile), unchecked, |b, p, _| {
+            oracle::advantages(b, p)
+        })
+    })
+    .when_named()
+    .over_the_batch()
+    .set_by_name_only(),
 ];
 
-/// Methods that need signals beyond the rewards (`advantage`, `progress`, `segment_reward`,
-/// `entropy`), and `oracle`, the reference the others are scored against (`--against`): `--methods
-/// all` leaves them out, so that it runs on any logs; name them to run them. `all` takes `logged`
-/// back where the logs carry the column ([`crate::plan::for_logs`]).
-pub const LOGGED_SIGNALS: &[&str] = &["logged", "spa", "hisr", "empg", "oracle"];
+/// The names of [`METHODS`], in order.
+pub const ALL: [&str; METHODS.len()] = {
+    let mut names = [""; METHODS.len()];
+    let mut i = 0;
+    while i < METHODS.len() {
+        names[i] = METHODS[i].name;
+        i += 1;
+    }
+    names
+};
 
 /// verl's advantage registry (`algorithm.adv_estimator`) under its own names, in the order
 /// `--methods verl` runs them: every entry computed from the rewards alone. `remax` and `gae` read
@@ -124,162 +295,167 @@ fn known_list() -> String {
     known().collect::<Vec<_>>().join(", ")
 }
 
-/// A configured estimator.
+/// The parameters of a method that has none (`logged`): `{}` in the output's metadata.
+#[derive(Clone, Debug, Serialize, serde::Deserialize)]
+struct NoParams {}
+
+/// A method's parameters, typed, with the functions of its entry: its check (given its label)
+/// and its estimator (given its label, which names its columns).
 #[derive(Clone, Debug)]
-pub enum Method {
-    Logged,
-    Grpo {
-        label: &'static str,
-        params: grpo::Params,
-    },
-    Rloo(rloo::Params),
-    Gigpo(gigpo::Params),
-    Hgpo(hgpo::Params),
-    Graphgpo(graphgpo::Params),
-    Proxmo(proxmo::Params),
-    Mgr(mgr::Params),
-    Spa(spa::Params),
-    Hisr(hisr::Params),
-    Empg(empg::Params),
-    Oracle(oracle::Params),
-    /// An estimator of verl's registry (`verl_registry.rs`).
-    Verl {
-        estimator: verl_registry::Estimator,
-        params: verl_registry::Params,
-    },
+struct Typed<P> {
+    params: P,
+    check: fn(&P, &str) -> Result<()>,
+    advantages: fn(&StepBatch, &P, &str) -> Result<Advantages>,
+}
+
+/// The check of a method whose parameters the shared ranges cover.
+fn unchecked<P>(_: &P, _: &str) -> Result<()> {
+    Ok(())
+}
+
+fn typed<P: Parameters>(
+    params: P,
+    check: fn(&P, &str) -> Result<()>,
+    advantages: fn(&StepBatch, &P, &str) -> Result<Advantages>,
+) -> Box<dyn Configured> {
+    Box::new(Typed {
+        params,
+        check,
+        advantages,
+    })
+}
+
+/// What a method's `Params` is: a serde struct (its fields are the `--set` names and the
+/// metadata's), plain data shared between the threads of a run.
+trait Parameters: Clone + Debug + Serialize + DeserializeOwned + Send + Sync + 'static {}
+impl<P: Clone + Debug + Serialize + DeserializeOwned + Send + Sync + 'static> Parameters for P {}
+
+/// A method's [`Typed`] parameters behind a pointer: a plan holds methods of every type.
+trait Configured: Debug + Send + Sync {
+    fn json(&self) -> serde_json::Value;
+    fn set(&mut self, label: &str, key: &str, value: &ParamValue) -> Result<()>;
+    fn check(&self, label: &str) -> Result<()>;
+    fn advantages(&self, batch: &StepBatch, label: &str) -> Result<Advantages>;
+    fn params(&self) -> &dyn Any;
+    fn cloned(&self) -> Box<dyn Configured>;
+}
+
+impl<P: Parameters> Configured for Typed<P> {
+    fn json(&self) -> serde_json::Value {
+        serde_json::to_value(&self.params).unwrap_or(serde_json::Value::Null)
+    }
+
+    fn set(&mut self, label: &str, key: &str, value: &ParamValue) -> Result<()> {
+        set_field(&mut self.params, label, key, value)
+    }
+
+    fn check(&self, label: &str) -> Result<()> {
+        (self.check)(&self.params, label)
+    }
+
+    fn advantages(&self, batch: &StepBatch, label: &str) -> Result<Advantages> {
+        (self.advantages)(batch, &self.params, label)
+    }
+
+    fn params(&self) -> &dyn Any {
+        &self.params
+    }
+
+    fn cloned(&self) -> Box<dyn Configured> {
+        Box::new(self.clone())
+    }
+}
+
+impl Clone for Box<dyn Configured> {
+    fn clone(&self) -> Self {
+        self.cloned()
+    }
+}
+
+/// A configured estimator: a method of [`METHODS`] or of verl's registry, and its parameters.
+#[derive(Clone, Debug)]
+pub struct Method {
+    label: &'static str,
+    batch_scoped: bool,
+    takes_shared_keys: bool,
+    without_params: Option<&'static str>,
+    params: Box<dyn Configured>,
 }
 
 impl Method {
     /// The method `name` with the preset of `profile`.
     pub fn preset(name: &str, profile: Profile) -> Result<Method> {
-        Ok(match name {
-            "logged" => Method::Logged,
-            "grpo" => Method::Grpo {
-                label: "grpo",
-                params: grpo::Params::preset(profile),
+        if let Some(entry) = METHODS
+            .iter()
+            .find(|m| m.name == name || m.aliases.contains(&name))
+        {
+            return Ok(Method {
+                label: entry.name,
+                batch_scoped: entry.batch_scoped,
+                takes_shared_keys: entry.takes_shared_keys,
+                without_params: entry.without_params,
+                params: (entry.preset)(profile),
+            });
+        }
+        if let Some(estimator) = verl_registry::Estimator::from_name(name) {
+            return Ok(Method {
+                label: estimator.name(),
+                batch_scoped: estimator.batch_scoped(),
+                takes_shared_keys: true,
+                without_params: None,
+                params: typed(
+                    verl_registry::Params::preset(estimator, profile),
+                    verl_registry::Params::check,
+                    |b, p, label| verl_registry::advantages(b, verl_estimator(label), p),
+                ),
+            });
+        }
+        Err(Error::Param(verl_registry::refusal(name).unwrap_or_else(
+            || {
+                format!(
+                    "unknown method `{name}` (expected one of {}, `all` or `verl`)",
+                    known_list()
+                )
             },
-            "drgrpo" | "dr_grpo" | "dr-grpo" => Method::Grpo {
-                label: "drgrpo",
-                params: grpo::Params {
-                    norm: group_stats::Norm::Mean,
-                    ..grpo::Params::preset(profile)
-                },
-            },
-            "rloo" => Method::Rloo(rloo::Params::preset(profile)),
-            "gigpo" => Method::Gigpo(gigpo::Params::preset(profile)),
-            "hgpo" => Method::Hgpo(hgpo::Params::preset(profile)),
-            "empg" => Method::Empg(empg::Params::preset(profile)),
-            "graphgpo" => Method::Graphgpo(graphgpo::Params::preset(profile)),
-            "proxmo" => Method::Proxmo(proxmo::Params::preset(profile)),
-            "mgr" => Method::Mgr(mgr::Params::preset(profile)),
-            "spa" => Method::Spa(spa::Params::preset(profile)),
-            "hisr" => Method::Hisr(hisr::Params::preset(profile)),
-            "oracle" => Method::Oracle(oracle::Params::preset(profile)),
-            other => {
-                if let Some(estimator) = verl_registry::Estimator::from_name(other) {
-                    return Ok(Method::Verl {
-                        estimator,
-                        params: verl_registry::Params::preset(estimator, profile),
-                    });
-                }
-                return Err(Error::Param(verl_registry::refusal(other).unwrap_or_else(
-                    || {
-                        format!(
-                            "unknown method `{other}` (expected one of {}, `all` or `verl`)",
-                            known_list()
-                        )
-                    },
-                )));
-            }
-        })
+        )))
     }
 
     /// The name used in column names (`adv_<label>`) and in `--set <label>.param=value`.
     pub fn label(&self) -> &'static str {
-        match self {
-            Method::Logged => "logged",
-            Method::Grpo { label, .. } => label,
-            Method::Rloo(_) => "rloo",
-            Method::Gigpo(_) => "gigpo",
-            Method::Hgpo(_) => "hgpo",
-            Method::Empg(_) => "empg",
-            Method::Graphgpo(_) => "graphgpo",
-            Method::Proxmo(_) => "proxmo",
-            Method::Mgr(_) => "mgr",
-            Method::Spa(_) => "spa",
-            Method::Hisr(_) => "hisr",
-            Method::Oracle(_) => "oracle",
-            Method::Verl { estimator, .. } => estimator.name(),
-        }
+        self.label
     }
 
     /// Sets one parameter (`--gamma 0.9` typed, `--set gigpo.omega=0.5` as text).
     pub fn set(&mut self, key: &str, value: &ParamValue) -> Result<()> {
-        let label = self.label();
-        match self {
-            Method::Logged => Err(Error::Param(format!(
-                "unknown parameter `{label}.{key}` (`logged` has no parameters: it reads the logged advantages as they are)"
-            ))),
-            Method::Grpo { params, .. } => set_field(params, label, key, value),
-            Method::Rloo(p) => set_field(p, label, key, value),
-            Method::Gigpo(p) => set_field(p, label, key, value),
-            Method::Hgpo(p) => set_field(p, label, key, value),
-            Method::Empg(p) => set_field(p, label, key, value),
-            Method::Graphgpo(p) => set_field(p, label, key, value),
-            Method::Proxmo(p) => set_field(p, label, key, value),
-            Method::Mgr(p) => set_field(p, label, key, value),
-            Method::Spa(p) => set_field(p, label, key, value),
-            Method::Hisr(p) => set_field(p, label, key, value),
-            Method::Oracle(p) => set_field(p, label, key, value),
-            Method::Verl { params, .. } => set_field(params, label, key, value),
+        let label = self.label;
+        if let Some(why) = self.without_params {
+            return Err(Error::Param(format!(
+                "unknown parameter `{label}.{key}` (`{label}` has no parameters: {why})"
+            )));
         }
+        self.params.set(label, key, value)
     }
 
-    /// Whether the method has a parameter `key` (for flags shared by several methods). The
-    /// `oracle` takes none of them: a reference moves only when it is set by name
-    /// (`--set oracle.gamma=0.9`), not with the step returns' `--gamma`.
+    /// Whether the method takes the shared key `key` (for flags shared by several methods).
     pub fn has_param(&self, key: &str) -> bool {
-        !matches!(self, Method::Oracle(_)) && self.params_json().get(key).is_some()
+        self.takes_shared_keys && self.params_json().get(key).is_some()
     }
 
     /// Every parameter in use, for the output's metadata.
     pub fn params_json(&self) -> serde_json::Value {
-        let v = match self {
-            Method::Logged => Ok(serde_json::json!({})),
-            Method::Grpo { params, .. } => serde_json::to_value(params),
-            Method::Rloo(p) => serde_json::to_value(p),
-            Method::Gigpo(p) => serde_json::to_value(p),
-            Method::Hgpo(p) => serde_json::to_value(p),
-            Method::Empg(p) => serde_json::to_value(p),
-            Method::Graphgpo(p) => serde_json::to_value(p),
-            Method::Proxmo(p) => serde_json::to_value(p),
-            Method::Mgr(p) => serde_json::to_value(p),
-            Method::Spa(p) => serde_json::to_value(p),
-            Method::Hisr(p) => serde_json::to_value(p),
-            Method::Oracle(p) => serde_json::to_value(p),
-            Method::Verl { params, .. } => serde_json::to_value(params),
-        };
-        v.unwrap_or(serde_json::Value::Null)
+        self.params.json()
+    }
+
+    /// The parameters, when they are `P` (a method's own `Params`).
+    pub fn params<P: 'static>(&self) -> Option<&P> {
+        self.params.params().downcast_ref()
     }
 
     /// Whether the method takes statistics over the whole training batch (an iteration) rather
-    /// than within each group: ProxMO's TF-IDF fit, MGR's batch completion and validity rates,
-    /// SPA's and HISR's whitening, EMPG's entropy range and mean, GPG's α and the whitening of
-    /// REINFORCE++, GDPO and GAE, and the `oracle`'s states (keyed by iteration, not group). Such a
-    /// method needs every group of an iteration at once.
+    /// than within each group ([`Descriptor::batch_scoped`]; verl's GPG α and the whitening of
+    /// REINFORCE++, GDPO and GAE). Such a method needs every group of an iteration at once.
     pub fn batch_scoped(&self) -> bool {
-        match self {
-            Method::Verl { estimator, .. } => estimator.batch_scoped(),
-            _ => matches!(
-                self,
-                Method::Proxmo(_)
-                    | Method::Mgr(_)
-                    | Method::Spa(_)
-                    | Method::Hisr(_)
-                    | Method::Empg(_)
-                    | Method::Oracle(_)
-            ),
-        }
+        self.batch_scoped
     }
 
     /// Checks the parameters once; estimators then assume them valid.
@@ -293,42 +469,21 @@ impl Method {
                 }
             }
         }
-        match self {
-            Method::Gigpo(p) => p.check(),
-            Method::Hgpo(p) => p.check(),
-            Method::Empg(p) => p.check(),
-            Method::Proxmo(p) => p.check(),
-            Method::Mgr(p) => p.check(),
-            Method::Spa(p) => p.check(),
-            Method::Hisr(p) => p.check(),
-            Method::Verl { params, .. } => params.check(label),
-            _ => Ok(()),
-        }
+        self.params.check(label)
     }
 
     /// Runs the estimator. A value that is not finite in any of its columns is an error naming
     /// the row (rewards near the float limits overflow the sums and squares of every method).
     pub fn advantages(&self, batch: &StepBatch) -> Result<Advantages> {
-        let out = match self {
-            Method::Logged => logged::advantages(batch),
-            Method::Grpo { label, params } => grpo::advantages(batch, params, label),
-            Method::Rloo(p) => rloo::advantages(batch, p),
-            Method::Gigpo(p) => gigpo::advantages(batch, p),
-            Method::Hgpo(p) => hgpo::advantages(batch, p),
-            Method::Empg(p) => empg::advantages(batch, p),
-            Method::Graphgpo(p) => graphgpo::advantages(batch, p),
-            Method::Proxmo(p) => proxmo::advantages(batch, p),
-            Method::Mgr(p) => mgr::advantages(batch, p),
-            Method::Spa(p) => spa::advantages(batch, p),
-            Method::Hisr(p) => hisr::advantages(batch, p),
-            Method::Oracle(p) => oracle::advantages(batch, p),
-            Method::Verl { estimator, params } => {
-                verl_registry::advantages(batch, *estimator, params)
-            }
-        }?;
+        let out = self.params.advantages(batch, self.label)?;
         check_finite(batch, self.label(), &out)?;
         Ok(out)
     }
+}
+
+/// The estimator of verl's registry a [`Method`] of it is labelled by.
+fn verl_estimator(label: &str) -> verl_registry::Estimator {
+    verl_registry::Estimator::from_name(label).expect("verl's methods are labelled by their names")
 }
 
 /// Every float of a method's result is finite, or the error says where it is not and why.
@@ -373,29 +528,6 @@ pub(crate) fn uniform(seed: u64, key: &str, salt: u64) -> f64 {
     (z >> 11) as f64 / (1u64 << 53) as f64
 }
 
-/// A parameter's valid values: (test, the range as text).
-type Range = (fn(f64) -> bool, &'static str);
-
-/// The range of a parameter that several methods share, checked by name. Other parameters are
-/// checked by their method's `Params::check`.
-fn shared_range(param: &str) -> Option<Range> {
-    match param {
-        "gamma" => Some((|x| (0.0..=1.0).contains(&x), "[0, 1]")),
-        "tau" => Some((|x| x > 0.0, "(0, ∞)")),
-        "omega" | "eps" => Some((|x| x >= 0.0, "[0, ∞)")),
-        "similarity" => Some((|x| x > 0.0 && x < 1.0, "(0, 1)")),
-        _ => None,
-    }
-}
-
-/// The message for a value outside its parameter's range (NaN and infinities included), naming
-/// the key as the user wrote it (`gamma`, `gigpo.gamma`); `None` when the value is in range or
-/// the parameter has no shared range.
-pub(crate) fn out_of_range(written: &str, param: &str, x: f64) -> Option<String> {
-    let (ok, range) = shared_range(param)?;
-    (!(x.is_finite() && ok(x))).then(|| format!("`{written}` = {x} is out of range {range}"))
-}
-
 /// Parses `grpo,gigpo` or `all` into method names, as given: [`crate::plan::Plan::new`] runs a method
 /// named twice (`all,grpo`) once.
 pub fn parse_list(list: &str) -> Result<Vec<String>> {
@@ -403,9 +535,10 @@ pub fn parse_list(list: &str) -> Result<Vec<String>> {
     for name in list.split(',').map(str::trim).filter(|s| !s.is_empty()) {
         if name == "all" {
             names.extend(
-                ALL.iter()
-                    .filter(|m| !LOGGED_SIGNALS.contains(m))
-                    .map(|s| s.to_string()),
+                METHODS
+                    .iter()
+                    .filter(|m| m.in_all)
+                    .map(|m| m.name.to_string()),
             );
         } else if name == "verl" {
             names.extend(VERL.iter().map(|s| s.to_string()));
@@ -422,68 +555,11 @@ pub fn parse_list(list: &str) -> Result<Vec<String>> {
     Ok(names)
 }
 
-/// Sets one field of a serde-serialisable parameter struct from text, typed by its current value.
-fn set_field<P: Serialize + DeserializeOwned>(
-    params: &mut P,
-    label: &str,
-    key: &str,
-    value: &ParamValue,
-) -> Result<()> {
-    use serde_json::Value;
-    let mut json = serde_json::to_value(&*params).map_err(|e| Error::Param(e.to_string()))?;
-    let Some(map) = json.as_object_mut() else {
-        unreachable!("params serialise to objects")
-    };
-    let Some(current) = map.get(key) else {
-        let keys: Vec<&String> = map.keys().collect();
-        return Err(Error::Param(format!(
-            "unknown parameter `{label}.{key}` (known: {})",
-            keys.iter()
-                .map(|k| k.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
-        )));
-    };
-    let bad = |what: &str| Error::Param(format!("`{label}.{key}={value}`: expected {what}"));
-    let finite = |x: f64| {
-        if x.is_finite() {
-            Ok(Value::from(x))
-        } else {
-            Err(bad("a finite number"))
-        }
-    };
-    // A typed value is taken as it is; text is parsed as the parameter's own type.
-    let parsed = match (current, value) {
-        (Value::Number(n), ParamValue::Integer(i)) if n.is_u64() => Value::from(*i),
-        (Value::Number(n), ParamValue::Text(t)) if n.is_u64() => Value::from(
-            t.parse::<u64>()
-                .map_err(|_| bad("a non-negative integer"))?,
-        ),
-        (Value::Number(n), _) if n.is_u64() => return Err(bad("a non-negative integer")),
-        // An unset optional number (`gigpo.similarity`) too: NaN would be stored as unset.
-        (Value::Number(_) | Value::Null, ParamValue::Number(x)) => finite(*x)?,
-        (Value::Number(_) | Value::Null, ParamValue::Integer(i)) => Value::from(*i as f64),
-        (Value::Number(_), ParamValue::Text(t)) => finite(t.parse().map_err(|_| bad("a number"))?)?,
-        (Value::Null, ParamValue::Text(t)) => match t.parse::<f64>() {
-            Ok(x) => finite(x)?,
-            Err(_) => Value::from(t.as_str()),
-        },
-        (Value::Bool(_), ParamValue::Bool(b)) => Value::from(*b),
-        (Value::Bool(_), ParamValue::Text(t)) => {
-            Value::from(t.parse::<bool>().map_err(|_| bad("true or false"))?)
-        }
-        (Value::Number(_) | Value::Bool(_), _) => {
-            return Err(bad(if current.is_boolean() {
-                "true or false"
-            } else {
-                "a number"
-            }))
-        }
-        (_, ParamValue::Text(t)) => Value::from(t.as_str()),
-        (_, other) => Value::from(other.to_string()),
-    };
-    map.insert(key.to_string(), parsed);
-    *params = serde_json::from_value(json)
-        .map_err(|e| Error::Param(format!("`{label}.{key}={value}`: {e}")))?;
-    Ok(())
+/// A method's float column by name (panics in tests when absent).
+#[cfg(test)]
+pub(crate) fn part<'a>(a: &'a Advantages, name: &str) -> &'a [f64] {
+    match a.column(name) {
+        Some(Values::F64(v)) => v,
+        _ => panic!("no f64 column {name}"),
+    }
 }

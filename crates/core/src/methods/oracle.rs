@@ -316,7 +316,8 @@ pub fn advantages(batch: &StepBatch, params: &Params) -> Result<Advantages> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::batch::testing::{assert_close, batch, batch_with, part, Row};
+    use crate::batch::testing::{assert_close, batch, batch_with, Row};
+    use crate::methods::part;
 
     /// One group, γ = 1. States S (t = 0) and then M or N (t = 1):
     ///

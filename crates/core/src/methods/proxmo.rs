@@ -426,7 +426,8 @@ unsafe fn add_scaled_avx2(row: &mut [f64], w: f64, x: &[f64]) {
 #[allow(clippy::approx_constant)]
 mod tests {
     use super::*;
-    use crate::batch::testing::{assert_close, batch, part, spec_4_1};
+    use crate::batch::testing::{assert_close, batch, spec_4_1};
+    use crate::methods::part;
 
     #[test]
     fn vector_4_7_psc_weights() {

@@ -222,7 +222,8 @@ pub fn advantages(batch: &StepBatch, params: &Params) -> Result<Advantages> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::batch::testing::{assert_close, batch, batch_with_columns, part, Row};
+    use crate::batch::testing::{assert_close, batch, batch_with_columns, Row};
+    use crate::methods::part;
     use crate::methods::step_rl::gae;
     use crate::schema::columns::{STEP, VALUE};
     use polars::prelude::Column;

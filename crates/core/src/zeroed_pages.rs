@@ -1,4 +1,5 @@
-//! Fresh memory that is read before it is written.
+//! Zeroed buffers with every memory page written up front: fresh memory that is read before it is
+//! written (not Parquet's pages, which `ingest/pages.rs` reads).
 
 /// `len` zeros, each page of them written now. Memory the allocator gets from the system reads as
 /// zeros, every page mapped to the one shared zero page until it is written; a buffer read before

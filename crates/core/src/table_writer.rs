@@ -1,4 +1,4 @@
-//! Writing results: tables to .parquet/.jsonl/.csv by extension, with the run's metadata (Parquet
+//! The table writer: results as .parquet/.jsonl/.csv by extension, with the run's metadata (Parquet
 //! key-value metadata `credit`, or a `<file>.meta.json` beside JSONL and CSV), through the one
 //! output layer (`credit_output`: written whole or not at all, never over an input).
 
@@ -335,8 +335,20 @@ pub fn advantages_rows(batch: &StepBatch, results: Vec<Advantages>) -> Result<Ou
 impl TableWriter {
     /// Appends rows `selection` of `rows`, in that order.
     pub fn write_rows(&mut self, rows: &OutputRows, selection: &[usize]) -> Result<()> {
-        self.write(&mut crate::run::take_rows(&rows.0, selection)?)
+        self.write(&mut take_rows(&rows.0, selection)?)
     }
+}
+
+/// Rows `selection` of `frame`, in that order (the frame itself when that is all of it).
+pub fn take_rows(frame: &DataFrame, selection: &[usize]) -> Result<DataFrame, Error> {
+    use polars::prelude::{IdxCa, IdxSize};
+    let whole =
+        selection.len() == frame.height() && selection.iter().enumerate().all(|(i, &r)| i == r);
+    if whole {
+        return Ok(frame.clone());
+    }
+    let idx: Vec<IdxSize> = selection.iter().map(|&r| r as IdxSize).collect();
+    Ok(frame.take(&IdxCa::from_vec("".into(), idx))?)
 }
 
 #[cfg(test)]
