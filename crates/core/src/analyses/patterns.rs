@@ -48,7 +48,7 @@ impl Kind {
             Kind::TrajectoryShift => "whole trajectories shifted by a constant",
             Kind::InvalidOnly => "only rows where `valid` is false (a penalty difference)",
             Kind::GroupStatistics => {
-                "most of a group, by no one ratio or offset (the group's mean and std both differ: a penalty or stats_over difference)"
+                "groups where most rows differ, by no one ratio or offset (their mean and std both differ: a penalty or stats_over difference)"
             }
             Kind::Isolated => "isolated rows",
         }

@@ -199,19 +199,24 @@ impl Search {
         searched
     }
 
-    /// The closest candidate over what was searched (`None` when nothing was): ties go to the
-    /// candidate listed first (a planned method before its variations).
+    /// The closest candidate over what was searched (`None` when nothing was): the fewest rows
+    /// beyond the tolerance, then the smallest max |Δ|, where maxima within the tolerance of
+    /// each other tie (float32 rounding must not pick `eps = 1e-8` over the planned method); ties
+    /// go to the candidate listed first (a planned method before its variations).
     pub fn best(&self, searched: &Searched) -> Option<Configuration> {
-        let (i, fit) = searched
-            .fits
-            .iter()
-            .enumerate()
-            .filter_map(|(i, f)| f.map(|f| (i, f)))
-            .min_by(|a, b| {
-                a.1.beyond
-                    .cmp(&b.1.beyond)
-                    .then(a.1.max.total_cmp(&b.1.max))
-            })?;
+        let fits = || {
+            searched
+                .fits
+                .iter()
+                .enumerate()
+                .filter_map(|(i, f)| f.map(|f| (i, f)))
+        };
+        let fewest = fits().map(|(_, f)| f.beyond).min()?;
+        let closest = fits()
+            .filter(|(_, f)| f.beyond == fewest)
+            .map(|(_, f)| f.max)
+            .fold(f64::INFINITY, f64::min);
+        let (i, fit) = fits().find(|(_, f)| f.beyond == fewest && f.max <= closest + TOLERANCE)?;
         let (preset, settings) = self.describe(&self.candidates[i].method);
         Some(Configuration {
             method: self.candidates[i].method.label().to_string(),
