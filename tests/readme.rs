@@ -91,6 +91,8 @@ fn readme_logged_example_runs_as_printed() {
     assert_eq!(out.status.code(), Some(0));
     let text = stdout(&out);
     let printed: Vec<&str> = lines.take_while(|l| *l != "…").collect();
-    assert_eq!(text.lines().take(printed.len()).collect::<Vec<_>>(), printed);
+    assert_eq!(
+        text.lines().take(printed.len()).collect::<Vec<_>>(),
+        printed
+    );
 }
-

@@ -32,7 +32,8 @@ pub enum Kind {
     /// The rows that differ in a group are all invalid actions.
     InvalidOnly,
     /// Most of a group's rows differ, by no one ratio or offset: both its mean and its spread
-    /// moved (a penalty or `stats_over` difference under row statistics).
+    /// moved (a penalty or `stats_over` difference under row statistics), or a std setting
+    /// moved GiGPO's step terms too.
     GroupStatistics,
     /// A row that fits none of the above.
     Isolated,
@@ -48,7 +49,7 @@ impl Kind {
             Kind::TrajectoryShift => "whole trajectories shifted by a constant",
             Kind::InvalidOnly => "only rows where `valid` is false (a penalty difference)",
             Kind::GroupStatistics => {
-                "groups where most rows differ, by no one ratio or offset (their mean and std both differ: a penalty or stats_over difference)"
+                "groups where most rows differ, by no one ratio or offset (their statistics differ: a penalty, stats_over, or a std setting of a method with step terms)"
             }
             Kind::Isolated => "isolated rows",
         }

@@ -87,7 +87,8 @@ impl Fit {
             beyond: logged
                 .iter()
                 .zip(values)
-                .filter(|(l, v)| !((*l - *v).abs() <= TOLERANCE))
+                .map(|(l, v)| (l - v).abs())
+                .filter(|d| *d > TOLERANCE || d.is_nan())
                 .count(),
             max: max_abs_diff(logged, values),
         }
@@ -178,7 +179,7 @@ impl Search {
             .candidates
             .iter()
             .filter_map(planned)
-            .any(|values| within(values));
+            .any(within);
         if reproduced {
             return searched;
         }
