@@ -156,12 +156,30 @@ pub(crate) fn with_reference_gigpo(
     name: &str,
     edit: impl FnOnce(&mut [serde_json::Value]),
 ) -> String {
+    with_reference(
+        run,
+        name,
+        "textworld.ref-pen01.jsonl",
+        "gigpo_mean_std_norm",
+        edit,
+    )
+}
+
+/// `real/textworld.jsonl` with an `advantages` column holding column `column` of
+/// `reference/<file>` (what verl-agent computed for the same rows), with `edit` applied.
+pub(crate) fn with_reference(
+    run: &Run,
+    name: &str,
+    file: &str,
+    column: &str,
+    edit: impl FnOnce(&mut [serde_json::Value]),
+) -> String {
     let mut rows = read_jsonl(&fixture("real/textworld.jsonl"));
-    let reference = read_jsonl(&fixture("reference/textworld.ref-pen01.jsonl"));
+    let reference = read_jsonl(&fixture(&format!("reference/{file}")));
     for (row, r) in rows.iter_mut().zip(&reference) {
         assert_eq!(row["traj_uid"], r["traj_uid"]);
         assert_eq!(row["step"], r["step"]);
-        row["advantages"] = r["gigpo_mean_std_norm"].clone();
+        row["advantages"] = r[column].clone();
     }
     edit(&mut rows);
     let text: String = rows.iter().map(|r| format!("{r}\n")).collect();
@@ -245,6 +263,49 @@ fn logged_departures_are_named_by_file_and_line() {
     let text = stdout(&run.credit(args));
     assert!(text.contains("3 of 404"), "{text}");
     assert!(text.contains(&format!("{path}:11  trajectory")), "{text}");
+}
+
+#[test]
+fn a_trainer_without_the_penalty_is_named_by_its_setting() {
+    // verl-agent's GiGPO run with penalty 0 (`reference/textworld.ref.jsonl`), held to the verl
+    // preset's 0.1: every row is off, and the search names the one setting apart.
+    let run = Run::new();
+    let path = with_reference(
+        &run,
+        "p0.jsonl",
+        "textworld.ref.jsonl",
+        "gigpo_mean_std_norm",
+        |_| {},
+    );
+    let args = [
+        "compare",
+        &path,
+        "--methods",
+        "logged,gigpo",
+        "--preset",
+        "verl",
+    ];
+    let c = json(&run.credit(args.iter().chain(&["--format", "json"])));
+    let check = &c["logged"][0];
+    assert!(check["rows_beyond"].as_u64().unwrap() > 0, "{check}");
+    let found = &check["configuration"];
+    assert_eq!(found["method"], "gigpo");
+    assert_eq!(found["preset"], "verl");
+    assert_eq!(
+        found["settings"],
+        serde_json::json!({"invalid_penalty": 0.0})
+    );
+    // The reference's float32 rounding, nothing more.
+    assert!(f(&found["max_abs_diff"]) < 1e-5, "{found}");
+    assert_eq!(found["reproduces"], true);
+    let patterns = check["patterns"].as_array().unwrap();
+    let rows: u64 = patterns.iter().map(|p| p["rows"].as_u64().unwrap()).sum();
+    assert_eq!(rows, check["rows_beyond"].as_u64().unwrap());
+    let text = stdout(&run.credit(args));
+    assert!(
+        text.contains("configuration: logged = gigpo, preset verl, `gigpo.invalid_penalty=0.0`"),
+        "{text}"
+    );
 }
 
 #[test]

@@ -76,3 +76,23 @@ fn readme_commands_without_a_path_read_the_fixtures() {
         );
     }
 }
+
+#[test]
+fn readme_logged_example_runs_as_printed() {
+    // The block's command on the shipped file prints the block's lines (up to its `…`).
+    let block = block("$ credit compare fixtures/logged/");
+    let mut lines = block.lines();
+    let command = lines.next().unwrap().trim_start_matches("$ credit ");
+    let out = Command::new(env!("CARGO_BIN_EXE_credit"))
+        .args(command.split_whitespace())
+        .current_dir(repo())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let text = stdout(&out);
+    let printed: Vec<&str> = lines.take_while(|l| *l != "…").collect();
+    assert_eq!(
+        text.lines().take(printed.len()).collect::<Vec<_>>(),
+        printed
+    );
+}

@@ -463,3 +463,45 @@ fn a_rule_on_the_logged_difference_holds_the_trainer_to_the_reference() {
     let html = std::fs::read_to_string(run.path("rep/report.html")).unwrap();
     assert!(html.contains("adv_logged") || html.contains("logged"));
 }
+
+#[test]
+fn the_report_says_what_the_trainer_ran() {
+    // verl-agent's GRPO (`grpo_cross_steps`) logged as `advantages` and held to GiGPO: the
+    // section names GRPO under the verl preset as the trainer's configuration, and the explorer
+    // picks the groups where logged departs.
+    let run = Run::new();
+    let path = crate::compare::with_reference(
+        &run,
+        "grpo.jsonl",
+        "textworld.ref-pen01.jsonl",
+        "grpo_cross_steps",
+        |_| {},
+    );
+    let out = run.credit([
+        "report",
+        &path,
+        "--methods",
+        "logged,gigpo",
+        "--preset",
+        "verl",
+        "--explore-max",
+        "1",
+        "--out",
+        "rep",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let md = std::fs::read_to_string(run.path("rep/report.md")).unwrap();
+    let section = &md[md.find("## Trainer vs reference").expect("the section")..];
+    assert!(
+        section.contains("configuration: logged = grpo, preset verl"),
+        "{section}"
+    );
+    assert!(
+        section.contains(&format!("{path}:1  trajectory")),
+        "{section}"
+    );
+    let html = std::fs::read_to_string(run.path("rep/report.html")).unwrap();
+    assert!(html.contains("Trainer vs reference"));
+    assert!(html.contains("logged departs from gigpo"));
+    assert!(html.contains("\"departs\":[\"gigpo\"]"));
+}

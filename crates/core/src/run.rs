@@ -12,6 +12,7 @@
 use crate::analyses::against::{against_columns, spa_weighting_note, Against};
 use crate::analyses::compare::{compare, CompareChunk, CompareRows, Comparison};
 use crate::analyses::logged::{self, Departures};
+use crate::analyses::search::Search;
 use crate::analyses::summary::{summary_part, Summary, SummaryBuilder};
 use crate::error::Error;
 use crate::ingest::{stream, Event, IngestOptions, IngestReport, Progress, UnitKind, Window};
@@ -23,6 +24,7 @@ use crate::StepBatch;
 use polars::prelude::DataFrame;
 use std::borrow::Cow;
 use std::path::PathBuf;
+use std::sync::Arc;
 
 /// What one run reads and computes: the logs and how to read them, the planned methods, and
 /// HISR's segmentation (which the summary's segment statistics share with the method).
@@ -257,6 +259,10 @@ impl RunPlan {
         let mut columns: Vec<Vec<f64>> = vec![Vec::new(); labels.len()];
         let mut builder = SummaryBuilder::default();
         let mut departures = Departures::default();
+        let search = labels
+            .iter()
+            .any(|l| l == "logged")
+            .then(|| Arc::new(Search::new(&self.methods.methods, self.methods.profile)));
         let mut traj_lengths: Vec<u32> = Vec::new();
         let (notes, report) = self.in_input_order(
             self.methods.unit(),
@@ -265,7 +271,8 @@ impl RunPlan {
                 let computed = self.compute(fill, window)?;
                 let looked = look(window, &computed.batch, &computed.results)?;
                 let part = with_summary.then(|| summary_part(&computed.batch, &self.hisr));
-                let departed = Departures::of(window, &computed.batch, &labels, &computed.results);
+                let departed =
+                    Departures::of(window, &computed.batch, &labels, &computed.results, &search);
                 let advantages = computed
                     .results
                     .iter()

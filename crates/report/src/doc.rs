@@ -107,6 +107,12 @@ impl Text {
         self
     }
 
+    /// Appends every span of `other`.
+    pub fn and_text(mut self, other: Text) -> Self {
+        self.0.extend(other.0);
+        self
+    }
+
     pub fn and_span(mut self, span: Span) -> Self {
         self.0.push(span);
         self

@@ -11,6 +11,7 @@
 
 use crate::Error;
 use credit_core::analyses::compare::Comparison;
+use credit_core::analyses::logged::TOLERANCE;
 use credit_core::analyses::stats::spearman;
 use credit_core::graph::GroupGraph;
 use credit_core::methods::gigpo::anchor_clusters;
@@ -149,6 +150,10 @@ pub struct Step {
     /// Method → its parts (`gigpo`: `episode`, `step`, `group_size`, …), in column order.
     #[serde(serialize_with = "ordered")]
     pub parts: Vec<(String, Parts)>,
+    /// The methods whose advantage departs from `logged`'s here (beyond its tolerance), when
+    /// `logged` is planned: the page outlines these cells.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub departs: Vec<String>,
 }
 
 #[derive(Clone, Debug, Serialize)]
@@ -289,6 +294,7 @@ impl Selector {
                                 .filter(|(_, a)| a.columns.len() > 1)
                                 .map(|(m, a)| (m.clone(), parts(m, a, r)))
                                 .collect(),
+                            departs: self.departs(results, r),
                         }
                     })
                     .collect();
@@ -325,6 +331,22 @@ impl Selector {
     }
 }
 
+impl Selector {
+    /// The methods that depart from `logged` at row `r` (none when it is not planned).
+    fn departs(&self, results: &[Advantages], r: usize) -> Vec<String> {
+        let Some(l) = self.methods.iter().position(|m| m == "logged") else {
+            return Vec::new();
+        };
+        let logged = results[l].advantage()[r];
+        self.methods
+            .iter()
+            .zip(results)
+            .filter(|(_, a)| (a.advantage()[r] - logged).abs() > TOLERANCE)
+            .map(|(m, _)| m.clone())
+            .collect()
+    }
+}
+
 /// Method `label`'s parts at row `r`: its columns after the advantage, `<label>_` dropped.
 fn parts(label: &str, result: &Advantages, r: usize) -> Parts {
     let prefix = format!("{label}_");
@@ -343,45 +365,98 @@ fn parts(label: &str, result: &Advantages, r: usize) -> Parts {
     )
 }
 
-/// Per group: the lowest Spearman ρ between two methods' advantages over its steps, as the key
-/// −ρ (the more the methods disagree, the higher), when the group has enough steps and some pair
-/// is defined (neither method constant on it).
+/// Per group: where `logged` is planned and some method departs from it on the group, the most
+/// rows one method departs on, as the key 2 + rows (above every −ρ), the trainer's rows being
+/// the ones to look at; else the lowest Spearman ρ between two methods' advantages over its steps
+/// (`logged` left out: it can only repeat a method), as the key −ρ (the more the methods
+/// disagree, the higher), when the group has enough steps and some pair is defined (neither
+/// method constant on it).
 fn disagreement(
     batch: &StepBatch,
     results: &[Advantages],
     methods: &[String],
 ) -> Vec<Option<(f64, String)>> {
+    let logged = methods.iter().position(|m| m == "logged");
     (0..batch.groups.len())
         .map(|g| {
-            if methods.len() < 2 || batch.groups[g].n_rows < MIN_STEPS_FOR_RANKS {
-                return None;
-            }
             let rows: Vec<u32> = batch.group_rows(g).collect();
-            let columns: Vec<Vec<f64>> = results
-                .iter()
-                .map(|a| rows.iter().map(|&r| a.advantage()[r as usize]).collect())
-                .collect();
-            let mut lowest: Option<(f64, usize, usize)> = None;
-            for a in 0..columns.len() {
-                for b in a + 1..columns.len() {
-                    if let Some(rho) = spearman(&columns[a], &columns[b]) {
-                        if lowest.is_none_or(|(l, _, _)| rho < l) {
-                            lowest = Some((rho, a, b));
-                        }
-                    }
-                }
-            }
-            lowest.map(|(rho, a, b)| {
-                (
-                    -rho,
-                    format!(
-                        "methods disagree: Spearman ρ = {rho:.2} between {} and {}",
-                        methods[a], methods[b]
-                    ),
-                )
-            })
+            let departs = logged.and_then(|l| departure(&rows, results, methods, l));
+            departs.or_else(|| lowest_rank_agreement(&rows, results, methods, logged))
         })
         .collect()
+}
+
+/// The method that departs from `logged` (results[`l`]) on the most of `rows`, as a key and a
+/// reason; `None` when none departs.
+fn departure(
+    rows: &[u32],
+    results: &[Advantages],
+    methods: &[String],
+    l: usize,
+) -> Option<(f64, String)> {
+    let logged = results[l].advantage();
+    let (count, max, m) = (0..results.len())
+        .filter(|&m| m != l)
+        .map(|m| {
+            let values = results[m].advantage();
+            let diffs = rows
+                .iter()
+                .map(|&r| (logged[r as usize] - values[r as usize]).abs());
+            let count = diffs.clone().filter(|&d| d > TOLERANCE).count();
+            (count, diffs.fold(0.0, f64::max), m)
+        })
+        .max_by_key(|&(count, _, _)| count)?;
+    (count > 0).then(|| {
+        (
+            2.0 + count as f64,
+            format!(
+                "logged departs from {}: {count} of {} rows beyond {TOLERANCE:e} (max |Δ| {max:.1e})",
+                methods[m],
+                rows.len()
+            ),
+        )
+    })
+}
+
+/// The lowest Spearman ρ between two methods (other than `logged`) over `rows`, as the key −ρ,
+/// when there are enough rows and some pair is defined.
+fn lowest_rank_agreement(
+    rows: &[u32],
+    results: &[Advantages],
+    methods: &[String],
+    logged: Option<usize>,
+) -> Option<(f64, String)> {
+    let compared: Vec<usize> = (0..results.len()).filter(|&m| Some(m) != logged).collect();
+    if compared.len() < 2 || rows.len() < MIN_STEPS_FOR_RANKS {
+        return None;
+    }
+    let columns: Vec<Vec<f64>> = compared
+        .iter()
+        .map(|&m| {
+            rows.iter()
+                .map(|&r| results[m].advantage()[r as usize])
+                .collect()
+        })
+        .collect();
+    let mut lowest: Option<(f64, usize, usize)> = None;
+    for a in 0..columns.len() {
+        for b in a + 1..columns.len() {
+            if let Some(rho) = spearman(&columns[a], &columns[b]) {
+                if lowest.is_none_or(|(l, _, _)| rho < l) {
+                    lowest = Some((rho, a, b));
+                }
+            }
+        }
+    }
+    lowest.map(|(rho, a, b)| {
+        (
+            -rho,
+            format!(
+                "methods disagree: Spearman ρ = {rho:.2} between {} and {}",
+                methods[compared[a]], methods[compared[b]]
+            ),
+        )
+    })
 }
 
 /// Per group: the share of its steps whose exact observation occurs once in the group (GiGPO's
@@ -661,6 +736,7 @@ mod tests {
                         node: "n0".into(),
                         adv: vec![("grpo".into(), -0.5)],
                         parts: vec![("grpo".into(), Parts(vec![("group_size".into(), 2.into())]))],
+                        departs: Vec::new(),
                     }],
                 }],
                 dot: String::new(),

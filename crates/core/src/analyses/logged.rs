@@ -1,12 +1,17 @@
 //! The trainer held to the reference: each planned method against the advantages the run logged
 //! (method `logged`). Per method, the largest |logged − method| over every row, how many rows
 //! differ by more than [`TOLERANCE`], and the first of them in input order with the file and
-//! line they were read from, so that a user can open the row the trainer got wrong.
+//! line they were read from, so that a user can open the row the trainer got wrong. Beside the
+//! rows, the diagnosis: how the differing rows are laid out ([`super::patterns`]) and the
+//! configuration that reproduces the logged column, or comes closest ([`super::search`]).
 //!
-//! The rows' origins exist only while their window does, so the first differing rows are picked
-//! window by window ([`Departures::of`]) and merged in input order ([`Departures::merge`]); the
-//! maximum and the count come from the gathered columns ([`check`]).
+//! The rows' origins exist only while their window does, so the first differing rows, the
+//! patterns and the search are made window by window ([`Departures::of`]) and merged in input
+//! order ([`Departures::merge`]); the maximum and the count come from the gathered columns
+//! ([`check`]).
 
+use super::patterns::{Pattern, Tally};
+use super::search::{Configuration, Searched, Shared};
 use crate::ingest::Window;
 use crate::methods::Advantages;
 use crate::schema::columns::STEP;
@@ -18,7 +23,7 @@ use serde::Serialize;
 /// `credit`'s f64 to 1e-4, `crates/core/tests/reference.rs`).
 pub const TOLERANCE: f64 = 1e-4;
 
-/// How many differing rows each method's check names.
+/// How many differing rows (and instances of each pattern) each method's check names.
 pub const FIRST: usize = 5;
 
 /// One method against the logged advantages.
@@ -32,6 +37,11 @@ pub struct LoggedCheck {
     pub rows: usize,
     /// The first [`FIRST`] of those rows, in input order.
     pub first: Vec<Departure>,
+    /// The configuration that reproduces the logged column, or the closest one tried.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub configuration: Option<Configuration>,
+    /// The rows beyond the tolerance by layout (whole groups at one ratio, …), most telling first.
+    pub patterns: Vec<Pattern>,
 }
 
 /// A row where a method departs from the logged advantage.
@@ -48,86 +58,118 @@ pub struct Departure {
     seq: u64,
 }
 
-/// The first differing rows seen so far, per planned method (empty where `logged` is not planned).
+/// What is kept of every method against `logged` so far (nothing where it is not planned): per
+/// planned method its first differing rows and its patterns; the configuration search.
 #[derive(Clone, Debug, Default)]
-pub struct Departures(Vec<Vec<Departure>>);
+pub struct Departures {
+    first: Vec<Vec<Departure>>,
+    patterns: Vec<Tally>,
+    searched: Searched,
+    search: Shared,
+}
 
 impl Departures {
-    /// The first [`FIRST`] rows of `window` (input order) where each method departs from
-    /// `logged`; `results` are the planned methods' results on the window's `batch`, labelled by
-    /// `labels`. Nothing when `logged` is not among them.
+    /// Each method against `logged` on one window: its first [`FIRST`] differing rows (input
+    /// order), its patterns, and `search` run there. `results` are the planned methods' results
+    /// on the window's `batch`, labelled by `labels`. Nothing when `logged` is not among them.
     pub fn of(
         window: &Window,
         batch: &StepBatch,
         labels: &[String],
         results: &[Advantages],
+        search: &Shared,
     ) -> Self {
-        let Some(reference) = labels.iter().position(|l| l == "logged") else {
+        let (Some(reference), Some(search)) = (labels.iter().position(|l| l == "logged"), search)
+        else {
             return Departures::default();
         };
         let logged = results[reference].advantage();
-        let steps = batch.opt_i64s(STEP);
-        let departures = results
-            .iter()
-            .map(|result| {
-                let values = result.advantage();
-                let mut beyond: Vec<usize> = (0..batch.len())
-                    .filter(|&r| (logged[r] - values[r]).abs() > TOLERANCE)
-                    .collect();
-                beyond.sort_unstable_by_key(|&r| window.seq[r]);
-                beyond.truncate(FIRST);
-                beyond
-                    .into_iter()
-                    .map(|r| Departure {
-                        location: window.location(r).to_string(),
-                        traj_id: batch.trajs[batch.traj_of_row[r] as usize].id.to_string(),
-                        step: steps.and_then(|s| s.get(r)),
-                        logged: logged[r],
-                        value: values[r],
-                        seq: window.seq[r],
-                    })
-                    .collect()
-            })
-            .collect();
-        Departures(departures)
+        let columns: Vec<&[f64]> = results.iter().map(|r| r.advantage()).collect();
+        Departures {
+            first: columns
+                .iter()
+                .map(|values| first_rows(window, batch, logged, values))
+                .collect(),
+            patterns: columns
+                .iter()
+                .map(|values| Tally::of(window, batch, logged, values))
+                .collect(),
+            searched: search.window(batch, logged, &columns),
+            search: Some(search.clone()),
+        }
     }
 
     /// Adds the departures of logs read after these (`credit watch` reads a run file by file):
     /// theirs come after every one of these.
     pub fn follow(&mut self, later: Departures) {
-        if self.0.is_empty() {
-            *self = later;
-            return;
-        }
-        for (mine, theirs) in self.0.iter_mut().zip(later.0) {
-            let room = FIRST.saturating_sub(mine.len());
-            mine.extend(theirs.into_iter().take(room));
-        }
+        self.combine(later, false);
     }
 
     /// Keeps the first [`FIRST`] rows of both, in input order.
     pub fn merge(&mut self, other: Departures) {
-        if self.0.is_empty() {
+        self.combine(other, true);
+    }
+
+    /// Both: the first rows and instances by input order (`by_seq`) or these first; the searches
+    /// add up.
+    fn combine(&mut self, other: Departures, by_seq: bool) {
+        if self.search.is_none() {
             *self = other;
             return;
         }
-        for (mine, theirs) in self.0.iter_mut().zip(other.0) {
+        for (mine, theirs) in self.first.iter_mut().zip(other.first) {
             mine.extend(theirs);
-            mine.sort_unstable_by_key(|d| d.seq);
+            if by_seq {
+                mine.sort_unstable_by_key(|d| d.seq);
+            }
             mine.truncate(FIRST);
         }
+        for (mine, theirs) in self.patterns.iter_mut().zip(other.patterns) {
+            if by_seq {
+                mine.merge(theirs);
+            } else {
+                mine.follow(theirs);
+            }
+        }
+        self.searched.merge(other.searched);
     }
 }
 
+/// The first [`FIRST`] rows of `window` (input order) where `values` depart from `logged`.
+fn first_rows(
+    window: &Window,
+    batch: &StepBatch,
+    logged: &[f64],
+    values: &[f64],
+) -> Vec<Departure> {
+    let steps = batch.opt_i64s(STEP);
+    let mut beyond: Vec<usize> = (0..batch.len())
+        .filter(|&r| (logged[r] - values[r]).abs() > TOLERANCE)
+        .collect();
+    beyond.sort_unstable_by_key(|&r| window.seq[r]);
+    beyond.truncate(FIRST);
+    beyond
+        .into_iter()
+        .map(|r| Departure {
+            location: window.location(r).to_string(),
+            traj_id: batch.trajs[batch.traj_of_row[r] as usize].id.to_string(),
+            step: steps.and_then(|s| s.get(r)),
+            logged: logged[r],
+            value: values[r],
+            seq: window.seq[r],
+        })
+        .collect()
+}
+
 /// Every planned method but `logged` against it: `advantages` are the gathered columns (label,
-/// one value per row in input order), `departures` the first differing rows. Empty when
-/// `logged` is not planned.
+/// one value per row in input order), `departures` what the windows kept. Empty when `logged` is
+/// not planned.
 pub fn check(advantages: &[(String, Vec<f64>)], departures: &Departures) -> Vec<LoggedCheck> {
     let Some(reference) = advantages.iter().position(|(l, _)| l == "logged") else {
         return Vec::new();
     };
     let logged = &advantages[reference].1;
-    advantages
+    let mut checks: Vec<LoggedCheck> = advantages
         .iter()
         .enumerate()
         .filter(|&(i, _)| i != reference)
@@ -138,10 +180,46 @@ pub fn check(advantages: &[(String, Vec<f64>)], departures: &Departures) -> Vec<
                 max_abs_diff: diffs.clone().fold(0.0, f64::max),
                 rows_beyond: diffs.filter(|&d| d > TOLERANCE).count(),
                 rows: logged.len(),
-                first: departures.0.get(i).cloned().unwrap_or_default(),
+                first: departures.first.get(i).cloned().unwrap_or_default(),
+                configuration: None,
+                patterns: departures
+                    .patterns
+                    .get(i)
+                    .map(Tally::patterns)
+                    .unwrap_or_default(),
             }
         })
-        .collect()
+        .collect();
+    let configurations: Vec<Option<Configuration>> = checks
+        .iter()
+        .map(|c| configuration(c, &checks, departures))
+        .collect();
+    for (check, found) in checks.iter_mut().zip(configurations) {
+        check.configuration = found;
+    }
+    checks
+}
+
+/// The configuration for `check`'s entry: its own method where it reproduces the logged column;
+/// else the search's closest candidate; else (nothing searched: a planned method reproduced every
+/// window) the planned method that reproduces it.
+fn configuration(
+    check: &LoggedCheck,
+    checks: &[LoggedCheck],
+    departures: &Departures,
+) -> Option<Configuration> {
+    let search = departures.search.as_ref()?;
+    let searched = &departures.searched;
+    if check.rows_beyond == 0 {
+        return search.planned(&check.method, (check.max_abs_diff, 0), searched);
+    }
+    search.best(searched).or_else(|| {
+        let closest = checks
+            .iter()
+            .filter(|c| c.rows_beyond == 0)
+            .min_by(|a, b| a.max_abs_diff.total_cmp(&b.max_abs_diff))?;
+        search.planned(&closest.method, (closest.max_abs_diff, 0), searched)
+    })
 }
 
 #[cfg(test)]
@@ -156,6 +234,17 @@ mod tests {
             logged: 0.0,
             value: 1.0,
             seq,
+        }
+    }
+
+    /// One method's first rows, as a window of a run that plans `logged` keeps them.
+    fn kept(rows: Vec<Departure>) -> Departures {
+        let search = super::super::search::Search::new(&[], crate::profile::Profile::Paper);
+        Departures {
+            first: vec![rows],
+            patterns: vec![Tally::default()],
+            searched: Searched::default(),
+            search: Some(std::sync::Arc::new(search)),
         }
     }
 
@@ -180,14 +269,14 @@ mod tests {
     #[test]
     fn windows_merge_into_the_first_rows_in_input_order() {
         // Groups interleave: the second window holds earlier rows than the first.
-        let mut kept = Departures(vec![vec![at(4), at(9)]]);
-        kept.merge(Departures(vec![(0..FIRST as u64)
-            .map(|s| at(2 * s + 1))
-            .collect()]));
-        let seqs: Vec<u64> = kept.0[0].iter().map(|d| d.seq).collect();
+        let mut kept = kept(vec![at(4), at(9)]);
+        kept.merge(self::kept(
+            (0..FIRST as u64).map(|s| at(2 * s + 1)).collect(),
+        ));
+        let seqs: Vec<u64> = kept.first[0].iter().map(|d| d.seq).collect();
         assert_eq!(seqs, [1, 3, 4, 5, 7]);
         let mut empty = Departures::default();
-        empty.merge(Departures(vec![vec![at(2)]]));
-        assert_eq!(empty.0[0].len(), 1);
+        empty.merge(self::kept(vec![at(2)]));
+        assert_eq!(empty.first[0].len(), 1);
     }
 }

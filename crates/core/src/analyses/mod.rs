@@ -7,6 +7,8 @@ pub mod against;
 pub mod compare;
 pub mod graphs;
 pub mod logged;
+pub mod patterns;
 pub mod progress;
+pub mod search;
 pub mod stats;
 pub mod summary;

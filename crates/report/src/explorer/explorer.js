@@ -206,9 +206,16 @@
       (action.length > 120 ? action.slice(0, 119) + "…" : action) + (st.valid === false ? " [invalid action]" : "")
     );
   }
+  // Whether method m's advantage at this step departs from the trainer's logged one (`logged`
+  // itself departs wherever any method does).
+  function departs(st, m) {
+    var d = st.departs || [];
+    return d.length > 0 && (m === "logged" || d.indexOf(m) >= 0);
+  }
   function cellFullName(t, s) {
     var st = group().trajectories[t].steps[s];
-    return cellName(t, s) + "; adv " + state.m + " " + fmtAdv(st.adv ? st.adv[state.m] : undefined);
+    return cellName(t, s) + "; adv " + state.m + " " + fmtAdv(st.adv ? st.adv[state.m] : undefined) +
+      (departs(st, state.m) ? "; departs from logged" : "");
   }
 
   function paintCell(c, t, s) {
@@ -223,6 +230,7 @@
       c.style.color = INK[i];
       c.classList.remove("cx-na");
     }
+    c.classList.toggle("cx-departs", departs(st, state.m));
   }
 
   function renderGroups() {
@@ -367,8 +375,9 @@
     var advRows = METHODS.map(function (m) {
       var x = st.adv ? st.adv[m] : undefined;
       var cur = m === state.m;
+      var cls = (cur ? "cx-cur" : "") + (departs(st, m) ? (cur ? " " : "") + "cx-departs" : "");
       return (
-        '<tr data-method="' + esc(m) + '"' + (cur ? ' class="cx-cur" aria-current="true"' : "") + ">" +
+        '<tr data-method="' + esc(m) + '"' + (cls ? ' class="' + cls + '"' : "") + (cur ? ' aria-current="true"' : "") + ">" +
         '<th scope="row"><button type="button" class="cx-mlink" data-method="' + esc(m) + '" title="Colour by ' + esc(m) + '">' +
         esc(m) + "</button></th>" +
         '<td class="cx-num cx-advval">' + fmtAdv(x) + "</td><td>" + advBar(x, m) + "</td></tr>"

@@ -76,13 +76,15 @@ fn verdict(v: Verdict, s: &str) -> String {
 
 fn table(o: &mut String, table: &Table) {
     let columns = table.shown_columns();
-    let titles: Vec<&str> = columns
+    // A `|` in a title would end its column (`max |Δ|`).
+    let titles: Vec<String> = columns
         .iter()
         .enumerate()
         .map(|(k, c)| match &table.header {
             Header::Titled(title) if k == 0 => title.as_str(),
             _ => c.title.as_str(),
         })
+        .map(|t| t.replace('|', "\\|"))
         .collect();
     let _ = writeln!(o, "| {} |", titles.join(" | "));
     let rules: Vec<&str> = columns

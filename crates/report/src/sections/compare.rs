@@ -39,8 +39,8 @@ fn per_method(w: usize, title: &str, columns: impl IntoIterator<Item = Column>) 
     )
 }
 
-/// Each method against the logged advantages: max |Δ|, the rows beyond the tolerance, and the
-/// first of them by file and line.
+/// Each method against the logged advantages: max |Δ|, the rows beyond the tolerance, how they
+/// lie and the configuration found, and the first of them by file and line.
 fn logged(checks: &[LoggedCheck], w: usize) -> Section<'static> {
     let mut table = per_method(
         w,
@@ -56,18 +56,14 @@ fn logged(checks: &[LoggedCheck], w: usize) -> Section<'static> {
             format!("{:.2e}", check.max_abs_diff).into(),
             format!("{} of {}", check.rows_beyond, check.rows).into(),
         ]);
-        row.details = check
-            .first
-            .iter()
-            .map(|d| {
-                let step = d.step.map_or_else(String::new, |s| format!(" step {s}"));
-                Text::plain(format!("{}  trajectory ", d.location))
-                    .and_code(d.traj_id.as_str())
-                    .and(format!(
-                        "{step}: logged {:.6}, {} {:.6}",
-                        d.logged, check.method, d.value
-                    ))
-            })
+        row.details = super::trainer::diagnosis(check)
+            .into_iter()
+            .chain(
+                check
+                    .first
+                    .iter()
+                    .map(|d| super::trainer::departure(&check.method, d)),
+            )
             .collect();
     }
     titled(

@@ -5,6 +5,7 @@
 pub mod analyze;
 pub mod compare;
 pub mod report;
+pub mod trainer;
 
 pub use analyze::analyze;
 pub use compare::compare;

@@ -23,6 +23,10 @@ pub fn report<'a>(report: &Report<'a>, figures: &'a [Figure]) -> Doc<'a> {
         Some(logs(inputs, report.baseline)),
         comparison(inputs),
         inputs
+            .comparison
+            .filter(|c| !c.logged.is_empty())
+            .map(|c| super::trainer::section(&c.logged)),
+        inputs
             .against
             .map(|a| against(a, in_section(plots::Section::Against))),
         trends(in_section(plots::Section::Trends)),
