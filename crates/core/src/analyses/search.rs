@@ -142,7 +142,7 @@ impl Search {
             }
         };
         for (i, m) in methods.iter().enumerate() {
-            if !matches!(m, Method::Logged) {
+            if m.label() != "logged" {
                 push(m.clone(), Some(i));
             }
         }
@@ -175,11 +175,7 @@ impl Search {
             windows_seen: 1,
             ..Searched::default()
         };
-        let reproduced = self
-            .candidates
-            .iter()
-            .filter_map(planned)
-            .any(within);
+        let reproduced = self.candidates.iter().filter_map(planned).any(within);
         if reproduced {
             return searched;
         }
@@ -318,7 +314,7 @@ fn varied(method: &Method, key: &str, value: &str) -> Method {
     let mut m = method.clone();
     if key == "similarity" {
         // An unset θ cannot be written as a value: a set one is varied to unset.
-        if let Method::Gigpo(p) = &mut m {
+        if let Some(p) = m.params_mut::<crate::methods::gigpo::Params>() {
             if p.similarity.is_some() {
                 p.similarity = None;
                 return m;

@@ -337,6 +337,7 @@ trait Configured: Debug + Send + Sync {
     fn check(&self, label: &str) -> Result<()>;
     fn advantages(&self, batch: &StepBatch, label: &str) -> Result<Advantages>;
     fn params(&self) -> &dyn Any;
+    fn params_mut(&mut self) -> &mut dyn Any;
     fn cloned(&self) -> Box<dyn Configured>;
 }
 
@@ -359,6 +360,10 @@ impl<P: Parameters> Configured for Typed<P> {
 
     fn params(&self) -> &dyn Any {
         &self.params
+    }
+
+    fn params_mut(&mut self) -> &mut dyn Any {
+        &mut self.params
     }
 
     fn cloned(&self) -> Box<dyn Configured> {
@@ -449,6 +454,12 @@ impl Method {
     /// The parameters, when they are `P` (a method's own `Params`).
     pub fn params<P: 'static>(&self) -> Option<&P> {
         self.params.params().downcast_ref()
+    }
+
+    /// The parameters to change, when they are `P` (what `set` cannot say: an optional one
+    /// unset).
+    pub fn params_mut<P: 'static>(&mut self) -> Option<&mut P> {
+        self.params.params_mut().downcast_mut()
     }
 
     /// Whether the method takes statistics over the whole training batch (an iteration) rather
