@@ -3,6 +3,7 @@
 //! `Params::verl()`) beside the equations they set. [`Method`] is the closed set the CLI dispatches on.
 
 pub mod empg;
+mod exp;
 pub mod gigpo;
 pub mod graphgpo;
 pub mod group_stats;

@@ -364,19 +364,76 @@ fn aggregate(
         }
     }
     let sims = similarities(&by_term, stride, u);
-    let mut value = vec![0.0; u];
-    for a in 0..u {
-        let row = &sims[a * stride..a * stride + u];
-        let max = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-        let (mut num, mut den) = (0.0, 0.0);
-        for (b, &s) in row.iter().enumerate() {
-            let e = ((s - max) / tau).exp();
-            num += e * distinct[b].2;
-            den += e * distinct[b].1;
-        }
-        value[a] = num / den;
-    }
+    let count: Vec<f64> = distinct.iter().map(|d| d.1).collect();
+    let sum: Vec<f64> = distinct.iter().map(|d| d.2).collect();
+    let value = soft_values(&sims, stride, &count, &sum, tau);
     out.extend(rows.iter().zip(&slot).map(|(&r, &k)| (r, value[k])));
+}
+
+/// For each distinct text a: Σ_b e^((sim(a,b) − max_b sim(a,b))/τ)·sum_b over the same with
+/// count_b, the sums taken over b in order. With AVX-512 (and [`super::exp`] agreeing with libm),
+/// eight texts a at once, one per lane: column a of the symmetric matrix is its row a, each lane
+/// adds its terms in the scalar loop's order, so every value is the scalar loop's to the bit.
+fn soft_values(sims: &[f64], stride: usize, count: &[f64], sum: &[f64], tau: f64) -> Vec<f64> {
+    let u = count.len();
+    #[cfg(target_arch = "x86_64")]
+    if super::exp::agrees() {
+        let mut value = vec![0.0; stride];
+        // SAFETY: `agrees` found AVX-512F; `stride` is a multiple of 8, so the lanes stay in
+        // `sims`' rows and `value`.
+        unsafe { soft_values_avx512(sims, stride, count, sum, tau, &mut value) };
+        value.truncate(u);
+        return value;
+    }
+    (0..u)
+        .map(|a| soft_value(&sims[a * stride..a * stride + u], count, sum, tau))
+        .collect()
+}
+
+/// [`soft_values`] of one text, from its row of similarities.
+fn soft_value(row: &[f64], count: &[f64], sum: &[f64], tau: f64) -> f64 {
+    let max = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+    let (mut num, mut den) = (0.0, 0.0);
+    for (b, &s) in row.iter().enumerate() {
+        let e = ((s - max) / tau).exp();
+        num += e * sum[b];
+        den += e * count[b];
+    }
+    num / den
+}
+
+/// [`soft_values`], lanes a0..a0+8 from row b's columns a0..a0+8 (the padding lanes compute on
+/// zeros and are dropped). `_mm512_max_pd` is `f64::max` here: similarities are never NaN or −0.
+///
+/// # Safety
+/// The CPU must support AVX-512F; `stride` a multiple of 8, `value` `stride` long.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn soft_values_avx512(
+    sims: &[f64],
+    stride: usize,
+    count: &[f64],
+    sum: &[f64],
+    tau: f64,
+    value: &mut [f64],
+) {
+    use std::arch::x86_64::*;
+    let u = count.len();
+    let lanes = |b: usize, a0: usize| _mm512_loadu_pd(sims[b * stride + a0..][..8].as_ptr());
+    for a0 in (0..u).step_by(8) {
+        let mut max = _mm512_set1_pd(f64::NEG_INFINITY);
+        for b in 0..u {
+            max = _mm512_max_pd(max, lanes(b, a0));
+        }
+        let (mut num, mut den) = (_mm512_setzero_pd(), _mm512_setzero_pd());
+        let tau = _mm512_set1_pd(tau);
+        for b in 0..u {
+            let e = super::exp::exp8(_mm512_div_pd(_mm512_sub_pd(lanes(b, a0), max), tau));
+            num = _mm512_add_pd(num, _mm512_mul_pd(e, _mm512_set1_pd(sum[b])));
+            den = _mm512_add_pd(den, _mm512_mul_pd(e, _mm512_set1_pd(count[b])));
+        }
+        _mm512_storeu_pd(value[a0..a0 + 8].as_mut_ptr(), _mm512_div_pd(num, den));
+    }
 }
 
 /// Columns of a tile of the similarity matrix (and the padding of `by_term`'s rows).
@@ -734,6 +791,44 @@ mod tests {
                         "u={u} sim({a},{b})"
                     );
                 }
+            }
+        }
+    }
+
+    #[test]
+    fn soft_values_in_lanes_are_the_scalar_loop_to_the_bit() {
+        // Random weights' similarity matrices (sizes around the lanes' edges), returns and counts
+        // of both signs, τ of the presets and of user settings: every text's value must be the
+        // scalar loop's over its row.
+        let mut seed = 0x1234_5678_9abc_def1_u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed >> 11) as f64 / (1u64 << 53) as f64
+        };
+        for (u, tau) in [
+            (1, 0.1),
+            (7, 0.1),
+            (9, 0.01),
+            (40, 1.0),
+            (131, 0.1),
+            (64, 0.001),
+        ] {
+            let (stride, terms) = ((u as usize).next_multiple_of(TILE_COLUMNS), 30);
+            let mut by_term = vec![0.0; terms * stride];
+            for w in by_term.chunks_mut(stride).flat_map(|row| &mut row[..u]) {
+                if next() < 0.6 {
+                    *w = next() * 0.4;
+                }
+            }
+            let sims = similarities(&by_term, stride, u);
+            let count: Vec<f64> = (0..u).map(|_| (1.0 + 4.0 * next()).floor()).collect();
+            let sum: Vec<f64> = count.iter().map(|c| c * (20.0 * next() - 10.0)).collect();
+            let got = soft_values(&sims, stride, &count, &sum, tau);
+            for (a, got) in got.iter().enumerate() {
+                let want = soft_value(&sims[a * stride..a * stride + u], &count, &sum, tau);
+                assert_eq!(got.to_bits(), want.to_bits(), "u={u} τ={tau} a={a}");
             }
         }
     }
