@@ -453,7 +453,7 @@ fn similarities(by_term: &[f64], stride: usize, u: usize) -> Vec<f64> {
     let terms = by_term.len() / stride.max(1);
     let mut sims = vec![0.0; u * stride];
     let mut active = Vec::with_capacity(terms);
-    let mut block = |rows: usize, tile: &mut dyn FnMut(&[u32], usize, usize, &mut [f64])| {
+    let mut block = |rows: usize, tile: &mut Tile| {
         for a0 in (0..u).step_by(rows) {
             // The terms some row of the block has: the others add +0 to every sum of its tiles.
             active.clear();
@@ -480,6 +480,9 @@ fn similarities(by_term: &[f64], stride: usize, u: usize) -> Vec<f64> {
     });
     mirrored(sims, stride, u)
 }
+
+/// One tile's sums: (the terms its rows have, a0, b0, the matrix).
+type Tile<'a> = dyn FnMut(&[u32], usize, usize, &mut [f64]) + 'a;
 
 /// Fills sim(a, b) for b < a from sim(b, a).
 fn mirrored(mut sims: Vec<f64>, stride: usize, u: usize) -> Vec<f64> {
@@ -760,7 +763,7 @@ mod tests {
             (seed >> 11) as f64 / (1u64 << 53) as f64
         };
         for (u, terms, density) in [
-            (1, 3, 1.0),
+            (1_usize, 3, 1.0),
             (5, 9, 0.5),
             (8, 40, 0.7),
             (17, 64, 0.3),
@@ -768,7 +771,7 @@ mod tests {
             (130, 90, 0.9),
             (131, 200, 0.05),
         ] {
-            let stride = (u as usize).next_multiple_of(TILE_COLUMNS);
+            let stride = u.next_multiple_of(TILE_COLUMNS);
             let mut by_term = vec![0.0; terms * stride];
             for w in by_term.chunks_mut(stride).flat_map(|row| &mut row[..u]) {
                 if next() < density {
@@ -808,14 +811,14 @@ mod tests {
             (seed >> 11) as f64 / (1u64 << 53) as f64
         };
         for (u, tau) in [
-            (1, 0.1),
+            (1_usize, 0.1),
             (7, 0.1),
             (9, 0.01),
             (40, 1.0),
             (131, 0.1),
             (64, 0.001),
         ] {
-            let (stride, terms) = ((u as usize).next_multiple_of(TILE_COLUMNS), 30);
+            let (stride, terms) = (u.next_multiple_of(TILE_COLUMNS), 30);
             let mut by_term = vec![0.0; terms * stride];
             for w in by_term.chunks_mut(stride).flat_map(|row| &mut row[..u]) {
                 if next() < 0.6 {
