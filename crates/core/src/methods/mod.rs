@@ -4,6 +4,7 @@
 //! verl's registry ([`verl_registry`]) names its own.
 
 pub mod empg;
+mod exp;
 pub mod gigpo;
 pub mod graphgpo;
 pub mod group_stats;

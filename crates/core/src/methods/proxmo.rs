@@ -337,11 +337,6 @@ fn aggregate(
         slot.push(k);
     }
     let u = distinct.len();
-    // Similarities, term by term: `by_term[k]` holds every distinct text's weight of the k-th term
-    // the group uses (0 where absent), so sim(a, ·) += w_a(t)·by_term[t] is one vectorised pass
-    // over the texts per term of `a`. Each sim(a, b) still adds the products w_a(t)·w_b(t) of the
-    // terms both share in ascending term order, which is the sparse dot product's order, so the
-    // sums are the same to the last bit (products of absent terms add +0).
     // The group's terms in ascending order: marked in a table over the term ids, then numbered.
     let dim = distinct
         .iter()
@@ -359,66 +354,240 @@ fn aggregate(
         *c = terms;
         terms += 1;
     }
-    let terms = terms as usize;
-    let mut by_term = vec![0.0; terms * u];
+    // `by_term[k * stride + b]`: distinct text b's weight of the group's k-th term (0 where absent,
+    // and in the padding up to `stride`, which the tiles below read).
+    let stride = u.next_multiple_of(TILE_COLUMNS);
+    let mut by_term = vec![0.0; terms as usize * stride];
     for (b, d) in distinct.iter().enumerate() {
         for &(t, w) in corpus.vector(d.0) {
-            by_term[column[t as usize] as usize * u + b] = w;
+            by_term[column[t as usize] as usize * stride + b] = w;
         }
     }
-    // sim(a, b) = sim(b, a) to the bit (the same products, w_a·w_b = w_b·w_a, added in the same
-    // order; the zeros between them add nothing to a sum that is never −0), so only b ≥ a is
-    // computed and the rest mirrored.
-    let mut sims = vec![0.0; u * u];
-    for (a, d) in distinct.iter().enumerate() {
-        let row = &mut sims[a * u + a..(a + 1) * u];
-        for &(t, w) in corpus.vector(d.0) {
-            let k = column[t as usize] as usize;
-            add_scaled(row, w, &by_term[k * u + a..(k + 1) * u]);
-        }
-    }
-    for a in 0..u {
-        for b in a + 1..u {
-            sims[b * u + a] = sims[a * u + b];
-        }
-    }
-    let mut value = vec![0.0; u];
-    for a in 0..u {
-        let row = &sims[a * u..(a + 1) * u];
-        let max = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
-        let (mut num, mut den) = (0.0, 0.0);
-        for (b, &s) in row.iter().enumerate() {
-            let e = ((s - max) / tau).exp();
-            num += e * distinct[b].2;
-            den += e * distinct[b].1;
-        }
-        value[a] = num / den;
-    }
+    let sims = similarities(&by_term, stride, u);
+    let count: Vec<f64> = distinct.iter().map(|d| d.1).collect();
+    let sum: Vec<f64> = distinct.iter().map(|d| d.2).collect();
+    let value = soft_values(&sims, stride, &count, &sum, tau);
     out.extend(rows.iter().zip(&slot).map(|(&r, &k)| (r, value[k])));
 }
 
-/// `row += w·x`, element by element (a multiply, then an add: never fused, so every sum is the
-/// one the scalar loop makes), with AVX2 where the CPU has it.
-fn add_scaled(row: &mut [f64], w: f64, x: &[f64]) {
+/// For each distinct text a: Σ_b e^((sim(a,b) − max_b sim(a,b))/τ)·sum_b over the same with
+/// count_b, the sums taken over b in order. With AVX-512 (and [`super::exp`] agreeing with libm),
+/// eight texts a at once, one per lane: column a of the symmetric matrix is its row a, each lane
+/// adds its terms in the scalar loop's order, so every value is the scalar loop's to the bit.
+fn soft_values(sims: &[f64], stride: usize, count: &[f64], sum: &[f64], tau: f64) -> Vec<f64> {
+    let u = count.len();
+    #[cfg(target_arch = "x86_64")]
+    if super::exp::agrees() {
+        let mut value = vec![0.0; stride];
+        // SAFETY: `agrees` found AVX-512F; `stride` is a multiple of 8, so the lanes stay in
+        // `sims`' rows and `value`.
+        unsafe { soft_values_avx512(sims, stride, count, sum, tau, &mut value) };
+        value.truncate(u);
+        return value;
+    }
+    (0..u)
+        .map(|a| soft_value(&sims[a * stride..a * stride + u], count, sum, tau))
+        .collect()
+}
+
+/// [`soft_values`] of one text, from its row of similarities.
+fn soft_value(row: &[f64], count: &[f64], sum: &[f64], tau: f64) -> f64 {
+    let max = row.iter().cloned().fold(f64::NEG_INFINITY, f64::max);
+    let (mut num, mut den) = (0.0, 0.0);
+    for (b, &s) in row.iter().enumerate() {
+        let e = ((s - max) / tau).exp();
+        num += e * sum[b];
+        den += e * count[b];
+    }
+    num / den
+}
+
+/// [`soft_values`], lanes a0..a0+8 from row b's columns a0..a0+8 (the padding lanes compute on
+/// zeros and are dropped). `_mm512_max_pd` is `f64::max` here: similarities are never NaN or −0.
+///
+/// # Safety
+/// The CPU must support AVX-512F; `stride` a multiple of 8, `value` `stride` long.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f")]
+unsafe fn soft_values_avx512(
+    sims: &[f64],
+    stride: usize,
+    count: &[f64],
+    sum: &[f64],
+    tau: f64,
+    value: &mut [f64],
+) {
+    use std::arch::x86_64::*;
+    let u = count.len();
+    let lanes = |b: usize, a0: usize| _mm512_loadu_pd(sims[b * stride + a0..][..8].as_ptr());
+    for a0 in (0..u).step_by(8) {
+        let mut max = _mm512_set1_pd(f64::NEG_INFINITY);
+        for b in 0..u {
+            max = _mm512_max_pd(max, lanes(b, a0));
+        }
+        let (mut num, mut den) = (_mm512_setzero_pd(), _mm512_setzero_pd());
+        let tau = _mm512_set1_pd(tau);
+        for b in 0..u {
+            let e = super::exp::exp8(_mm512_div_pd(_mm512_sub_pd(lanes(b, a0), max), tau));
+            num = _mm512_add_pd(num, _mm512_mul_pd(e, _mm512_set1_pd(sum[b])));
+            den = _mm512_add_pd(den, _mm512_mul_pd(e, _mm512_set1_pd(count[b])));
+        }
+        _mm512_storeu_pd(value[a0..a0 + 8].as_mut_ptr(), _mm512_div_pd(num, den));
+    }
+}
+
+/// Columns of a tile of the similarity matrix (and the padding of `by_term`'s rows).
+const TILE_COLUMNS: usize = 16;
+
+/// The `u × stride` matrix of sim(a, b) = Σ_k w_a(k)·w_b(k) over the group's terms k, from the
+/// term-major weights `by_term` (`u` texts padded to `stride`).
+///
+/// Every sim(a, b) is the sparse dot product of the two texts' vectors to the last bit: its
+/// products w_a(k)·w_b(k) are added one by one in ascending term order, each a multiply then an add
+/// (never fused). The terms either text lacks add +0, which leaves a sum of non-negative
+/// weights' products unchanged (it starts at +0 and is never −0), so a tile of rows and columns
+/// runs over every term some row of it has, with its sums in registers (GEMM-like: each weight
+/// loaded once per tile, not once per pair). sim(a, b) = sim(b, a) to the bit (the same products
+/// in the same order), so tiles on and above the diagonal are computed and the rest mirrored.
+fn similarities(by_term: &[f64], stride: usize, u: usize) -> Vec<f64> {
+    let terms = by_term.len() / stride.max(1);
+    let mut sims = vec![0.0; u * stride];
+    let mut active = Vec::with_capacity(terms);
+    let mut block = |rows: usize, tile: &mut Tile| {
+        for a0 in (0..u).step_by(rows) {
+            // The terms some row of the block has: the others add +0 to every sum of its tiles.
+            active.clear();
+            active.extend((0..terms as u32).filter(|&k| {
+                let at = k as usize * stride + a0;
+                by_term[at..at + rows].iter().any(|&w| w != 0.0)
+            }));
+            for b0 in (a0 / TILE_COLUMNS * TILE_COLUMNS..u).step_by(TILE_COLUMNS) {
+                tile(&active, a0, b0, &mut sims);
+            }
+        }
+    };
+    #[cfg(target_arch = "x86_64")]
+    if std::arch::is_x86_feature_detected!("avx512f") {
+        // SAFETY: the CPU supports AVX-512F (checked just above); the tiles stay inside
+        // `by_term` and `sims` (see `tile_avx512`).
+        block(8, &mut |active, a0, b0, sims| unsafe {
+            tile_avx512(by_term, stride, u, active, a0, b0, sims)
+        });
+        return mirrored(sims, stride, u);
+    }
+    block(4, &mut |active, a0, b0, sims| {
+        tile_plain(by_term, stride, u, active, a0, b0, sims)
+    });
+    mirrored(sims, stride, u)
+}
+
+/// One tile's sums: (the terms its rows have, a0, b0, the matrix).
+type Tile<'a> = dyn FnMut(&[u32], usize, usize, &mut [f64]) + 'a;
+
+/// Fills sim(a, b) for b < a from sim(b, a).
+fn mirrored(mut sims: Vec<f64>, stride: usize, u: usize) -> Vec<f64> {
+    for a in 1..u {
+        for b in 0..a {
+            sims[a * stride + b] = sims[b * stride + a];
+        }
+    }
+    sims
+}
+
+/// Rows a0..a0+4 × columns b0..b0+16 (the rows that exist) over the `active` terms, with AVX2
+/// where the CPU has it (LLVM vectorises the columns; the rows stay separate sums).
+fn tile_plain(
+    by_term: &[f64],
+    stride: usize,
+    u: usize,
+    active: &[u32],
+    a0: usize,
+    b0: usize,
+    sims: &mut [f64],
+) {
+    #[inline(always)]
+    fn tile(
+        by_term: &[f64],
+        stride: usize,
+        u: usize,
+        active: &[u32],
+        a0: usize,
+        b0: usize,
+        sims: &mut [f64],
+    ) {
+        for half in [b0, b0 + 8] {
+            let mut acc = [[0.0f64; 8]; 4];
+            for &k in active {
+                let col = &by_term[k as usize * stride..][..stride];
+                let x: &[f64; 8] = col[half..half + 8].try_into().unwrap();
+                let w: &[f64; 4] = col[a0..a0 + 4].try_into().unwrap();
+                for i in 0..4 {
+                    for j in 0..8 {
+                        acc[i][j] += w[i] * x[j];
+                    }
+                }
+            }
+            for (i, acc) in acc.iter().enumerate().take(u - a0) {
+                sims[(a0 + i) * stride + half..][..8].copy_from_slice(acc);
+            }
+        }
+    }
     #[cfg(target_arch = "x86_64")]
     if std::arch::is_x86_feature_detected!("avx2") {
+        #[target_feature(enable = "avx2")]
+        unsafe fn avx2(
+            by_term: &[f64],
+            stride: usize,
+            u: usize,
+            active: &[u32],
+            a0: usize,
+            b0: usize,
+            sims: &mut [f64],
+        ) {
+            tile(by_term, stride, u, active, a0, b0, sims)
+        }
         // SAFETY: the CPU supports AVX2 (checked just above).
-        return unsafe { add_scaled_avx2(row, w, x) };
+        return unsafe { avx2(by_term, stride, u, active, a0, b0, sims) };
     }
-    add_scaled_plain(row, w, x)
+    tile(by_term, stride, u, active, a0, b0, sims)
 }
 
-#[inline(always)]
-fn add_scaled_plain(row: &mut [f64], w: f64, x: &[f64]) {
-    for (s, &v) in row.iter_mut().zip(x) {
-        *s += w * v;
-    }
-}
-
+/// Rows a0..a0+8 × columns b0..b0+16 over the `active` terms: 16 sums in AVX-512 registers, each
+/// weight of a row broadcast once per term and each text's weights loaded once per term.
+///
+/// # Safety
+/// The CPU must support AVX-512F. Bounds: `stride` is a multiple of 16 and `by_term` has
+/// `active`'s terms × `stride` weights, so a0 + 8 and b0 + 16 stay within a row of it; writes
+/// stay within the rows below `u`.
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2")]
-unsafe fn add_scaled_avx2(row: &mut [f64], w: f64, x: &[f64]) {
-    add_scaled_plain(row, w, x)
+#[target_feature(enable = "avx512f")]
+unsafe fn tile_avx512(
+    by_term: &[f64],
+    stride: usize,
+    u: usize,
+    active: &[u32],
+    a0: usize,
+    b0: usize,
+    sims: &mut [f64],
+) {
+    use std::arch::x86_64::*;
+    let mut acc = [[_mm512_setzero_pd(); 2]; 8];
+    for &k in active {
+        let col = &by_term[k as usize * stride..][..stride];
+        let x0 = _mm512_loadu_pd(col[b0..b0 + 8].as_ptr());
+        let x1 = _mm512_loadu_pd(col[b0 + 8..b0 + 16].as_ptr());
+        let w = &col[a0..a0 + 8];
+        for (acc, &w) in acc.iter_mut().zip(w) {
+            let w = _mm512_set1_pd(w);
+            acc[0] = _mm512_add_pd(acc[0], _mm512_mul_pd(w, x0));
+            acc[1] = _mm512_add_pd(acc[1], _mm512_mul_pd(w, x1));
+        }
+    }
+    for (i, acc) in acc.iter().enumerate().take(u - a0) {
+        let out = &mut sims[(a0 + i) * stride + b0..][..16];
+        _mm512_storeu_pd(out[..8].as_mut_ptr(), acc[0]);
+        _mm512_storeu_pd(out[8..].as_mut_ptr(), acc[1]);
+    }
 }
 
 #[cfg(test)]
@@ -581,6 +750,91 @@ mod tests {
         let a = advantages(&b, &Params::verl()).unwrap();
         assert_close(part(&a, "proxmo_step"), &[0.0, 0.0, 0.0], 0.0);
         assert_eq!(a.notes.len(), 1);
+    }
+
+    #[test]
+    fn tiled_similarities_are_the_sparse_dot_products_to_the_bit() {
+        // Random sparse non-negative weights, group sizes around the tiles' edges: every sim(a, b)
+        // must be the sum of w_a(k)·w_b(k) over the terms both have, in ascending term order.
+        let mut seed = 0x9e37_79b9_7f4a_7c15_u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed >> 11) as f64 / (1u64 << 53) as f64
+        };
+        for (u, terms, density) in [
+            (1_usize, 3, 1.0),
+            (5, 9, 0.5),
+            (8, 40, 0.7),
+            (17, 64, 0.3),
+            (63, 120, 0.7),
+            (130, 90, 0.9),
+            (131, 200, 0.05),
+        ] {
+            let stride = u.next_multiple_of(TILE_COLUMNS);
+            let mut by_term = vec![0.0; terms * stride];
+            for w in by_term.chunks_mut(stride).flat_map(|row| &mut row[..u]) {
+                if next() < density {
+                    *w = next() / (1.0 + next() * 1e3);
+                }
+            }
+            let sims = similarities(&by_term, stride, u);
+            for a in 0..u {
+                for b in 0..u {
+                    let mut dot = 0.0;
+                    for k in 0..terms {
+                        let (x, y) = (by_term[k * stride + a], by_term[k * stride + b]);
+                        if x != 0.0 && y != 0.0 {
+                            dot += x * y;
+                        }
+                    }
+                    assert_eq!(
+                        sims[a * stride + b].to_bits(),
+                        dot.to_bits(),
+                        "u={u} sim({a},{b})"
+                    );
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn soft_values_in_lanes_are_the_scalar_loop_to_the_bit() {
+        // Random weights' similarity matrices (sizes around the lanes' edges), returns and counts
+        // of both signs, τ of the presets and of user settings: every text's value must be the
+        // scalar loop's over its row.
+        let mut seed = 0x1234_5678_9abc_def1_u64;
+        let mut next = move || {
+            seed ^= seed << 13;
+            seed ^= seed >> 7;
+            seed ^= seed << 17;
+            (seed >> 11) as f64 / (1u64 << 53) as f64
+        };
+        for (u, tau) in [
+            (1_usize, 0.1),
+            (7, 0.1),
+            (9, 0.01),
+            (40, 1.0),
+            (131, 0.1),
+            (64, 0.001),
+        ] {
+            let (stride, terms) = (u.next_multiple_of(TILE_COLUMNS), 30);
+            let mut by_term = vec![0.0; terms * stride];
+            for w in by_term.chunks_mut(stride).flat_map(|row| &mut row[..u]) {
+                if next() < 0.6 {
+                    *w = next() * 0.4;
+                }
+            }
+            let sims = similarities(&by_term, stride, u);
+            let count: Vec<f64> = (0..u).map(|_| (1.0 + 4.0 * next()).floor()).collect();
+            let sum: Vec<f64> = count.iter().map(|c| c * (20.0 * next() - 10.0)).collect();
+            let got = soft_values(&sims, stride, &count, &sum, tau);
+            for (a, got) in got.iter().enumerate() {
+                let want = soft_value(&sims[a * stride..a * stride + u], &count, &sum, tau);
+                assert_eq!(got.to_bits(), want.to_bits(), "u={u} τ={tau} a={a}");
+            }
+        }
     }
 
     #[test]
