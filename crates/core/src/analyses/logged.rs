@@ -18,13 +18,8 @@ use crate::schema::columns::STEP;
 use crate::StepBatch;
 use serde::Serialize;
 
-/// |logged − method| above this is a difference: trainers compute advantages in float32, whose
-/// rounding of the same arithmetic stays well below it (the reference outputs agree with
-/// `credit`'s f64 to 1e-4, `crates/core/tests/reference.rs`).
-pub const TOLERANCE: f64 = 1e-4;
-
-/// How many differing rows (and instances of each pattern) each method's check names.
-pub const FIRST: usize = 5;
+// Defined with the patterns, which the search and this check share.
+pub use super::patterns::{FIRST, TOLERANCE};
 
 /// One method against the logged advantages.
 #[derive(Clone, Debug, Serialize)]

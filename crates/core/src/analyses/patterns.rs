@@ -11,11 +11,18 @@
 //! included) before any method runs, so the logged and the recomputed value of a duplicate are
 //! its first row's.
 
-use super::logged::{FIRST, TOLERANCE};
 use crate::ingest::Window;
 use crate::StepBatch;
 use serde::Serialize;
 use std::collections::BTreeMap;
+
+/// |logged − method| above this is a difference: trainers compute advantages in float32, whose
+/// rounding of the same arithmetic stays well below it (the reference outputs agree with
+/// `credit`'s f64 to 1e-4, `crates/core/tests/reference.rs`).
+pub const TOLERANCE: f64 = 1e-4;
+
+/// How many differing rows (and instances of each pattern) each method's check names.
+pub const FIRST: usize = 5;
 
 /// A layout of differing rows, most telling first.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]

@@ -11,7 +11,7 @@
 //! trainer ran that method, and the search would add nothing but time (a healthy run searches
 //! nothing).
 
-use super::logged::TOLERANCE;
+use super::patterns::TOLERANCE;
 use crate::methods::Method;
 use crate::plan::ParamValue;
 use crate::profile::Profile;
