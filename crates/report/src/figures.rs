@@ -392,6 +392,8 @@ fn progress_by_position<'i>(inputs: &'i Inputs<'i>) -> Option<Sketch<'i>> {
             y_desc: "mean progress ĉ_t".into(),
             columns: 1,
             y_range: None,
+            y_within: Vec::new(),
+            x_integer: false,
         },
     )
 }
@@ -412,6 +414,8 @@ fn progress_cumulative<'i>(inputs: &'i Inputs<'i>) -> Option<Sketch<'i>> {
             y_desc: "mean cumulative progress Φ_t".into(),
             columns: 1,
             y_range: None,
+            y_within: Vec::new(),
+            x_integer: false,
         },
     )
 }
@@ -578,7 +582,7 @@ fn by_position<'i>(inputs: &'i Inputs<'i>) -> Option<Sketch<'i>> {
         "by_position",
         "Mean advantage by step position",
         "Mean credit at each step index, for successful and failed trajectories separately. A flat line means the method credits every step of a trajectory alike (GRPO); slopes show step-level credit.".into(),
-        LinePanels { panels, x_desc: "step position".into(), y_desc: "mean advantage".into(), columns: 2, y_range: None },
+        LinePanels { panels, x_desc: "step position".into(), y_desc: "mean advantage".into(), columns: 2, y_range: None, y_within: Vec::new(), x_integer: false },
     )
 }
 
@@ -697,6 +701,8 @@ fn psc_weight<'i>(inputs: &'i Inputs<'i>) -> Option<Sketch<'i>> {
             y_desc: "weight w".into(),
             columns: 1,
             y_range: None,
+            y_within: Vec::new(),
+            x_integer: false,
         },
     )
 }

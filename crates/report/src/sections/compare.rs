@@ -93,11 +93,11 @@ pub fn against(a: &Against) -> Section<'static> {
             Column::right("grad cos").fixed(8, 2),
         ],
     );
-    let opt = |x: Option<f64>| x.map_or("n/a".into(), |v| format!("{v:.3}"));
+    let opt = |x: Option<f64>| x.map_or("n/a".into(), |v| super::num(v, 3));
     for (m, s) in &a.scores {
         table.row(vec![
             m.as_str().into(),
-            format!("{:.3}", s.spearman).into(),
+            super::num(s.spearman, 3).into(),
             s.sign_accuracy.map_or("n/a".into(), super::pct).into(),
             super::pct(s.leakage).into(),
             opt(s.gradient_cosine).into(),
@@ -126,7 +126,7 @@ fn distributions(c: &Comparison, w: usize) -> Section<'static> {
     );
     for m in &c.methods {
         let d = &c.distributions[m];
-        let figures = [d.mean, d.std, d.q05, d.median, d.q95].map(|x| format!("{x:.3}"));
+        let figures = [d.mean, d.std, d.q05, d.median, d.q95].map(|x| super::num(x, 3));
         let shares = [d.share_zero, d.share_positive].map(|x| format!("{:.1}%", 100.0 * x));
         let cells = std::iter::once(m.clone()).chain(figures).chain(shares);
         table.row(cells.map(Cell::from).collect());
@@ -141,7 +141,7 @@ fn agreement(c: &Comparison, w: usize) -> Section<'static> {
         Column::right("kendall").fixed(6, 3),
         Column::right("same sign").fixed(7, 3),
     ]);
-    let opt = |x: Option<f64>| x.map_or("n/a".into(), |v| format!("{v:.3}"));
+    let opt = |x: Option<f64>| x.map_or("n/a".into(), |v| super::num(v, 3));
     for p in &c.pairwise {
         table.row(vec![
             format!("{} vs {}", p.a, p.b).into(),
@@ -170,7 +170,7 @@ fn cells(c: &Comparison, w: usize) -> Section<'static> {
             if x.steps == 0 {
                 "-".to_string()
             } else {
-                format!("{:.3} (n={})", x.mean, x.steps)
+                format!("{} (n={})", super::num(x.mean, 3), x.steps)
             }
         });
         let cells = std::iter::once(m.clone()).chain(cells);
@@ -232,7 +232,7 @@ fn by_position(c: &Comparison, w: usize) -> Section<'static> {
         .iter()
         .map(|p| Column::right(&p.to_string()).fixed(13, 1));
     let mut table = per_method(w, "t", columns);
-    let f = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.2}"));
+    let f = |v: Option<f64>| v.map_or("-".into(), |v| super::num(v, 2));
     for m in &c.methods {
         let cells = shown.iter().map(|p| {
             let pos = c.by_position[m].iter().find(|x| x.position == *p);
@@ -263,8 +263,8 @@ fn per_task(c: &Comparison) -> Section<'static> {
             .iter()
             .map(|m| {
                 format!(
-                    "{m} {:.3} ({:.0}%)",
-                    t.mean[m],
+                    "{m} {} ({:.0}%)",
+                    super::num(t.mean[m], 3),
                     100.0 * t.invalid_positive_share[m]
                 )
             })

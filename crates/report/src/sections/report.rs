@@ -94,11 +94,11 @@ pub fn checks<'a>(outcome: &Outcome, with_baseline: bool) -> Section<'a> {
         let row = table.row(vec![
             Cell::from(r.name.as_str()),
             Cell::Text(Text::code(r.key.as_str())),
-            Cell::from(format!("{:.4}", r.value)),
+            Cell::from(super::num(r.value, 4)),
             Cell::from(r.bound()),
             Cell::Verdict(r.verdict(), r.not_applicable.clone()),
         ]);
-        row.baseline = r.baseline.map(|b| format!("{b:.4}"));
+        row.baseline = r.baseline.map(|b| super::num(b, 4));
     }
     section.push(Block::Table(table));
     section
@@ -148,9 +148,9 @@ fn comparison<'a>(inputs: &Inputs) -> Option<Section<'a>> {
         let (d, i) = (&c.distributions[m], &c.invalid_credit[m]);
         table.row(vec![
             m.as_str().into(),
-            format!("{:.3}", d.mean).into(),
-            format!("{:.3}", d.std).into(),
-            format!("{:.3}", d.median).into(),
+            super::num(d.mean, 3).into(),
+            super::num(d.std, 3).into(),
+            super::num(d.median, 3).into(),
             pct(d.share_zero).into(),
             pct(d.share_positive).into(),
             pct(i.invalid_positive_share).into(),
@@ -159,7 +159,7 @@ fn comparison<'a>(inputs: &Inputs) -> Option<Section<'a>> {
     }
     section.push(Block::Table(table));
     if !c.pairwise.is_empty() {
-        let f = |x: Option<f64>| x.map_or("—".into(), |v| format!("{v:.3}"));
+        let f = |x: Option<f64>| x.map_or("—".into(), |v| super::num(v, 3));
         let mut table = Table::new(&["pair", "Spearman ρ", "Kendall τ-b", "same sign"]);
         for p in &c.pairwise {
             table.row(vec![
@@ -203,11 +203,11 @@ pub fn against<'a>(a: &Against, figures: Vec<&'a Figure>) -> Section<'a> {
         "leakage",
         "gradient cosine",
     ]);
-    let f = |x: Option<f64>| x.map_or("—".into(), |v| format!("{v:.3}"));
+    let f = |x: Option<f64>| x.map_or("—".into(), |v| super::num(v, 3));
     for (m, s) in &a.scores {
         table.row(vec![
             m.as_str().into(),
-            format!("{:.3}", s.spearman).into(),
+            super::num(s.spearman, 3).into(),
             s.sign_accuracy.map_or("—".into(), pct).into(),
             pct(s.leakage).into(),
             f(s.gradient_cosine).into(),
