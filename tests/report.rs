@@ -335,14 +335,33 @@ fn single_turn_rules_on_step_groups_are_not_applicable() {
             .unwrap();
     let rules = s["checks"]["rules"].as_array().unwrap();
     assert_eq!(rules[0]["key"], "headline.singleton_step_share");
-    assert_eq!(rules[0]["value"], 1.0);
+    // Out of the headline: no value beside the reason it means nothing.
+    assert!(rules[0]["value"].is_null());
     assert!(rules[0]["passed"].is_null());
     assert!(rules[0]["not_applicable"].is_string());
-    assert_eq!(rules[1]["passed"], true);
+    // "MGR never rewards an invalid action" no longer passes vacuously: no action is invalid
+    // (no `valid` column), and MGR is not among the single-turn methods.
+    assert_eq!(rules[1]["key"], "headline.invalid_positive_share.mgr");
+    assert!(rules[1]["passed"].is_null());
+    assert!(rules[1]["not_applicable"]
+        .as_str()
+        .unwrap()
+        .contains("no action is invalid"));
+    assert_eq!(rules[2]["passed"], true);
     assert_eq!(s["checks"]["passed"], true);
-    assert!(s["headline"]["not_applicable"]["headline.singleton_cluster_share"].is_string());
+    let headline = &s["headline"];
+    assert!(headline["not_applicable"]["headline.singleton_cluster_share"].is_string());
+    for key in [
+        "singleton_step_share",
+        "singleton_cluster_share",
+        "graph_progress_share_in_failures",
+        "invalid_action_rate",
+        "invalid_positive_share",
+    ] {
+        assert!(headline.get(key).is_none(), "{key} in the headline");
+    }
     let md = std::fs::read_to_string(run.path("rep/report.md")).unwrap();
-    assert!(md.contains("all checks passed (1 not applicable)"), "{md}");
+    assert!(md.contains("all checks passed (2 not applicable)"), "{md}");
     // The single-turn layout: which groups teach anything and rewards by group size, none of
     // the multi-turn figures; the headline has the zero-spread share instead of step groups.
     for figure in [

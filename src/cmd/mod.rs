@@ -249,10 +249,39 @@ pub fn inputs(
     Ok(inputs)
 }
 
+/// Whether `default` is a list of multi-turn methods that single-turn logs replace with
+/// [`credit_core::plan::SINGLE_TURN`] (`compare`'s and `report`'s).
+fn turns_to_single(default: &str) -> bool {
+    [credit_core::plan::COMPARE, credit_core::plan::REPORT].contains(&default)
+}
+
+/// The methods a command runs when neither `--methods` nor credit.toml names any: its own list,
+/// or on single-turn logs (a verl dump of one row per rollout), where the step-level methods
+/// equal GRPO by construction, the outcome estimators.
+fn default_list(globals: &Globals, project: &ProjectFile, default: &str) -> Result<String> {
+    let single_turn = turns_to_single(default)
+        && credit_core::ingest::first_rows_single_turn(
+            &project.inputs(&globals.paths),
+            &ingest_options(globals, project)?,
+        )
+        .context("reading the logs")?;
+    Ok(if single_turn {
+        credit_core::plan::SINGLE_TURN
+    } else {
+        default
+    }
+    .to_string())
+}
+
 /// `--methods`' help with the command's default list in it, for `#[command(mut_arg(…))]`.
 pub fn methods_help(arg: clap::Arg, default: &'static str) -> clap::Arg {
+    let single = if turns_to_single(default) {
+        format!("; on single-turn logs (verl's one row per rollout) {}", credit_core::plan::SINGLE_TURN)
+    } else {
+        String::new()
+    };
     let short = format!(
-        "Methods, comma-separated, or `all` (grpo, drgrpo, rloo, gigpo, hgpo, proxmo, graphgpo, mgr, and `logged` where the logs carry an advantage column); spa, hisr and empg read logged signals and run when named, as does `oracle` (the empirical-MDP advantage, `--against`'s reference); `verl` runs verl's advantage registry [default: credit.toml's `methods`, else {default}]"
+        "Methods, comma-separated, or `all` (grpo, drgrpo, rloo, gigpo, hgpo, proxmo, graphgpo, mgr, and `logged` where the logs carry an advantage column); spa, hisr and empg read logged signals and run when named, as does `oracle` (the empirical-MDP advantage, `--against`'s reference); `verl` runs verl's advantage registry [default: credit.toml's `methods`, else {default}{single}]"
     );
     let long = format!(
         "{short}\n\n`logged` is the advantage the trainer itself computed (an `advantage`, `advantages` or `adv` column, one value per step row): `compare --methods logged,gigpo --preset verl` names the first rows where GiGPO departs from it. `all` looks for the column in the first rows of the first file.\n\n`verl` is verl 0.9.1's registry under its `algorithm.adv_estimator` names: grpo, grpo_vectorized, grpo_passk, rloo, rloo_vectorized, opo, gpg, reinforce_plus_plus, reinforce_plus_plus_baseline, gdpo; remax (a logged `reward_baseline` per group) and gae (a logged step `value`) run when named. `--preset verl` is verl-agent's layout (a batch row per step row, penalty 0.1); `--set <m>.stats_over=trajectories` is verl's own agent loop (a batch row per trajectory). gpg's α and the whitening of reinforce_plus_plus, reinforce_plus_plus_baseline, gdpo and gae depend on the batch: one `iteration` (the whole input without the column). reinforce_plus_plus and gae keep verl's γ = 1."
@@ -314,7 +343,7 @@ impl MethodArgs {
         let list = match (&self.methods, &project.methods) {
             (Some(list), _) => list.clone(),
             (None, Some(list)) => list.join(","),
-            (None, None) => default_methods.to_string(),
+            (None, None) => default_list(globals, project, default_methods)?,
         };
         let profile = self.profile(project);
         let (reference, list) = match against {

@@ -6,7 +6,8 @@ use credit_core::analyses::against::Against;
 use credit_core::analyses::compare::Comparison;
 use credit_core::analyses::logged::{LoggedCheck, TOLERANCE};
 
-/// The sections, in order; those the comparison does not allow are left out.
+/// The sections, in order; those the comparison does not allow are left out: the invalid actions'
+/// where no step is invalid, step positions where every step is step 0 (single-turn logs).
 pub fn compare(c: &Comparison) -> Vec<Section<'static>> {
     // The method column fits the longest name, and "method".
     let w = c.methods.iter().map(|m| m.len()).max().unwrap_or(6).max(6);
@@ -15,8 +16,8 @@ pub fn compare(c: &Comparison) -> Vec<Section<'static>> {
         Some(distributions(c, w)),
         (!c.pairwise.is_empty()).then(|| agreement(c, w)),
         Some(cells(c, w)),
-        Some(invalid_credit(c, w)),
-        Some(by_position(c, w)),
+        has_invalid(c).then(|| invalid_credit(c, w)),
+        (positions(c).len() > 1).then(|| by_position(c, w)),
         (!c.per_task.is_empty()).then(|| per_task(c)),
     ];
     sections.into_iter().flatten().collect()
@@ -153,20 +154,37 @@ fn agreement(c: &Comparison, w: usize) -> Section<'static> {
     titled("agreement", "agreement over steps", table)
 }
 
+/// Whether any step is invalid (a `valid` column said so).
+pub fn has_invalid(c: &Comparison) -> bool {
+    c.invalid_credit.values().any(|i| i.invalid_steps > 0)
+}
+
+/// The step positions of the comparison.
+pub fn positions(c: &Comparison) -> Vec<u32> {
+    c.by_position
+        .values()
+        .next()
+        .map(|v| v.iter().map(|p| p.position).collect())
+        .unwrap_or_default()
+}
+
+/// Mean credit per (outcome × validity) cell; by outcome alone where no step is invalid.
 fn cells(c: &Comparison, w: usize) -> Section<'static> {
+    let invalid = has_invalid(c);
     let outcomes = [
         "success/valid",
         "success/inval",
         "fail/valid",
         "fail/invalid",
     ];
-    let columns = outcomes
-        .iter()
-        .enumerate()
-        .map(|(k, o)| Column::right(o).fixed(14, if k == 0 { 2 } else { 1 }));
+    let shown: Vec<usize> = (0..4).filter(|k| invalid || k % 2 == 0).collect();
+    let columns = shown.iter().enumerate().map(|(i, &k)| {
+        let title = if invalid { outcomes[k] } else { ["success", "", "failure", ""][k] };
+        Column::right(title).fixed(14, if i == 0 { 2 } else { 1 })
+    });
     let mut table = per_method(w, "method", columns);
     for m in &c.methods {
-        let cells = c.cells[m].iter().map(|x| {
+        let cells = shown.iter().map(|&k| &c.cells[m][k]).map(|x| {
             if x.steps == 0 {
                 "-".to_string()
             } else {
@@ -176,11 +194,12 @@ fn cells(c: &Comparison, w: usize) -> Section<'static> {
         let cells = std::iter::once(m.clone()).chain(cells);
         table.row(cells.map(Cell::from).collect());
     }
-    titled(
-        "cells",
-        "mean credit by (trajectory outcome × action validity)",
-        table,
-    )
+    let title = if invalid {
+        "mean credit by (trajectory outcome × action validity)"
+    } else {
+        "mean credit by trajectory outcome"
+    };
+    titled("cells", title, table)
 }
 
 fn invalid_credit(c: &Comparison, w: usize) -> Section<'static> {
@@ -218,13 +237,7 @@ fn invalid_credit(c: &Comparison, w: usize) -> Section<'static> {
 
 /// Positions 0–4, then every fifth.
 fn by_position(c: &Comparison, w: usize) -> Section<'static> {
-    let positions: Vec<u32> = c
-        .by_position
-        .values()
-        .next()
-        .map(|v| v.iter().map(|p| p.position).collect())
-        .unwrap_or_default();
-    let shown: Vec<u32> = positions
+    let shown: Vec<u32> = positions(c)
         .into_iter()
         .filter(|&p| p < 5 || p % 5 == 0)
         .collect();
@@ -250,7 +263,13 @@ fn by_position(c: &Comparison, w: usize) -> Section<'static> {
     )
 }
 
+/// Per task: each method's mean credit and share of invalid actions credited positively. A
+/// method whose every task mean is 0 (its credit sums to 0 in every group, as GRPO's does under
+/// `--preset verl`) is said so once instead of a column of zeros.
 fn per_task(c: &Comparison) -> Section<'static> {
+    let zero = |m: &String| c.per_task.iter().all(|t| t.mean[m].abs() < 1e-9);
+    let (centred, shown): (Vec<&String>, Vec<&String>) = c.methods.iter().partition(|m| zero(m));
+    let invalid = has_invalid(c);
     let mut table = Table::of(vec![
         Column::left("task").fixed(28, 0),
         Column::right("steps").fixed(6, 1),
@@ -258,15 +277,11 @@ fn per_task(c: &Comparison) -> Section<'static> {
     ])
     .header(Header::Hidden);
     for t in &c.per_task {
-        let methods: Vec<String> = c
-            .methods
+        let methods: Vec<String> = shown
             .iter()
-            .map(|m| {
-                format!(
-                    "{m} {} ({:.0}%)",
-                    super::num(t.mean[m], 3),
-                    100.0 * t.invalid_positive_share[m]
-                )
+            .map(|&m| {
+                let share = format!(" ({:.0}%)", 100.0 * t.invalid_positive_share[m]);
+                format!("{m} {}{}", super::num(t.mean[m], 3), if invalid { share.as_str() } else { "" })
             })
             .collect();
         table.row(vec![
@@ -275,11 +290,20 @@ fn per_task(c: &Comparison) -> Section<'static> {
             format!("steps  {}", methods.join("  ")).into(),
         ]);
     }
-    titled(
-        "per-task",
-        "per task: mean credit (share of invalid actions credited positively)",
-        table,
-    )
+    let title = if invalid {
+        "per task: mean credit (share of invalid actions credited positively)"
+    } else {
+        "per task: mean credit"
+    };
+    let mut section = titled("per-task", title, table);
+    if !centred.is_empty() {
+        let names: Vec<&str> = centred.iter().map(|m| m.as_str()).collect();
+        section.push(Block::Indented(vec![Block::Paragraph(Text::plain(format!(
+            "{}: 0 in every task by construction (each group's credit sums to 0)",
+            names.join(", ")
+        )))]));
+    }
+    section
 }
 
 #[cfg(test)]

@@ -94,7 +94,11 @@ pub fn checks<'a>(outcome: &Outcome, with_baseline: bool) -> Section<'a> {
         let row = table.row(vec![
             Cell::from(r.name.as_str()),
             Cell::Text(Text::code(r.key.as_str())),
-            Cell::from(super::num(r.value, 4)),
+            Cell::from(if r.value.is_finite() {
+                super::num(r.value, 4)
+            } else {
+                "—".into()
+            }),
             Cell::from(r.bound()),
             Cell::Verdict(r.verdict(), r.not_applicable.clone()),
         ]);
