@@ -267,6 +267,33 @@ fn summary_json_schema_is_stable() {
 }
 
 #[test]
+fn the_report_opens_with_its_parameters_and_contents_and_names_a_baseline_run_otherwise() {
+    let run = Run::new();
+    let out = report(&run, &["--preset", "verl"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = report(&run, &["--baseline", "rep/summary.json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let html = std::fs::read_to_string(run.path("rep/report.html")).unwrap();
+    let at = |s: &str| html.find(s).unwrap_or_else(|| panic!("no {s}"));
+    // Contents, then the parameters, before any finding; no raw JSON at the end.
+    assert!(at("<nav class=\"contents\"") < at("<h2 id=\"parameters\">Run with</h2>"));
+    assert!(at("<h2 id=\"parameters\">") < at("<h2 id=\"logs\">"));
+    assert!(html.contains("<li><a href=\"#compare\">How the methods credit the same steps</a></li>"));
+    assert!(!html.contains("<pre>"));
+    // Both runs' parameters, and a word on the preset that differs.
+    assert!(html.contains("<th>this run</th><th>baseline</th>"));
+    assert!(html.contains("The baseline ran with preset verl (this run paper)"), "{html}");
+    assert!(html.contains("invalid_penalty = 0.1") && html.contains("invalid_penalty = 0.0"));
+    // A delta column beside the baseline's, in percentage points for shares.
+    assert!(html.contains("<th>baseline</th><th>Δ</th>"));
+    assert!(html.contains(" pp</td>"));
+    let md = std::fs::read_to_string(run.path("rep/report.md")).unwrap();
+    assert!(md.contains("- [Run with](#run-with)"), "{md}");
+    // The agreement of pairs as a matrix: a row per method, a column per method.
+    assert!(md.contains("|  | grpo | gigpo | proxmo | graphgpo | mgr |"), "{md}");
+}
+
+#[test]
 fn thresholds_set_the_exit_code() {
     let run = Run::new();
     std::fs::write(
@@ -289,6 +316,7 @@ fn thresholds_set_the_exit_code() {
         html.contains("checks failed")
             && html.contains("GRPO never rewards invalid actions")
             && html.contains("<th>baseline</th>")
+            && html.contains("<th>Δ</th>")
     );
     let s: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(run.path("rep/summary.json")).unwrap())
@@ -324,10 +352,15 @@ fn single_turn_rules_on_step_groups_are_not_applicable() {
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let text = String::from_utf8_lossy(&out.stdout);
+    // The result first (at a phone's width it must show without scrolling), why under the row.
+    let lines: Vec<&str> = text.lines().collect();
+    let rule = lines
+        .iter()
+        .position(|l| l.contains("`headline.singleton_step_share`"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(lines[rule].starts_with("  not applicable  "), "{text}");
     assert!(
-        text.lines()
-            .any(|l| l.contains("`headline.singleton_step_share`")
-                && l.contains("not applicable (single-turn logs")),
+        lines[rule + 1].trim_start().starts_with("single-turn logs: every rollout is one step"),
         "{text}"
     );
     let s: serde_json::Value =

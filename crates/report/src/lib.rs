@@ -82,10 +82,6 @@ impl RunInfo {
         serde_json::from_value(plan.metadata(notes)).expect("Plan::metadata has RunInfo's fields")
     }
 
-    /// As JSON, indented (the report's parameters section).
-    pub fn pretty(&self) -> String {
-        serde_json::to_string_pretty(self).unwrap_or_default()
-    }
 }
 
 /// The headline numbers CI rules usually gate on, with short stable keys: `summary.json`'s

@@ -9,6 +9,7 @@ use crate::explorer::{Explorer, MIN_STEPS_FOR_RANKS};
 use crate::folder::Report;
 use crate::plots::{self, Figure};
 use crate::{progress_numbers, Headline, Inputs};
+use credit_core::analyses::compare::Comparison;
 use credit_core::analyses::against::Against;
 
 /// The whole report, its figures already drawn.
@@ -19,6 +20,7 @@ pub fn report<'a>(report: &Report<'a>, figures: &'a [Figure]) -> Doc<'a> {
     };
     let sections = [
         Some(lead(inputs, report.explorer)),
+        Some(parameters(inputs, report.baseline)),
         report.outcome.map(|o| checks(o, report.baseline.is_some())),
         Some(logs(inputs, report.baseline)),
         comparison(inputs),
@@ -29,13 +31,25 @@ pub fn report<'a>(report: &Report<'a>, figures: &'a [Figure]) -> Doc<'a> {
         Some(self::figures(in_section(plots::Section::Figures))),
         progress(inputs, in_section(plots::Section::ProgressSegments)),
         report.explorer.map(|e| explorer(e, inputs.summary.groups)),
-        Some(parameters(inputs)),
         Some(colophon()),
     ];
+    let mut sections: Vec<Section<'a>> = sections.into_iter().flatten().collect();
+    let contents = sections
+        .iter()
+        .filter_map(|s| Some((s.id, s.title.clone()?)))
+        .collect();
+    sections[0].push(Block::Contents(contents));
     Doc {
         title: "credit report".into(),
-        sections: sections.into_iter().flatten().collect(),
+        sections,
     }
+}
+
+/// `a` less `b`, signed, with `digits` decimals and `unit` (`+1.5 pp`), never `-0.0`.
+fn delta(a: f64, b: f64, digits: usize, unit: &str) -> String {
+    let d = super::num(a - b, digits);
+    let sign = if d.starts_with('-') || d.trim_start_matches(['0', '.']).is_empty() { "" } else { "+" };
+    format!("{sign}{d}{unit}")
 }
 
 /// What was read and computed, in a sentence; the columns read and how.
@@ -82,27 +96,33 @@ pub fn checks<'a>(outcome: &Outcome, with_baseline: bool) -> Section<'a> {
         sentence = sentence.and(outcome.not_applicable_note());
     }
     section.push(Block::Paragraph(sentence));
+    // The result first: on a phone's width it is what must show without scrolling.
     let columns = vec![
-        Column::left("rule"),
-        Column::left("key"),
-        Column::right("value"),
-        Column::left("bound"),
         Column::left("result"),
+        Column::left("rule"),
+        Column::left("bound"),
+        Column::right("value"),
+        Column::left("key"),
     ];
     let mut table = Table::of(columns).baseline(4, with_baseline);
     for r in &outcome.rules {
         let row = table.row(vec![
+            Cell::Verdict(r.verdict()),
             Cell::from(r.name.as_str()),
-            Cell::Text(Text::code(r.key.as_str())),
+            Cell::from(r.bound()),
             Cell::from(if r.value.is_finite() {
                 super::num(r.value, 4)
             } else {
                 "—".into()
             }),
-            Cell::from(r.bound()),
-            Cell::Verdict(r.verdict(), r.not_applicable.clone()),
+            Cell::Text(Text::code(r.key.as_str())),
         ]);
+        row.details.extend(r.not_applicable.iter().map(|why| Text::plain(why.as_str())));
         row.baseline = r.baseline.map(|b| super::num(b, 4));
+        row.delta = r
+            .baseline
+            .filter(|_| r.value.is_finite())
+            .map(|b| delta(r.value, b, 4, ""));
     }
     section.push(Block::Table(table));
     section
@@ -114,8 +134,10 @@ fn logs<'a>(inputs: &Inputs, baseline: Option<&serde_json::Value>) -> Section<'a
     let mut section = Section::new("logs", "What is in the logs");
     let mut table = Table::new(&["figure", "value"]).baseline(2, baseline.is_some());
     for (label, key, value) in Headline::of(s, inputs.comparison).shares() {
-        let before = baseline.and_then(|b| b["headline"][key].as_f64()).map(pct);
-        table.row(vec![label.into(), pct(value).into()]).baseline = before;
+        let before = baseline.and_then(|b| b["headline"][key].as_f64());
+        let row = table.row(vec![label.into(), pct(value).into()]);
+        row.baseline = before.map(pct);
+        row.delta = before.map(|b| delta(100.0 * value, 100.0 * b, 1, " pp"));
     }
     section.push(Block::Table(table));
     let r = &s.rollouts_per_group;
@@ -134,48 +156,70 @@ fn logs<'a>(inputs: &Inputs, baseline: Option<&serde_json::Value>) -> Section<'a
     section
 }
 
-/// Each method's credit and how it treats invalid actions; the pairs' agreement.
+/// Each method's credit and how it treats invalid actions (where some action is invalid); the
+/// pairs' agreement as a matrix.
 fn comparison<'a>(inputs: &Inputs) -> Option<Section<'a>> {
     let c = inputs.comparison?;
+    let invalid = super::compare::has_invalid(c);
     let mut section = Section::new("compare", "How the methods credit the same steps");
-    let mut table = Table::new(&[
-        "method",
-        "mean",
-        "std",
-        "median",
-        "zero",
-        "positive",
-        "invalid credited +",
-        "… in successes",
-    ]);
+    let mut titles = vec!["method", "mean", "std", "median", "zero", "positive"];
+    if invalid {
+        titles.extend(["invalid credited +", "… in successes"]);
+    }
+    let mut table = Table::new(&titles);
     for m in &c.methods {
         let (d, i) = (&c.distributions[m], &c.invalid_credit[m]);
-        table.row(vec![
+        let mut cells: Vec<Cell> = vec![
             m.as_str().into(),
             super::num(d.mean, 3).into(),
             super::num(d.std, 3).into(),
             super::num(d.median, 3).into(),
             pct(d.share_zero).into(),
             pct(d.share_positive).into(),
-            pct(i.invalid_positive_share).into(),
-            pct(i.invalid_positive_share_in_success).into(),
-        ]);
+        ];
+        if invalid {
+            cells.push(pct(i.invalid_positive_share).into());
+            cells.push(pct(i.invalid_positive_share_in_success).into());
+        }
+        table.row(cells);
     }
     section.push(Block::Table(table));
     if !c.pairwise.is_empty() {
-        let f = |x: Option<f64>| x.map_or("—".into(), |v| super::num(v, 3));
-        let mut table = Table::new(&["pair", "Spearman ρ", "Kendall τ-b", "same sign"]);
-        for p in &c.pairwise {
-            table.row(vec![
-                format!("{} vs {}", p.a, p.b).into(),
-                f(p.spearman).into(),
-                f(p.kendall_tau_b).into(),
-                pct(p.sign_agreement).into(),
-            ]);
-        }
-        section.push(Block::Table(table));
+        section.push(Block::Paragraph(Text::plain(
+            "Agreement of each pair over every step: Spearman ρ above the diagonal, the share of steps where both give the same sign below it (Kendall τ-b in ",
+        ).and_code("summary.json").and(").")));
+        section.push(Block::Table(agreement(c)));
     }
     Some(section)
+}
+
+/// Methods × methods: Spearman ρ above the diagonal, same sign below.
+fn agreement(c: &Comparison) -> Table {
+    let titles: Vec<&str> = std::iter::once("")
+        .chain(c.methods.iter().map(String::as_str))
+        .collect();
+    let mut table = Table::new(&titles);
+    for (i, a) in c.methods.iter().enumerate() {
+        let cells = c.methods.iter().enumerate().map(|(j, b)| {
+            let pair = c
+                .pairwise
+                .iter()
+                .find(|p| (&p.a, &p.b) == (a, b) || (&p.a, &p.b) == (b, a));
+            match (pair, i.cmp(&j)) {
+                (Some(p), std::cmp::Ordering::Less) => {
+                    p.spearman.map_or("—".into(), |r| super::num(r, 3))
+                }
+                (Some(p), std::cmp::Ordering::Greater) => pct(p.sign_agreement),
+                _ => "·".to_string(),
+            }
+        });
+        table.row(
+            std::iter::once(Cell::from(a.as_str()))
+                .chain(cells.map(Cell::from))
+                .collect(),
+        );
+    }
+    table
 }
 
 /// Every method scored against `--against`'s reference: what the scores mean, the coverage, a
@@ -302,10 +346,79 @@ fn explorer(e: &Explorer, groups_in_logs: usize) -> Section<'_> {
     section
 }
 
-/// The preset and every parameter, as `summary.json`'s `metadata`.
-fn parameters<'a>(inputs: &Inputs) -> Section<'a> {
-    let mut section = Section::new("parameters", "Preset and parameters");
-    section.push(Block::Preformatted(inputs.run.pretty()));
+/// The preset, the methods and every parameter (`summary.json`'s `metadata`), beside the
+/// baseline's when one is given, with a word where the baseline ran otherwise.
+fn parameters<'a>(inputs: &Inputs, baseline: Option<&serde_json::Value>) -> Section<'a> {
+    let mut section = Section::new("parameters", "Run with");
+    let run = &inputs.run;
+    let before = baseline.map(|b| &b["metadata"]);
+    let preset_of = |m: &serde_json::Value| m["preset"].as_str().unwrap_or("?").to_string();
+    let methods_of = |m: &serde_json::Value| -> Vec<String> {
+        m["params"]
+            .as_object()
+            .map(|p| p.keys().cloned().collect())
+            .unwrap_or_default()
+    };
+    let mut lead = Text::plain("Preset ").and_code(run.preset.to_string());
+    if let Some(b) = before {
+        let ours: Vec<String> = run.params.keys().cloned().collect();
+        let (preset, methods) = (preset_of(b), methods_of(b));
+        let mut differs = Vec::new();
+        if preset != run.preset.to_string() {
+            differs.push(format!("preset {preset} (this run {})", run.preset));
+        }
+        if methods != ours {
+            differs.push(format!(
+                "methods {} (this run {})",
+                methods.join(", "),
+                ours.join(", ")
+            ));
+        }
+        if !differs.is_empty() {
+            section.push(Block::Note(Text::plain(format!(
+                "The baseline ran with {}: its figures are set beside this run's as they are.",
+                differs.join(" and ")
+            ))));
+        }
+        lead = lead.and("; the baseline's, preset ").and_code(preset);
+    }
+    section.push(Block::Paragraph(lead.and(". Each method's parameters:")));
+    let params = |p: &serde_json::Value| -> String {
+        p.as_object().map_or_else(String::new, |o| {
+            o.iter()
+                .map(|(k, v)| format!("{k} = {v}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        })
+    };
+    let mut titles = vec!["method", "this run"];
+    titles.extend(before.map(|_| "baseline"));
+    let mut table = Table::of(titles.iter().map(|t| Column::left(t)).collect());
+    let mut methods: Vec<String> = run.params.keys().cloned().collect();
+    for m in before.map(methods_of).unwrap_or_default() {
+        if !methods.contains(&m) {
+            methods.push(m);
+        }
+    }
+    for m in &methods {
+        let mut cells = vec![
+            Cell::from(m.as_str()),
+            Cell::from(run.params.get(m).map_or("—".into(), params)),
+        ];
+        if let Some(b) = before {
+            let theirs = &b["params"][m];
+            cells.push(Cell::from(if theirs.is_null() { "—".into() } else { params(theirs) }));
+        }
+        table.row(cells);
+    }
+    section.push(Block::Table(table));
+    if !run.notes.is_empty() {
+        section.push(Block::List {
+            title: None,
+            items: run.notes.iter().map(|n| Text::plain(n.as_str())).collect(),
+            bullets: true,
+        });
+    }
     section
 }
 
