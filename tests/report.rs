@@ -281,7 +281,7 @@ fn the_report_opens_with_its_parameters_and_contents_and_names_a_baseline_run_ot
     assert!(html.contains("<li><a href=\"#compare\">How the methods credit the same steps</a></li>"));
     assert!(!html.contains("<pre>"));
     // Both runs' parameters, and a word on the preset that differs.
-    assert!(html.contains("<th>this run</th><th>baseline</th>"));
+    assert!(html.contains("<th class=\"l\">this run</th><th class=\"l\">baseline</th>"));
     assert!(html.contains("The baseline ran with preset verl (this run paper)"), "{html}");
     assert!(html.contains("invalid_penalty = 0.1") && html.contains("invalid_penalty = 0.0"));
     // A delta column beside the baseline's, in percentage points for shares.
@@ -408,7 +408,7 @@ fn single_turn_rules_on_step_groups_are_not_applicable() {
             "{figure}"
         );
     }
-    for figure in ["lengths", "step_groups", "graph_distance", "by_position"] {
+    for figure in ["lengths", "step_groups", "graph_distance", "by_position", "credit_table"] {
         assert!(
             !run.path(&format!("rep/figures/{figure}.png")).exists(),
             "{figure}"

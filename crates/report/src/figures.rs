@@ -588,6 +588,11 @@ fn by_position<'i>(inputs: &'i Inputs<'i>) -> Option<Sketch<'i>> {
 
 fn credit_table<'i>(inputs: &'i Inputs<'i>) -> Option<Sketch<'i>> {
     let c = inputs.comparison?;
+    // Single-turn logs without invalid actions: half the table would be empty cells, and the
+    // comparison's table already gives the mean credit by outcome.
+    if inputs.summary.single_turn.is_some() && !crate::sections::compare::has_invalid(c) {
+        return None;
+    }
     let cells = [
         "success, valid",
         "success, invalid",

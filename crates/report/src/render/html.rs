@@ -2,7 +2,7 @@
 //! network), one element per line.
 
 use crate::check::Verdict;
-use crate::doc::{Block, Cell, Doc, Header, Line, Span, Table, Text};
+use crate::doc::{Align, Block, Cell, Doc, Header, Line, Span, Table, Text};
 use crate::explorer::{Explorer, CSS, JS};
 use crate::plots::Figure;
 use std::fmt::Write;
@@ -10,7 +10,7 @@ use std::fmt::Write;
 const STYLE: &str = "body{font-family:'DejaVu Sans',Verdana,sans-serif;margin:2rem auto;max-width:1100px;color:#222;line-height:1.45;padding:0 1rem}\
 h1{font-size:1.7rem}h2{border-bottom:1px solid #ddd;padding-bottom:.2rem;margin-top:2.2rem}\
 .table{max-width:100%;overflow-x:auto;margin:.6rem 0 1rem}table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.25rem .6rem;text-align:right}\
-th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}td code{overflow-wrap:anywhere}\
+th{background:#f3f3f3}td:first-child,th:first-child,.l{text-align:left}td code{overflow-wrap:anywhere}\
 .pass{color:#1a7f37;font-weight:bold}.fail{color:#c62828;font-weight:bold}.not-applicable{color:#666}\
 figure{margin:1.2rem 0 2rem}figure svg{max-width:100%;height:auto;border:1px solid #eee}\
 figcaption{color:#444;font-size:.95rem;margin-top:.4rem}pre{background:#f7f7f7;padding:.8rem;overflow-x:auto;font-size:.8rem}\
@@ -107,13 +107,17 @@ fn table(o: &mut String, table: &Table) {
             Header::Titled(title) if k == 0 => title,
             _ => &column.title,
         };
-        let _ = write!(o, "<th>{}</th>", esc(title));
+        let class = if column.align == Align::Left { " class=\"l\"" } else { "" };
+        let _ = write!(o, "<th{class}>{}</th>", esc(title));
     }
     o.push_str("</tr>\n");
     for line in table.body() {
         o.push_str("<tr>");
         let _ = match line {
-            Line::Cells(cells) => cells.iter().try_for_each(|cell| cell_html(o, cell)),
+            Line::Cells(cells) => cells
+                .iter()
+                .zip(&columns)
+                .try_for_each(|(cell, column)| cell_html(o, cell, column.align)),
             Line::Across(text, _) => write!(
                 o,
                 "<td colspan=\"{}\">{}</td>",
@@ -126,8 +130,10 @@ fn table(o: &mut String, table: &Table) {
     o.push_str("</table></div>\n");
 }
 
-fn cell_html(o: &mut String, cell: &Cell) -> std::fmt::Result {
+/// A cell; text in a column aligned left past the first (which always is) says so.
+fn cell_html(o: &mut String, cell: &Cell, align: Align) -> std::fmt::Result {
     match cell {
+        Cell::Text(text) if align == Align::Left => write!(o, "<td class=\"l\">{}</td>", inline(text)),
         Cell::Text(text) => write!(o, "<td>{}</td>", inline(text)),
         Cell::Verdict(v) => write!(o, "<td class=\"{}\">{}</td>", class(*v), v.word()),
     }

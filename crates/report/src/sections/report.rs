@@ -66,13 +66,18 @@ fn lead<'a>(inputs: &Inputs, explorer: Option<&Explorer>) -> Section<'a> {
         .and(format!("; methods: {}.", methods.join(", "))),
     ));
     if let Some(e) = explorer.filter(|e| !e.groups.is_empty()) {
+        let what = if e.single_turn {
+            ": each prompt's responses side by side, with their scores and every method's advantage."
+        } else {
+            " step by step: what the agent saw and did, every method's credit, the state graph."
+        };
         section.push(Block::Paragraph(
             Text::default()
                 .and_span(Span::Link {
                     to: "explore",
                     text: format!("Explore {} groups", e.groups.len()),
                 })
-                .and(" step by step: what the agent saw and did, every method's credit, the state graph."),
+                .and(what),
         ));
     }
     let columns: Vec<String> = s.columns.iter().map(|u| u.short()).collect();
@@ -308,13 +313,29 @@ fn progress<'a>(inputs: &Inputs, figures: Vec<&'a Figure>) -> Option<Section<'a>
 
 /// The explorer of chosen groups, and why there is none when no group was worth a look.
 fn explorer(e: &Explorer, groups_in_logs: usize) -> Section<'_> {
-    let mut section = Section::new("explore", "Explore groups, trajectories and steps");
+    let title = if e.single_turn {
+        "Explore prompts and their responses"
+    } else {
+        "Explore groups, trajectories and steps"
+    };
+    let mut section = Section::new("explore", title);
     if e.groups.is_empty() {
         section.push(Block::Note(
             Text::plain(format!("None of the logs' {groups_in_logs} groups is one the explorer picks on its own (a group where the methods' ranks can disagree needs {MIN_STEPS_FOR_RANKS} steps; none has singleton states or failed yet made progress): name groups with "))
                 .and_code("--explore GROUP")
                 .and("."),
         ));
+        return section;
+    }
+    if e.single_turn {
+        section.push(Block::Paragraph(
+            Text::plain(format!("{} of the logs' {groups_in_logs} groups (prompts): those named with ", e.groups.len()))
+                .and_code("--explore")
+                .and(", then those whose rewards differ most (a group whose responses all scored the same teaches GRPO nothing; ")
+                .and_code("--explore-max")
+                .and(" bounds how many). Pick a group: its prompt, then its responses side by side, each with its score and every method's advantage, coloured on that method's scale (full colour at its 95th-percentile |A| over the logs). ←/→ move between responses; the address reopens the same one."),
+        ));
+        section.push(Block::Explorer(e));
         return section;
     }
     section.push(Block::Paragraph(
@@ -360,6 +381,7 @@ fn parameters<'a>(inputs: &Inputs, baseline: Option<&serde_json::Value>) -> Sect
             .unwrap_or_default()
     };
     let mut lead = Text::plain("Preset ").and_code(run.preset.to_string());
+    let before = before.filter(|b| b.is_object());
     if let Some(b) = before {
         let ours: Vec<String> = run.params.keys().cloned().collect();
         let (preset, methods) = (preset_of(b), methods_of(b));
@@ -382,36 +404,11 @@ fn parameters<'a>(inputs: &Inputs, baseline: Option<&serde_json::Value>) -> Sect
         }
         lead = lead.and("; the baseline's, preset ").and_code(preset);
     }
-    section.push(Block::Paragraph(lead.and(". Each method's parameters:")));
-    let params = |p: &serde_json::Value| -> String {
-        p.as_object().map_or_else(String::new, |o| {
-            o.iter()
-                .map(|(k, v)| format!("{k} = {v}"))
-                .collect::<Vec<_>>()
-                .join(", ")
-        })
-    };
-    let mut titles = vec!["method", "this run"];
-    titles.extend(before.map(|_| "baseline"));
-    let mut table = Table::of(titles.iter().map(|t| Column::left(t)).collect());
-    let mut methods: Vec<String> = run.params.keys().cloned().collect();
-    for m in before.map(methods_of).unwrap_or_default() {
-        if !methods.contains(&m) {
-            methods.push(m);
-        }
-    }
-    for m in &methods {
-        let mut cells = vec![
-            Cell::from(m.as_str()),
-            Cell::from(run.params.get(m).map_or("—".into(), params)),
-        ];
-        if let Some(b) = before {
-            let theirs = &b["params"][m];
-            cells.push(Cell::from(if theirs.is_null() { "—".into() } else { params(theirs) }));
-        }
-        table.row(cells);
-    }
-    section.push(Block::Table(table));
+    let theirs = if before.is_some() { "; the baseline's where they differ" } else { "" };
+    section.push(Block::Paragraph(lead.and(format!(
+        ". The parameters every method shares, then each method's own{theirs}:"
+    ))));
+    section.push(Block::Table(parameter_table(&run.params, before.map(|b| &b["params"]))));
     if !run.notes.is_empty() {
         section.push(Block::List {
             title: None,
@@ -420,6 +417,84 @@ fn parameters<'a>(inputs: &Inputs, baseline: Option<&serde_json::Value>) -> Sect
         });
     }
     section
+}
+
+/// A method's parameters as (key, value) pairs.
+type Params = Vec<(String, serde_json::Value)>;
+
+fn params_of(value: &serde_json::Value) -> Params {
+    value
+        .as_object()
+        .map(|o| o.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+        .unwrap_or_default()
+}
+
+fn said(pairs: &[&(String, serde_json::Value)]) -> String {
+    let said: Vec<String> = pairs.iter().map(|(k, v)| format!("{k} = {v}")).collect();
+    said.join(", ")
+}
+
+/// Rows: what every method of this run shares, then each method's own settings; beside them, when
+/// a baseline is given, its settings that differ ("same" where none does, "—" where it did not
+/// run the method).
+fn parameter_table(
+    run: &std::collections::BTreeMap<String, serde_json::Value>,
+    baseline: Option<&serde_json::Value>,
+) -> Table {
+    let ours: Vec<(&String, Params)> = run.iter().map(|(m, p)| (m, params_of(p))).collect();
+    let shared: Params = ours.first().map_or_else(Vec::new, |(_, first)| {
+        first
+            .iter()
+            .filter(|pair| ours.iter().all(|(_, p)| p.contains(pair)))
+            .cloned()
+            .collect()
+    });
+    let differing = |mine: &Params, theirs: &serde_json::Value| -> String {
+        if theirs.is_null() {
+            return "—".into();
+        }
+        let theirs = params_of(theirs);
+        let changed: Vec<&(String, serde_json::Value)> =
+            theirs.iter().filter(|pair| !mine.contains(pair)).collect();
+        if changed.is_empty() {
+            "same".into()
+        } else {
+            said(&changed)
+        }
+    };
+    let mut titles = vec!["methods", "this run"];
+    titles.extend(baseline.map(|_| "baseline"));
+    let mut table = Table::of(titles.iter().map(|t| Column::left(t)).collect());
+    let mut push = |label: &str, mine: String, theirs: Option<String>| {
+        let mut cells = vec![Cell::from(label), Cell::from(mine)];
+        cells.extend(theirs.map(Cell::from));
+        table.row(cells);
+    };
+    if ours.len() > 1 && !shared.is_empty() {
+        let theirs = baseline.map(|b| {
+            let common: Vec<&(String, serde_json::Value)> = shared.iter().collect();
+            let all_same = b.as_object().is_some_and(|o| {
+                o.values().all(|p| common.iter().all(|pair| params_of(p).contains(pair)))
+            });
+            if all_same { "same".into() } else { "see each method".into() }
+        });
+        push("every method", said(&shared.iter().collect::<Vec<_>>()), theirs);
+    }
+    for (m, p) in &ours {
+        let own: Vec<&(String, serde_json::Value)> = p
+            .iter()
+            .filter(|pair| ours.len() == 1 || !shared.contains(pair))
+            .collect();
+        let own = if own.is_empty() { "the shared ones".into() } else { said(&own) };
+        push(m.as_str(), own, baseline.map(|b| differing(p, &b[m.as_str()])));
+    }
+    if let Some(b) = baseline.and_then(|b| b.as_object()) {
+        for (m, p) in b.iter().filter(|(m, _)| !run.contains_key(*m)) {
+            let theirs = params_of(p);
+            push(m.as_str(), "not run".into(), Some(said(&theirs.iter().collect::<Vec<_>>())));
+        }
+    }
+    table
 }
 
 fn colophon<'a>() -> Section<'a> {
