@@ -118,12 +118,80 @@ fn the_run_says_its_methods_preset_and_settings() {
 }
 
 #[test]
+fn single_turn_logs_default_to_the_outcome_estimators_and_their_sections() {
+    // verl's one-row-per-rollout dump: GiGPO and GraphGPO would equal GRPO by construction (ρ = 1
+    // in every pair), so compare runs GRPO's family and verl's outcome estimators, and leaves out
+    // what single-turn logs cannot have (invalid actions without a `valid` column, step positions).
+    let run = Run::new();
+    let input = fixture("verl/with_uid/rollout_data_dir");
+    let out = run.credit(["compare", input.to_str().unwrap(), "--preset", "verl"]);
+    let text = stdout(&out);
+    assert!(
+        text.starts_with("methods: grpo, drgrpo, rloo, grpo_passk, opo, gpg, reinforce_plus_plus, reinforce_plus_plus_baseline, gdpo (preset verl)"),
+        "{text}"
+    );
+    assert!(
+        text.contains("mean credit by trajectory outcome\n"),
+        "{text}"
+    );
+    for absent in [
+        "invalid actions that receive positive credit",
+        "mean credit by step position",
+        "success/inval",
+        "-0.000",
+        "gigpo",
+    ] {
+        assert!(!text.contains(absent), "{absent}: {text}");
+    }
+    // Named methods still run as named; multi-turn logs keep their defaults.
+    let out = run.credit([
+        "compare",
+        input.to_str().unwrap(),
+        "--methods",
+        "grpo,gigpo",
+    ]);
+    assert!(stdout(&out).starts_with("methods: grpo, gigpo (preset paper)"));
+    let out = run.credit(["compare", fixture("real/textworld.jsonl").to_str().unwrap()]);
+    let text = stdout(&out);
+    assert!(text.starts_with("methods: grpo, gigpo, proxmo (preset paper)"));
+    assert!(text.contains("invalid actions that receive positive credit"));
+    assert!(text.contains("mean credit by step position"));
+}
+
+#[test]
+fn per_task_means_that_are_zero_by_construction_are_said_once() {
+    // Under `--preset verl` GRPO's credit sums to 0 in every group, so every task's mean is 0:
+    // one line says so instead of a column of zeros.
+    let run = Run::new();
+    let out = run.credit([
+        "compare",
+        fixture("real/textworld.jsonl").to_str().unwrap(),
+        "--preset",
+        "verl",
+        "--methods",
+        "grpo,gigpo",
+    ]);
+    let text = stdout(&out);
+    let per_task = &text[text
+        .find("per task: mean credit")
+        .expect("a per-task section")..];
+    assert!(
+        per_task.contains("0 in every task by construction"),
+        "{per_task}"
+    );
+    assert!(
+        !per_task.contains("grpo 0.000") && !per_task.contains("grpo -0.000"),
+        "{per_task}"
+    );
+}
+
+#[test]
 fn help_shows_each_commands_default_methods() {
     let run = Run::new();
     for (command, default) in [
         ("advantages", "else all]"),
-        ("compare", "else grpo,gigpo,proxmo]"),
-        ("report", "else grpo,gigpo,proxmo,graphgpo,mgr]"),
+        ("compare", "else grpo,gigpo,proxmo; on single-turn logs (verl's one row per rollout) grpo,drgrpo,rloo,grpo_passk,opo,gpg,reinforce_plus_plus,reinforce_plus_plus_baseline,gdpo]"),
+        ("report", "else grpo,gigpo,proxmo,graphgpo,mgr; on single-turn logs"),
     ] {
         let help = stdout(&run.credit([command, "--help"]));
         let methods = help.split("--methods <LIST>").nth(1).unwrap_or_default();

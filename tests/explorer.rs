@@ -242,8 +242,8 @@ fn explore_options_are_checked() {
 fn logs_with_iterations_get_the_trends_figure() {
     let run = Run::new();
     let input = fixture("verl/with_uid/rollout_data_dir");
-    // One-step groups of four: no ranks, no singleton states, no failed group with progress, so
-    // only a named group is embedded.
+    // One-step groups of four: no ranks, no singleton states, no failed group with progress; the
+    // named group comes first, then the groups whose rewards differ (7 of 9).
     let out = run.credit([
         "report",
         input.to_str().unwrap(),
@@ -265,15 +265,28 @@ fn logs_with_iterations_get_the_trends_figure() {
     assert!(md.contains("## Per-iteration trends") && md.contains("(figures/trends.png)"));
     // The explorer says which iteration the group is from.
     let data = explorer_data(&html);
-    assert_eq!(data["groups"].as_array().unwrap().len(), 1);
+    assert_eq!(data["groups"].as_array().unwrap().len(), 7);
     assert_eq!(data["groups"][0]["iteration"], 1);
+    assert!(data["groups"][0]["why"]
+        .as_str()
+        .unwrap()
+        .starts_with("named with --explore; rewards differ"));
+    assert_eq!(data["single_turn"], true);
 
-    // Without `--explore`, no group qualifies: the section says so, with no script.
+    // Without `--explore`, the groups whose rewards differ, most spread first, each with its
+    // prompt and no state graph.
     let out = run.credit(["report", input.to_str().unwrap(), "--out", "n"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let html = std::fs::read_to_string(run.path("n/report.html")).unwrap();
-    assert!(html.contains("name groups with <code>--explore GROUP</code>"));
-    assert!(!html.contains("<script"));
+    let data = explorer_data(&html);
+    let groups = data["groups"].as_array().unwrap();
+    assert_eq!(groups.len(), 7);
+    assert!(groups.iter().all(
+        |g| g["why"].as_str().unwrap().starts_with("rewards differ: ")
+            && g["prompt"].as_str().is_some_and(|p| p.contains("user"))
+            && g["svg"].is_null()
+    ));
+    assert!(html.contains("<h2 id=\"explore\">Explore prompts and their responses</h2>"));
 
     // Logs without iterations: no trends.
     let out = run.credit([

@@ -267,6 +267,41 @@ fn summary_json_schema_is_stable() {
 }
 
 #[test]
+fn the_report_opens_with_its_parameters_and_contents_and_names_a_baseline_run_otherwise() {
+    let run = Run::new();
+    let out = report(&run, &["--preset", "verl"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = report(&run, &["--baseline", "rep/summary.json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let html = std::fs::read_to_string(run.path("rep/report.html")).unwrap();
+    let at = |s: &str| html.find(s).unwrap_or_else(|| panic!("no {s}"));
+    // Contents, then the parameters, before any finding; no raw JSON at the end.
+    assert!(at("<nav class=\"contents\"") < at("<h2 id=\"parameters\">Run with</h2>"));
+    assert!(at("<h2 id=\"parameters\">") < at("<h2 id=\"logs\">"));
+    assert!(
+        html.contains("<li><a href=\"#compare\">How the methods credit the same steps</a></li>")
+    );
+    assert!(!html.contains("<pre>"));
+    // Both runs' parameters, and a word on the preset that differs.
+    assert!(html.contains("<th class=\"l\">this run</th><th class=\"l\">baseline</th>"));
+    assert!(
+        html.contains("The baseline ran with preset verl (this run paper)"),
+        "{html}"
+    );
+    assert!(html.contains("invalid_penalty = 0.1") && html.contains("invalid_penalty = 0.0"));
+    // A delta column beside the baseline's, in percentage points for shares.
+    assert!(html.contains("<th>baseline</th><th>Δ</th>"));
+    assert!(html.contains(" pp</td>"));
+    let md = std::fs::read_to_string(run.path("rep/report.md")).unwrap();
+    assert!(md.contains("- [Run with](#run-with)"), "{md}");
+    // The agreement of pairs as a matrix: a row per method, a column per method.
+    assert!(
+        md.contains("|  | grpo | gigpo | proxmo | graphgpo | mgr |"),
+        "{md}"
+    );
+}
+
+#[test]
 fn thresholds_set_the_exit_code() {
     let run = Run::new();
     std::fs::write(
@@ -289,6 +324,7 @@ fn thresholds_set_the_exit_code() {
         html.contains("checks failed")
             && html.contains("GRPO never rewards invalid actions")
             && html.contains("<th>baseline</th>")
+            && html.contains("<th>Δ</th>")
     );
     let s: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(run.path("rep/summary.json")).unwrap())
@@ -324,10 +360,17 @@ fn single_turn_rules_on_step_groups_are_not_applicable() {
     ]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let text = String::from_utf8_lossy(&out.stdout);
+    // The result first (at a phone's width it must show without scrolling), why under the row.
+    let lines: Vec<&str> = text.lines().collect();
+    let rule = lines
+        .iter()
+        .position(|l| l.contains("`headline.singleton_step_share`"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(lines[rule].starts_with("  not applicable  "), "{text}");
     assert!(
-        text.lines()
-            .any(|l| l.contains("`headline.singleton_step_share`")
-                && l.contains("not applicable (single-turn logs")),
+        lines[rule + 1]
+            .trim_start()
+            .starts_with("single-turn logs: every rollout is one step"),
         "{text}"
     );
     let s: serde_json::Value =
@@ -335,14 +378,33 @@ fn single_turn_rules_on_step_groups_are_not_applicable() {
             .unwrap();
     let rules = s["checks"]["rules"].as_array().unwrap();
     assert_eq!(rules[0]["key"], "headline.singleton_step_share");
-    assert_eq!(rules[0]["value"], 1.0);
+    // Out of the headline: no value beside the reason it means nothing.
+    assert!(rules[0]["value"].is_null());
     assert!(rules[0]["passed"].is_null());
     assert!(rules[0]["not_applicable"].is_string());
-    assert_eq!(rules[1]["passed"], true);
+    // "MGR never rewards an invalid action" no longer passes vacuously: no action is invalid
+    // (no `valid` column), and MGR is not among the single-turn methods.
+    assert_eq!(rules[1]["key"], "headline.invalid_positive_share.mgr");
+    assert!(rules[1]["passed"].is_null());
+    assert!(rules[1]["not_applicable"]
+        .as_str()
+        .unwrap()
+        .contains("no action is invalid"));
+    assert_eq!(rules[2]["passed"], true);
     assert_eq!(s["checks"]["passed"], true);
-    assert!(s["headline"]["not_applicable"]["headline.singleton_cluster_share"].is_string());
+    let headline = &s["headline"];
+    assert!(headline["not_applicable"]["headline.singleton_cluster_share"].is_string());
+    for key in [
+        "singleton_step_share",
+        "singleton_cluster_share",
+        "graph_progress_share_in_failures",
+        "invalid_action_rate",
+        "invalid_positive_share",
+    ] {
+        assert!(headline.get(key).is_none(), "{key} in the headline");
+    }
     let md = std::fs::read_to_string(run.path("rep/report.md")).unwrap();
-    assert!(md.contains("all checks passed (1 not applicable)"), "{md}");
+    assert!(md.contains("all checks passed (2 not applicable)"), "{md}");
     // The single-turn layout: which groups teach anything and rewards by group size, none of
     // the multi-turn figures; the headline has the zero-spread share instead of step groups.
     for figure in [
@@ -356,7 +418,13 @@ fn single_turn_rules_on_step_groups_are_not_applicable() {
             "{figure}"
         );
     }
-    for figure in ["lengths", "step_groups", "graph_distance", "by_position"] {
+    for figure in [
+        "lengths",
+        "step_groups",
+        "graph_distance",
+        "by_position",
+        "credit_table",
+    ] {
         assert!(
             !run.path(&format!("rep/figures/{figure}.png")).exists(),
             "{figure}"

@@ -27,6 +27,17 @@ pub type Setting = (String, ParamValue);
 pub const ADVANTAGES: &str = "all";
 pub const COMPARE: &str = "grpo,gigpo,proxmo";
 pub const REPORT: &str = "grpo,gigpo,proxmo,graphgpo,mgr";
+/// `compare`'s and `report`'s methods for single-turn logs (a verl dump of one row per rollout):
+/// the outcome estimators, GRPO's family and verl's registry less its copies (`*_vectorized`). The
+/// step-level methods equal GRPO there by construction (one step per rollout, no states).
+pub const SINGLE_TURN: &str =
+    "grpo,drgrpo,rloo,grpo_passk,opo,gpg,reinforce_plus_plus,reinforce_plus_plus_baseline,gdpo";
+
+/// Whether `default` is a list of multi-turn methods that single-turn logs replace with
+/// [`SINGLE_TURN`] (`compare`'s and `report`'s).
+pub fn turns_to_single(default: &str) -> bool {
+    [COMPARE, REPORT].contains(&default)
+}
 
 /// `list` as the logs allow: `all` also runs `logged`, first, where the first rows of the logs
 /// carry an advantage column ([`crate::ingest::first_rows_carry`]); other lists are as given

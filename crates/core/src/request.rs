@@ -110,7 +110,7 @@ impl Request {
         let list = match (&self.methods, &project.methods) {
             (Some(list), _) => list.clone(),
             (None, Some(list)) => list.join(","),
-            (None, None) => default_methods.to_string(),
+            (None, None) => default_list(default_methods, paths, ingest)?,
         };
         let (against, list) = match &self.against {
             Some(name) => {
@@ -196,4 +196,19 @@ impl Resolved {
         }
         Ok(inputs)
     }
+}
+
+/// The methods a command runs when neither the request nor credit.toml names any: its own list,
+/// or on single-turn logs (a verl dump of one row per rollout), where the step-level methods
+/// equal GRPO by construction, the outcome estimators.
+fn default_list(default: &str, paths: &[PathBuf], ingest: &IngestOptions) -> Result<String> {
+    let single_turn = crate::plan::turns_to_single(default)
+        && crate::ingest::first_rows_single_turn(paths, ingest)
+            .map_err(|e| Error::Reading(Box::new(e)))?;
+    Ok(if single_turn {
+        crate::plan::SINGLE_TURN
+    } else {
+        default
+    }
+    .to_string())
 }

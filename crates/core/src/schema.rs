@@ -394,6 +394,10 @@ pub struct Feed {
     pub derive: Derive,
 }
 
+/// How a verl dump's step is taken (a [`ColumnUse`]'s `how`): every rollout is one step, the
+/// single-turn layout ([`crate::ingest::first_rows_single_turn`]).
+pub const ONE_STEP_PER_ROLLOUT: &str = "0: one step per rollout";
+
 /// How a field's value comes from its column's value.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Derive {
@@ -594,7 +598,7 @@ impl ColumnMap {
             Derive::Value,
             "one trajectory per rollout",
         );
-        feed(STEP, "step", &[], Derive::Zero, "0: one step per rollout");
+        feed(STEP, "step", &[], Derive::Zero, ONE_STEP_PER_ROLLOUT);
         feed(ITERATION, "step", &[], Derive::Value, "verl's global step");
         feed(REWARD, "score", &["reward"], Derive::Value, "");
         feed(EPISODE_REWARD, "score", &[], Derive::Value, "");

@@ -46,6 +46,7 @@ pub struct RuleResult {
     pub key: String,
     pub min: Option<f64>,
     pub max: Option<f64>,
+    /// NaN (null in JSON) for a figure these logs do not have.
     pub value: f64,
     /// The same key in `--baseline`'s summary, if given and present.
     pub baseline: Option<f64>,
@@ -196,8 +197,13 @@ pub fn evaluate(
 ) -> Result<Outcome, Error> {
     let mut results = Vec::new();
     for rule in rules {
+        let not_applicable = lookup(summary, "headline.not_applicable")
+            .and_then(|n| crate::Headline::why_not_applicable(n, &rule.key))
+            .map(str::to_string);
+        // A figure that does not apply is left out of the headline: no value (null), no verdict.
         let value = lookup(summary, &rule.key)
             .and_then(|v| v.as_f64())
+            .or(not_applicable.as_ref().map(|_| f64::NAN))
             .ok_or_else(|| {
                 let top: Vec<String> = lookup(summary, "headline")
                     .and_then(|h| h.as_object())
@@ -209,10 +215,6 @@ pub fn evaluate(
                     top.join(", ")
                 ))
             })?;
-        let not_applicable = lookup(summary, "headline.not_applicable")
-            .and_then(|n| n.get(&rule.key))
-            .and_then(|why| why.as_str())
-            .map(str::to_string);
         let within = rule.min.is_none_or(|m| value >= m) && rule.max.is_none_or(|m| value <= m);
         let passed = not_applicable.is_none().then_some(within);
         results.push(RuleResult {

@@ -60,8 +60,8 @@ pub enum Block<'a> {
     },
     Table(Table),
     Figures(Vec<&'a Figure>),
-    /// Text shown as it is, in a fixed-width font (the parameters' JSON).
-    Preformatted(String),
+    /// The document's sections as links, by (id, title): HTML's and Markdown's table of contents.
+    Contents(Vec<(&'static str, String)>),
     /// The interactive explorer: only HTML can show it; the other formats point to it.
     Explorer(&'a Explorer),
     /// Blocks that detail the one before: in text, two spaces further in.
@@ -136,7 +136,8 @@ impl From<String> for Text {
 pub struct Table {
     pub columns: Vec<Column>,
     pub rows: Vec<Row>,
-    /// Where the baseline column goes (before the column of that index), when it is shown.
+    /// Where the baseline column goes (before the column of that index), when it is shown; a
+    /// column of this run's figure less the baseline's follows it.
     pub baseline_at: Option<usize>,
     pub header: Header,
     /// Rows left out after the row of that index, said in one line there (a long run's middle
@@ -204,6 +205,8 @@ pub struct Row {
     pub cells: Vec<Cell>,
     /// The earlier run's figure; `None` where it lacked it.
     pub baseline: Option<String>,
+    /// This run's figure less the earlier run's, where both have it.
+    pub delta: Option<String>,
     /// Lines under the row that detail it (the first rows where a method departs from the
     /// logged advantages).
     pub details: Vec<Text>,
@@ -212,8 +215,8 @@ pub struct Row {
 #[derive(Clone, Debug, PartialEq)]
 pub enum Cell {
     Text(Text),
-    /// A rule's outcome, with why it does not apply where it does not.
-    Verdict(Verdict, Option<String>),
+    /// A rule's outcome (why it does not apply, where it does not, is the row's detail).
+    Verdict(Verdict),
 }
 
 impl<T: Into<Text>> From<T> for Cell {
@@ -267,6 +270,7 @@ impl Table {
         self.rows.push(Row {
             cells,
             baseline: None,
+            delta: None,
             details: Vec::new(),
         });
         self.rows.last_mut().expect("a row was pushed")
@@ -277,6 +281,7 @@ impl Table {
         let mut columns = self.columns.clone();
         if let Some(at) = self.baseline_at {
             columns.insert(at, Column::right("baseline"));
+            columns.insert(at + 1, Column::right("Δ"));
         }
         columns
     }
@@ -290,6 +295,10 @@ impl Table {
             if let Some(at) = self.baseline_at {
                 let value = row.baseline.as_deref().unwrap_or(NO_BASELINE);
                 cells.insert(at, Cell::from(value));
+                cells.insert(
+                    at + 1,
+                    Cell::from(row.delta.as_deref().unwrap_or(NO_BASELINE)),
+                );
             }
             lines.push(Line::Cells(cells));
             lines.extend(row.details.iter().map(|d| Line::Across(d.clone(), 1)));

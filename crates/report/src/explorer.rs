@@ -16,7 +16,7 @@ use credit_core::analyses::stats::spearman;
 use credit_core::graph::GroupGraph;
 use credit_core::methods::gigpo::anchor_clusters;
 use credit_core::methods::{Advantages, Values};
-use credit_core::schema::columns::{ACTION, OBS, PROGRESS, REWARD, STEP};
+use credit_core::schema::columns::{ACTION, OBS, PROGRESS, PROMPT, REWARD, STEP};
 use credit_core::StepBatch;
 use serde::{Serialize, Serializer};
 use std::cmp::Ordering;
@@ -90,6 +90,9 @@ pub struct Selection {
 /// The explorer's data (`<script type="application/json" id="credit-explorer-data">`).
 #[derive(Debug, Serialize)]
 pub struct Explorer {
+    /// Every chosen group's rollouts are one step each: the page shows a prompt and its
+    /// responses side by side, not steps and a state graph.
+    pub single_turn: bool,
     pub methods: Vec<String>,
     pub default_method: String,
     pub groups: Vec<Group>,
@@ -110,6 +113,9 @@ pub struct Group {
     pub id: String,
     pub iteration: Option<i64>,
     pub task: Option<String>,
+    /// The prompt the group's rollouts answered (a verl dump's `input`), where logged.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub prompt: Option<String>,
     pub why: String,
     /// Share of the group's trajectories that succeeded, in [0, 1].
     pub success_rate: f64,
@@ -190,7 +196,13 @@ impl Selector {
         let first = |g: usize| seq[batch.trajs[batch.groups[g].trajs[0] as usize].rows[0] as usize];
         let mut keys: [Vec<Option<(f64, String)>>; 3] = [
             disagreement(batch, results, &self.methods),
-            singletons(batch),
+            // One step per rollout: every step is a singleton; the groups that teach anything are
+            // those whose rewards differ.
+            if single_turn(batch) {
+                reward_spread(batch)
+            } else {
+                singletons(batch)
+            },
             failed_progress(batch),
         ];
         // Per criterion, this window's best `max` at or above the floor: nothing else can enter.
@@ -263,6 +275,11 @@ impl Selector {
             .map(|&(row, source, _)| (row, source.index()))
             .collect();
         let (obs, actions, steps) = (batch.texts(OBS), batch.texts(ACTION), batch.opt_i64s(STEP));
+        let first_row = batch.trajs[group.trajs[0] as usize].rows[0] as usize;
+        let one_step = group
+            .trajs
+            .iter()
+            .all(|&t| batch.trajs[t as usize].rows.len() == 1);
         let rewards = batch.f64s(REWARD).unwrap_or(&[]);
         let trajectories = group
             .trajs
@@ -313,18 +330,27 @@ impl Selector {
             iteration: group.iteration,
             task: batch
                 .tasks()
-                .and_then(|c| c.get(batch.trajs[group.trajs[0] as usize].rows[0] as usize))
+                .and_then(|c| c.get(first_row))
+                .map(str::to_string),
+            prompt: batch
+                .texts(PROMPT)
+                .and_then(|c| c.get(first_row))
                 .map(str::to_string),
             why: String::new(),
             success_rate: successes as f64 / trajectories.len().max(1) as f64,
             svg: None,
-            dot: crate::dot::to_dot(
-                batch,
-                g,
-                &graph,
-                results[self.graph_method].advantage(),
-                &self.methods[self.graph_method],
-            ),
+            // One step per rollout: a graph of `d=1 (no obs)` nodes says nothing.
+            dot: if one_step {
+                String::new()
+            } else {
+                crate::dot::to_dot(
+                    batch,
+                    g,
+                    &graph,
+                    results[self.graph_method].advantage(),
+                    &self.methods[self.graph_method],
+                )
+            },
             trajectories,
             seq,
         }
@@ -489,6 +515,45 @@ fn singletons(batch: &StepBatch) -> Vec<Option<(f64, String)>> {
         .collect()
 }
 
+/// Whether every trajectory of the window is one step (single-turn logs).
+fn single_turn(batch: &StepBatch) -> bool {
+    batch.trajs.iter().all(|t| t.rows.len() == 1)
+}
+
+/// Per group whose rollouts' rewards differ (single-turn logs: the groups GRPO learns from): the
+/// rewards' standard deviation.
+fn reward_spread(batch: &StepBatch) -> Vec<Option<(f64, String)>> {
+    let rewards = batch.f64s(REWARD).unwrap_or(&[]);
+    (0..batch.groups.len())
+        .map(|g| {
+            let r: Vec<f64> = batch
+                .group_rows(g)
+                .filter_map(|row| rewards.get(row as usize).copied())
+                .collect();
+            let n = r.len().max(1) as f64;
+            let mean = r.iter().sum::<f64>() / n;
+            let std = (r.iter().map(|x| (x - mean).powi(2)).sum::<f64>() / n).sqrt();
+            let (lo, hi) = r
+                .iter()
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |(l, h), &x| {
+                    (l.min(x), h.max(x))
+                });
+            // Rewards read as f32 (0.10000000149…) shown as they were written.
+            let short = |x: f64| (x * 1e3).round() / 1e3;
+            (std > 0.0 && std.is_finite()).then(|| {
+                (
+                    std,
+                    format!(
+                        "rewards differ: {} to {} (std {std:.2})",
+                        short(lo),
+                        short(hi)
+                    ),
+                )
+            })
+        })
+        .collect()
+}
+
 /// Per group with no successful trajectory: the most progress one of its trajectories made, when
 /// positive. A trajectory's progress is its Σ ĉ_t where the `progress` column (SPA's, logged or
 /// filled by `--progress-model`) covers it, else the sum of its positive step rewards (the partial
@@ -643,7 +708,7 @@ impl Selection {
             .map(|(group, whys)| {
                 let mut group = Arc::unwrap_or_clone(group);
                 group.why = whys.join("; ");
-                if let Some(draw) = svg {
+                if let Some(draw) = svg.filter(|_| !group.dot.is_empty()) {
                     let drawn = draw(&group.dot).map_err(|e| match e {
                         Error::Graphviz { message, .. } => Error::Graphviz {
                             what: format!(
@@ -673,7 +738,13 @@ impl Selection {
                 )
             })
             .collect();
+        let single_turn = !groups.is_empty()
+            && groups
+                .iter()
+                .flat_map(|g| &g.trajectories)
+                .all(|t| t.steps.len() == 1);
         Ok(Explorer {
+            single_turn,
             methods: selector.methods.clone(),
             default_method: selector.methods[selector.graph_method].clone(),
             groups,
@@ -712,6 +783,7 @@ mod tests {
     fn json_has_no_raw_angle_bracket_and_reads_back() {
         let text = "</script><!-- a <b> & \"c\" \u{2028}";
         let explorer = Explorer {
+            single_turn: false,
             methods: vec!["grpo".into()],
             default_method: "grpo".into(),
             palette: crate::palette::STOPS,
@@ -719,6 +791,7 @@ mod tests {
                 id: "g<1>".into(),
                 iteration: None,
                 task: None,
+                prompt: Some(text.into()),
                 why: "named with --explore".into(),
                 success_rate: 0.5,
                 svg: Some("<svg><g id=\"n0\" class=\"node\"></g></svg>".into()),

@@ -365,6 +365,8 @@ fn progress_by_position<'i>(inputs: &'i Inputs<'i>) -> Option<Sketch<'i>> {
             y_desc: "mean progress ĉ_t".into(),
             columns: 1,
             y_range: None,
+            y_within: Vec::new(),
+            x_integer: false,
         },
     )
 }
@@ -385,6 +387,8 @@ fn progress_cumulative<'i>(inputs: &'i Inputs<'i>) -> Option<Sketch<'i>> {
             y_desc: "mean cumulative progress Φ_t".into(),
             columns: 1,
             y_range: None,
+            y_within: Vec::new(),
+            x_integer: false,
         },
     )
 }
@@ -551,12 +555,17 @@ fn by_position<'i>(inputs: &'i Inputs<'i>) -> Option<Sketch<'i>> {
         "by_position",
         "Mean advantage by step position",
         "Mean credit at each step index, for successful and failed trajectories separately. A flat line means the method credits every step of a trajectory alike (GRPO); slopes show step-level credit.".into(),
-        LinePanels { panels, x_desc: "step position".into(), y_desc: "mean advantage".into(), columns: 2, y_range: None },
+        LinePanels { panels, x_desc: "step position".into(), y_desc: "mean advantage".into(), columns: 2, y_range: None, y_within: Vec::new(), x_integer: false },
     )
 }
 
 fn credit_table<'i>(inputs: &'i Inputs<'i>) -> Option<Sketch<'i>> {
     let c = inputs.comparison?;
+    // Single-turn logs without invalid actions: half the table would be empty cells, and the
+    // comparison's table already gives the mean credit by outcome.
+    if inputs.summary.single_turn.is_some() && !crate::sections::compare::has_invalid(c) {
+        return None;
+    }
     let cells = [
         "success, valid",
         "success, invalid",
@@ -670,6 +679,8 @@ fn psc_weight<'i>(inputs: &'i Inputs<'i>) -> Option<Sketch<'i>> {
             y_desc: "weight w".into(),
             columns: 1,
             y_range: None,
+            y_within: Vec::new(),
+            x_integer: false,
         },
     )
 }

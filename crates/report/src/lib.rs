@@ -81,11 +81,6 @@ impl RunInfo {
     pub fn of(plan: &Plan, notes: &[String]) -> RunInfo {
         serde_json::from_value(plan.metadata(notes)).expect("Plan::metadata has RunInfo's fields")
     }
-
-    /// As JSON, indented (the report's parameters section).
-    pub fn pretty(&self) -> String {
-        serde_json::to_string_pretty(self).unwrap_or_default()
-    }
 }
 
 /// The headline numbers CI rules usually gate on, with short stable keys: `summary.json`'s
@@ -179,13 +174,21 @@ impl Headline {
     }
 
     /// Single-turn logs (one step per rollout) have no step groups to speak of (every step is its
-    /// own) and no state graphs: the figures built on them do not apply.
+    /// own) and no state graphs, and, with no `valid` column, no invalid actions: the figures
+    /// built on them do not apply. A key listed covers the keys under it
+    /// (`headline.invalid_positive_share` its `.mgr`).
     fn not_applicable(summary: &Summary) -> BTreeMap<String, String> {
         if summary.single_turn.is_none() {
             return BTreeMap::new();
         }
         let steps = "single-turn logs: every rollout is one step, so there are no step groups";
         let graphs = "single-turn logs: one step per rollout, so no state graphs";
+        let invalid = "single-turn logs without a `valid` column: no action is invalid";
+        let validity = [
+            ("invalid_action_rate", invalid),
+            ("invalid_positive_share", invalid),
+            ("invalid_positive_share_in_success", invalid),
+        ];
         [
             ("singleton_step_share", steps),
             ("singleton_cluster_share", steps),
@@ -193,8 +196,40 @@ impl Headline {
             ("graph_non_progress_share_in_successes", graphs),
         ]
         .into_iter()
+        .chain(
+            validity
+                .into_iter()
+                .filter(|_| !summary.invalid_actions.logged),
+        )
         .map(|(key, why)| (format!("headline.{key}"), why.to_string()))
         .collect()
+    }
+
+    /// Why `key` (`headline.invalid_positive_share.mgr`) does not apply, when it or a key above it
+    /// is listed in `not_applicable`, a map as `summary.json`'s.
+    pub fn why_not_applicable<'a>(
+        not_applicable: &'a serde_json::Value,
+        key: &str,
+    ) -> Option<&'a str> {
+        let mut prefix = key;
+        loop {
+            if let Some(why) = not_applicable.get(prefix).and_then(|w| w.as_str()) {
+                return Some(why);
+            }
+            prefix = &prefix[..prefix.rfind('.')?];
+        }
+    }
+
+    /// `summary.json`'s `headline`: the figures these logs have, and `not_applicable` naming the
+    /// others (left out, so that no made-up 1.0 or 0 sits beside the reason it means nothing).
+    pub fn json(&self) -> serde_json::Value {
+        let mut json = serde_json::to_value(self).unwrap_or_default();
+        if let Some(figures) = json.as_object_mut() {
+            for key in self.not_applicable.keys() {
+                figures.remove(key.trim_start_matches("headline."));
+            }
+        }
+        json
     }
 
     /// The shares both reports tabulate, as (label, `headline` key, value): those the logs have.
@@ -324,7 +359,7 @@ pub fn summary_json(
     let mut json = serde_json::json!({
         "schema": "credit-report/1",
         "metadata": inputs.run,
-        "headline": Headline::of(inputs.summary, inputs.comparison),
+        "headline": Headline::of(inputs.summary, inputs.comparison).json(),
         "analyze": inputs.summary,
         "compare": inputs.comparison,
         "figures": figures,

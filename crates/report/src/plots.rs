@@ -332,6 +332,39 @@ pub struct LinePanels {
     pub columns: usize,
     /// Fixed y range, else from the data.
     pub y_range: Option<(f64, f64)>,
+    /// Per panel, the values its y can take (a share's [0, 1], a mean |A|'s [0, ∞)): the range
+    /// from the data, padded, never reaches past them. Panels past the list's end are unbounded.
+    pub y_within: Vec<(f64, f64)>,
+    /// x is a count (iterations): ticks at whole numbers only.
+    pub x_integer: bool,
+}
+
+/// The y range a panel draws: fixed, or the data's padded and kept within `within`.
+fn y_extent(points: &[(f64, f64)], fixed: Option<(f64, f64)>, within: (f64, f64)) -> (f64, f64) {
+    if let Some(range) = fixed {
+        return range;
+    }
+    let (lo, hi) = padded(
+        points.iter().map(|p| p.1).fold(f64::INFINITY, f64::min),
+        points.iter().map(|p| p.1).fold(f64::NEG_INFINITY, f64::max),
+    );
+    (lo.max(within.0), hi.min(within.1))
+}
+
+/// The whole numbers of `x0..x1` to tick, every 1, 2, 5, 10, … so that at most 10 show (plotters
+/// ticks at multiples of those too, so asking it for this many ticks gives these).
+fn integer_ticks(x0: f64, x1: f64) -> Vec<f64> {
+    let (first, last) = (x0.ceil() as i64, x1.floor() as i64);
+    let span = (last - first).max(0) as f64;
+    let every = [1, 2, 5]
+        .iter()
+        .flat_map(|&m| (0..12).map(move |e| m * 10i64.pow(e)))
+        .find(|&k| span / k as f64 <= 9.0)
+        .unwrap_or(1);
+    (first..=last)
+        .filter(|k| k.rem_euclid(every) == 0)
+        .map(|k| k as f64)
+        .collect()
 }
 
 impl Plot for LinePanels {
@@ -344,20 +377,24 @@ impl Plot for LinePanels {
     fn draw<DB: DrawingBackend>(&self, area: &DrawingArea<DB, Shift>) -> PlotResult {
         let cols = self.columns.max(1);
         let cells = area.split_evenly((self.panels.len().max(1).div_ceil(cols), cols));
-        for ((title, lines), cell) in self.panels.iter().zip(&cells) {
-            let points = || lines.iter().flat_map(|(_, _, p)| p.iter());
+        for (k, ((title, lines), cell)) in self.panels.iter().zip(&cells).enumerate() {
+            let points: Vec<(f64, f64)> = lines
+                .iter()
+                .flat_map(|(_, _, p)| p.iter().copied())
+                .collect();
             let (x0, x1) = padded(
-                points().map(|p| p.0).fold(f64::INFINITY, f64::min),
-                points().map(|p| p.0).fold(f64::NEG_INFINITY, f64::max),
+                points.iter().map(|p| p.0).fold(f64::INFINITY, f64::min),
+                points.iter().map(|p| p.0).fold(f64::NEG_INFINITY, f64::max),
             );
-            let (y0, y1) = self.y_range.unwrap_or_else(|| {
-                padded(
-                    points().map(|p| p.1).fold(f64::INFINITY, f64::min),
-                    points().map(|p| p.1).fold(f64::NEG_INFINITY, f64::max),
-                )
-            });
-            let (legend, (y0, y1)) =
-                place_legend(lines, (x0, x1), (y0, y1), self.y_range.is_some());
+            let within = self
+                .y_within
+                .get(k)
+                .copied()
+                .unwrap_or((f64::NEG_INFINITY, f64::INFINITY));
+            let (y0, y1) = y_extent(&points, self.y_range, within);
+            // A bounded top cannot be raised to clear the lines for the legend.
+            let fixed_top = self.y_range.is_some() || within.1.is_finite();
+            let (legend, (y0, y1)) = place_legend(lines, (x0, x1), (y0, y1), fixed_top);
             let mut chart = ChartBuilder::on(cell)
                 .caption(title, (FONT, 15))
                 .margin(10)
@@ -370,7 +407,19 @@ impl Plot for LinePanels {
                 .light_line_style(RGBColor(244, 244, 244))
                 .x_desc(self.x_desc.as_str())
                 .y_desc(self.y_desc.as_str())
-                .x_label_formatter(&tick)
+                .x_labels(if self.x_integer {
+                    integer_ticks(x0, x1).len().max(1)
+                } else {
+                    10
+                })
+                .x_label_formatter(&|x| {
+                    // Never a tick between two iterations, whatever plotters picks.
+                    if self.x_integer && x.fract().abs() > 1e-9 {
+                        String::new()
+                    } else {
+                        tick(x)
+                    }
+                })
                 .label_style((FONT, 11))
                 .draw()
                 .map_err(err)?;
@@ -710,6 +759,56 @@ pub fn sketch<'i, P: Plot + 'i>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The numbers written in an SVG's text elements.
+    fn numbers_in(svg: &str) -> Vec<f64> {
+        svg.split("<text")
+            .skip(1)
+            .filter_map(|t| t.split_once('>')?.1.split_once("</text>"))
+            .filter_map(|(text, _)| text.trim().parse().ok())
+            .collect()
+    }
+
+    #[test]
+    fn share_axes_stay_on_zero_to_one_and_iterations_are_whole() {
+        // A flat success rate near 0, a flat share at 1, over iterations 1–3: before, the axes ran
+        // from −0.4 to 0.5 and 0.4 to 1.3, with ticks at 1.5 and 2.5.
+        let line = |y: f64| vec![("s".to_string(), 0, vec![(1.0, y), (2.0, y), (3.0, y)])];
+        let plot = LinePanels {
+            panels: vec![("a".into(), line(0.05)), ("b".into(), line(1.0))],
+            x_desc: "iteration".into(),
+            y_desc: String::new(),
+            columns: 2,
+            y_range: None,
+            y_within: vec![(0.0, 1.0); 2],
+            x_integer: true,
+        };
+        let svg = render(&plot, false).unwrap().svg;
+        let numbers = numbers_in(&svg);
+        assert!(numbers.len() > 6, "{numbers:?}");
+        for x in numbers {
+            let share = (0.0..=1.0).contains(&x);
+            let iteration = x.fract() == 0.0 && (1.0..=3.0).contains(&x);
+            assert!(
+                share || iteration,
+                "tick {x} is neither a share nor an iteration"
+            );
+        }
+        assert_eq!(y_extent(&[(1.0, 1.0)], None, (0.0, 1.0)), (0.5, 1.0));
+        assert_eq!(y_extent(&[(1.0, 0.0)], None, (0.0, 1.0)), (0.0, 0.5));
+    }
+
+    #[test]
+    fn integer_ticks_thin_out_on_long_runs() {
+        assert_eq!(integer_ticks(0.9, 3.1), [1.0, 2.0, 3.0]);
+        assert_eq!(integer_ticks(1.5, 1.9), Vec::<f64>::new());
+        let long = integer_ticks(0.0, 100.0);
+        assert_eq!(long.first(), Some(&0.0));
+        assert!(
+            long.len() <= 10 && long.iter().all(|x| x % 10.0 == 0.0),
+            "{long:?}"
+        );
+    }
 
     #[test]
     fn ticks_drop_trailing_zeros() {

@@ -220,9 +220,43 @@ const PEEK_BYTES: usize = 64 << 10;
 /// for `--methods all` to take `logged` where the logs have an advantage column. Problems in
 /// those rows are left to the run, which reports them where they are.
 pub fn first_rows_carry(paths: &[PathBuf], options: &IngestOptions, field: &str) -> Result<bool> {
-    let Some(index) = crate::schema::field_index(field).filter(|_| !paths.is_empty()) else {
+    let Some(index) = crate::schema::field_index(field) else {
         return Ok(false);
     };
+    first_rows_of(
+        paths,
+        options,
+        |block| block.rows.present[index],
+        |resolution| resolution.feeds[index].is_some(),
+    )
+}
+
+/// Whether the first input file is a verl dump of one row per rollout (single-turn: every
+/// rollout's one step is step 0), as [`first_rows_carry`] looks: the commands' default methods
+/// for such logs are the outcome estimators ([`crate::plan::SINGLE_TURN`]).
+pub fn first_rows_single_turn(paths: &[PathBuf], options: &IngestOptions) -> Result<bool> {
+    let one_step = |u: &crate::schema::ColumnUse| {
+        u.field == crate::schema::columns::STEP && u.how == crate::schema::ONE_STEP_PER_ROLLOUT
+    };
+    first_rows_of(
+        paths,
+        options,
+        |block| block.uses.iter().any(one_step),
+        |resolution| resolution.uses.iter().any(one_step),
+    )
+}
+
+/// `jsonl` on the first 64 KiB of the first input file parsed, or `parquet` on its columns'
+/// resolution; false without inputs.
+fn first_rows_of(
+    paths: &[PathBuf],
+    options: &IngestOptions,
+    jsonl: impl Fn(&jsonl::Block) -> bool,
+    parquet: impl Fn(&crate::schema::Resolution) -> bool,
+) -> Result<bool> {
+    if paths.is_empty() {
+        return Ok(false);
+    }
     let Some(input) = files::collect(paths, &mut Vec::new())?.into_iter().next() else {
         return Ok(false);
     };
@@ -234,14 +268,11 @@ pub fn first_rows_carry(paths: &[PathBuf], options: &IngestOptions, field: &str)
                 first = Some(chunk);
                 false
             })?;
-            Ok(first.is_some_and(|chunk| {
-                jsonl::parse(&chunk, &input.path, &options.columns)
-                    .rows
-                    .present[index]
-            }))
+            Ok(first
+                .is_some_and(|chunk| jsonl(&jsonl::parse(&chunk, &input.path, &options.columns))))
         }
         files::Format::Parquet => Ok(parquet::plan(&input.path, 0, input.size, &options.columns)
-            .is_ok_and(|plan| plan.resolution.feeds[index].is_some())),
+            .is_ok_and(|plan| parquet(&plan.resolution))),
     }
 }
 

@@ -18,6 +18,9 @@
     return;
   }
   var METHODS = DATA.methods || [];
+  // Single-turn logs: a group is a prompt and its responses, one step each; no steps to walk and
+  // no state graph.
+  var SINGLE = !!DATA.single_turn;
   var GROUPS = DATA.groups || [];
   var SCALE = DATA.scale || {};
   if (!GROUPS.length || !METHODS.length) {
@@ -153,6 +156,7 @@
     '<div class="cx-glist" role="listbox" aria-label="Groups" tabindex="-1"></div>' +
     "</div>" +
     '<div class="cx-gsum"></div>' +
+    (SINGLE ? '<div class="cx-prompt"></div><div class="cx-responses" role="listbox" aria-label="Responses"></div>' : "") +
     '<div class="cx-grid" role="grid" aria-label="Trajectories by steps"></div>' +
     '<div class="cx-main">' +
     '<div class="cx-detail" aria-label="Selected step"></div>' +
@@ -174,6 +178,8 @@
   };
   var glist = el(".cx-glist"), gsum = el(".cx-gsum"), grid = el(".cx-grid"), detail = el(".cx-detail");
   var graphBox = el(".cx-graph"), view = el(".cx-view"), gnote = el(".cx-gnote"), mainBox = el(".cx-main");
+  var promptBox = el(".cx-prompt"), responses = el(".cx-responses");
+  if (SINGLE) root.classList.add("cx-single");
 
   glist.innerHTML = GROUPS.map(function (g, i) {
     var label =
@@ -256,7 +262,8 @@
       "<b>Group " + (state.g + 1) + '</b> <span class="cx-mono">' + esc(g.id) + "</span>" +
       (g.iteration !== null && g.iteration !== undefined ? " · iteration " + esc(g.iteration) : "") +
       (g.task ? " · task <b>" + esc(g.task) + "</b>" : "") +
-      " · " + n + " trajectories, " + ok + " successful (" + pct(g.success_rate) + ") · " + steps + " steps" +
+      " · " + n + (SINGLE ? " responses, " : " trajectories, ") + ok + " successful (" + pct(g.success_rate) + ")" +
+      (SINGLE ? "" : " · " + steps + " steps") +
       (g.why ? ' · <span class="cx-whyline">' + esc(g.why) + "</span>" : "");
   }
 
@@ -433,6 +440,38 @@
       "</div>";
   }
 
+  // One prompt and its responses side by side: each response's text, score and every method's
+  // advantage, coloured on that method's own scale.
+  function renderResponses() {
+    var g = group();
+    promptBox.innerHTML =
+      '<div class="cx-k">prompt</div><pre class="cx-obs cx-ptext" tabindex="0" aria-label="prompt">' +
+      esc(g.prompt === null || g.prompt === undefined ? "—" : g.prompt) + "</pre>";
+    responses.innerHTML = g.trajectories.map(function (tr, t) {
+      var st = tr.steps[0] || {};
+      var rows = METHODS.map(function (m) {
+        var x = st.adv ? st.adv[m] : undefined;
+        var i = shade(x, m);
+        var paint = i < 0 ? "" : ' style="background-color:' + PALETTE[i] + ";color:" + INK[i] + '"';
+        return (
+          "<tr" + (m === state.m ? ' class="cx-cur"' : "") + '><th scope="row">' + esc(m) + "</th>" +
+          '<td class="cx-num cx-advval"' + paint + ">" + fmtAdv(x) + "</td></tr>"
+        );
+      }).join("");
+      var on = t === state.t;
+      return (
+        '<section class="cx-resp' + (on ? " cx-on" : "") + '" role="option" aria-selected="' + on + '" tabindex="' +
+        (on ? 0 : -1) + '" data-t="' + t + '">' +
+        '<div class="cx-rhead"><b>response ' + (t + 1) + "</b> " +
+        (tr.success ? '<b class="cx-ok">✓</b>' : '<b class="cx-no">✗</b>') +
+        ' <span class="cx-k">score</span> <b class="cx-num cx-reward">' + esc(fmtNum(st.reward)) + "</b></div>" +
+        '<pre class="cx-rtext">' + esc(st.action === null || st.action === undefined ? "—" : st.action) + "</pre>" +
+        '<table class="cx-table cx-adv"><caption>advantage per method</caption><tbody>' + rows + "</tbody></table>" +
+        "</section>"
+      );
+    }).join("");
+  }
+
   // ---------------------------------------------------------------- state graph
 
   function renderGraph() {
@@ -605,6 +644,12 @@
 
   function showStep(focus) {
     clampSel();
+    if (SINGLE) {
+      renderResponses();
+      var r = responses.querySelector(".cx-on");
+      if (r && focus) r.focus({ preventScroll: true });
+      return;
+    }
     if (selectedCell) {
       selectedCell.setAttribute(
         "aria-label",
@@ -650,6 +695,10 @@
     clampSel();
     renderGroups();
     renderSummary();
+    if (SINGLE) {
+      showStep(false);
+      return;
+    }
     renderGrid();
     renderGraph();
     showStep(false);
@@ -659,7 +708,8 @@
     if (METHODS.indexOf(m) < 0 || m === state.m) return;
     state.m = m;
     recolour();
-    renderDetail();
+    if (SINGLE) renderResponses();
+    else renderDetail();
     writeHash();
   }
 
@@ -723,6 +773,15 @@
     c.setAttribute("data-m", state.m);
     c.title = cellFullName(+c.getAttribute("data-t"), +c.getAttribute("data-s"));
   });
+  if (SINGLE) {
+    responses.addEventListener("click", function (e) {
+      var r = e.target.closest && e.target.closest(".cx-resp");
+      if (!r) return;
+      state.t = +r.getAttribute("data-t");
+      showStep(true);
+      writeHash();
+    });
+  }
   glist.addEventListener("click", function (e) {
     var o = e.target.closest && e.target.closest(".cx-g");
     if (!o) return;
@@ -760,6 +819,11 @@
   function move(dt, ds, focus) {
     var trs = group().trajectories;
     if (!trs.length) return;
+    // Responses are one step each: ←/→ move between them as ↑/↓ do.
+    if (SINGLE && isFinite(ds)) {
+      dt = dt || ds;
+      ds = 0;
+    }
     if (dt) state.t = Math.max(0, Math.min(trs.length - 1, state.t + dt));
     if (ds === -Infinity) state.s = 0;
     else if (ds === Infinity) state.s = trs[state.t].steps.length - 1;

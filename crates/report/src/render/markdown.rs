@@ -41,7 +41,12 @@ fn block(o: &mut String, block: &Block) {
             figures.iter().for_each(|f| figure(o, f));
             Ok(())
         }
-        Block::Preformatted(text) => writeln!(o, "```\n{text}\n```\n"),
+        Block::Contents(entries) => {
+            for (_, title) in entries {
+                let _ = writeln!(o, "- [{title}](#{})", slug(title));
+            }
+            writeln!(o)
+        }
         Block::Explorer(e) => writeln!(
             o,
             "> The explorer of these {} groups is in `report.html`.\n",
@@ -52,6 +57,19 @@ fn block(o: &mut String, block: &Block) {
             Ok(())
         }
     };
+}
+
+/// The anchor GitHub gives a heading: lower case, spaces as hyphens, other punctuation dropped.
+fn slug(title: &str) -> String {
+    title
+        .to_lowercase()
+        .chars()
+        .filter_map(|c| match c {
+            ' ' => Some('-'),
+            c if c.is_alphanumeric() || c == '-' || c == '_' => Some(c),
+            _ => None,
+        })
+        .collect()
 }
 
 fn inline(text: &Text) -> String {
@@ -112,8 +130,7 @@ fn table(o: &mut String, table: &Table) {
 fn cell(cell: &Cell) -> String {
     match cell {
         Cell::Text(text) => inline(text),
-        Cell::Verdict(v, None) => verdict(*v, v.word()),
-        Cell::Verdict(v, Some(why)) => format!("{}: {why}", verdict(*v, v.word())),
+        Cell::Verdict(v) => verdict(*v, v.word()),
     }
 }
 

@@ -55,7 +55,8 @@ fn block(o: &mut String, block: &Block, margin: usize) {
                 line(o, margin, &format!("{}: figures/{}.png", f.title, f.id));
             }
         }
-        Block::Preformatted(text) => text.lines().for_each(|l| line(o, margin, l)),
+        // A terminal scrolls: no contents.
+        Block::Contents(_) => {}
         Block::Explorer(e) => line(
             o,
             margin,
@@ -82,8 +83,7 @@ fn inline(text: &Text) -> String {
 fn cell(cell: &Cell) -> String {
     match cell {
         Cell::Text(text) => inline(text),
-        Cell::Verdict(v, None) => v.word().to_string(),
-        Cell::Verdict(v, Some(why)) => format!("{} ({why})", v.word()),
+        Cell::Verdict(v) => v.word().to_string(),
     }
 }
 

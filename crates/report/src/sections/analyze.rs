@@ -160,8 +160,8 @@ fn lengths(s: &Summary) -> Section<'static> {
         table.row(vec![
             name.into(),
             l.trajectories.to_string().into(),
-            format!("{:.1}", l.mean).into(),
-            format!("{:.1}", l.median).into(),
+            super::num(l.mean, 1).into(),
+            super::num(l.median, 1).into(),
             l.max.to_string().into(),
         ]);
     }
@@ -357,9 +357,9 @@ fn single_turn(t: &SingleTurn) -> Section<'static> {
             g.group_size.to_string().into(),
             g.groups.to_string().into(),
             g.rollouts.to_string().into(),
-            format!("{:.3}", g.mean).into(),
-            format!("{:.3}", g.min).into(),
-            format!("{:.3}", g.max).into(),
+            super::num(g.mean, 3).into(),
+            super::num(g.min, 3).into(),
+            super::num(g.max, 3).into(),
             values.join(" ").into(),
         ]);
     }
@@ -369,7 +369,7 @@ fn single_turn(t: &SingleTurn) -> Section<'static> {
 
 fn progress(p: &ProgressStats) -> Section<'static> {
     let c = &p.calibration;
-    let r = c.pearson.map_or("n/a".into(), |r| format!("{r:.3}"));
+    let r = c.pearson.map_or("n/a".into(), |r| super::num(r, 3));
     let mut section = Section::untitled("progress");
     section.push(Block::Paragraph(Text::plain(format!(
         "progress (SPA ĉ_t): {} trajectories, {} steps; Σĉ vs R: MSE {:.4}, Pearson r {r} (mean Σĉ {:.3}, mean R {:.3})",
@@ -406,8 +406,8 @@ fn progress(p: &ProgressStats) -> Section<'static> {
     ]);
     let cells = |c: &Option<Curve>| match c {
         Some(c) => [
-            format!("{:.3}", c.mean_progress),
-            format!("{:.3}", c.mean_cumulative),
+            super::num(c.mean_progress, 3),
+            super::num(c.mean_cumulative, 3),
         ],
         None => ["-".to_string(), "-".to_string()],
     };

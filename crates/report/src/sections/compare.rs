@@ -6,7 +6,8 @@ use credit_core::analyses::against::Against;
 use credit_core::analyses::compare::Comparison;
 use credit_core::analyses::logged::{LoggedCheck, TOLERANCE};
 
-/// The sections, in order; those the comparison does not allow are left out.
+/// The sections, in order; those the comparison does not allow are left out: the invalid actions'
+/// where no step is invalid, step positions where every step is step 0 (single-turn logs).
 pub fn compare(c: &Comparison) -> Vec<Section<'static>> {
     // The method column fits the longest name, and "method".
     let w = c.methods.iter().map(|m| m.len()).max().unwrap_or(6).max(6);
@@ -15,8 +16,8 @@ pub fn compare(c: &Comparison) -> Vec<Section<'static>> {
         Some(distributions(c, w)),
         (!c.pairwise.is_empty()).then(|| agreement(c, w)),
         Some(cells(c, w)),
-        Some(invalid_credit(c, w)),
-        Some(by_position(c, w)),
+        has_invalid(c).then(|| invalid_credit(c, w)),
+        (positions(c).len() > 1).then(|| by_position(c, w)),
         (!c.per_task.is_empty()).then(|| per_task(c)),
     ];
     sections.into_iter().flatten().collect()
@@ -89,11 +90,11 @@ pub fn against(a: &Against) -> Section<'static> {
             Column::right("grad cos").fixed(8, 2),
         ],
     );
-    let opt = |x: Option<f64>| x.map_or("n/a".into(), |v| format!("{v:.3}"));
+    let opt = |x: Option<f64>| x.map_or("n/a".into(), |v| super::num(v, 3));
     for (m, s) in &a.scores {
         table.row(vec![
             m.as_str().into(),
-            format!("{:.3}", s.spearman).into(),
+            super::num(s.spearman, 3).into(),
             s.sign_accuracy.map_or("n/a".into(), super::pct).into(),
             super::pct(s.leakage).into(),
             opt(s.gradient_cosine).into(),
@@ -122,7 +123,7 @@ fn distributions(c: &Comparison, w: usize) -> Section<'static> {
     );
     for m in &c.methods {
         let d = &c.distributions[m];
-        let figures = [d.mean, d.std, d.q05, d.median, d.q95].map(|x| format!("{x:.3}"));
+        let figures = [d.mean, d.std, d.q05, d.median, d.q95].map(|x| super::num(x, 3));
         let shares = [d.share_zero, d.share_positive].map(|x| format!("{:.1}%", 100.0 * x));
         let cells = std::iter::once(m.clone()).chain(figures).chain(shares);
         table.row(cells.map(Cell::from).collect());
@@ -137,7 +138,7 @@ fn agreement(c: &Comparison, w: usize) -> Section<'static> {
         Column::right("kendall").fixed(6, 3),
         Column::right("same sign").fixed(7, 3),
     ]);
-    let opt = |x: Option<f64>| x.map_or("n/a".into(), |v| format!("{v:.3}"));
+    let opt = |x: Option<f64>| x.map_or("n/a".into(), |v| super::num(v, 3));
     for p in &c.pairwise {
         table.row(vec![
             format!("{} vs {}", p.a, p.b).into(),
@@ -149,34 +150,56 @@ fn agreement(c: &Comparison, w: usize) -> Section<'static> {
     titled("agreement", "agreement over steps", table)
 }
 
+/// Whether any step is invalid (a `valid` column said so).
+pub fn has_invalid(c: &Comparison) -> bool {
+    c.invalid_credit.values().any(|i| i.invalid_steps > 0)
+}
+
+/// The step positions of the comparison.
+pub fn positions(c: &Comparison) -> Vec<u32> {
+    c.by_position
+        .values()
+        .next()
+        .map(|v| v.iter().map(|p| p.position).collect())
+        .unwrap_or_default()
+}
+
+/// Mean credit per (outcome × validity) cell; by outcome alone where no step is invalid.
 fn cells(c: &Comparison, w: usize) -> Section<'static> {
+    let invalid = has_invalid(c);
     let outcomes = [
         "success/valid",
         "success/inval",
         "fail/valid",
         "fail/invalid",
     ];
-    let columns = outcomes
-        .iter()
-        .enumerate()
-        .map(|(k, o)| Column::right(o).fixed(14, if k == 0 { 2 } else { 1 }));
+    let shown: Vec<usize> = (0..4).filter(|k| invalid || k % 2 == 0).collect();
+    let columns = shown.iter().enumerate().map(|(i, &k)| {
+        let title = if invalid {
+            outcomes[k]
+        } else {
+            ["success", "", "failure", ""][k]
+        };
+        Column::right(title).fixed(14, if i == 0 { 2 } else { 1 })
+    });
     let mut table = per_method(w, "method", columns);
     for m in &c.methods {
-        let cells = c.cells[m].iter().map(|x| {
+        let cells = shown.iter().map(|&k| &c.cells[m][k]).map(|x| {
             if x.steps == 0 {
                 "-".to_string()
             } else {
-                format!("{:.3} (n={})", x.mean, x.steps)
+                format!("{} (n={})", super::num(x.mean, 3), x.steps)
             }
         });
         let cells = std::iter::once(m.clone()).chain(cells);
         table.row(cells.map(Cell::from).collect());
     }
-    titled(
-        "cells",
-        "mean credit by (trajectory outcome × action validity)",
-        table,
-    )
+    let title = if invalid {
+        "mean credit by (trajectory outcome × action validity)"
+    } else {
+        "mean credit by trajectory outcome"
+    };
+    titled("cells", title, table)
 }
 
 fn invalid_credit(c: &Comparison, w: usize) -> Section<'static> {
@@ -214,13 +237,7 @@ fn invalid_credit(c: &Comparison, w: usize) -> Section<'static> {
 
 /// Positions 0–4, then every fifth.
 fn by_position(c: &Comparison, w: usize) -> Section<'static> {
-    let positions: Vec<u32> = c
-        .by_position
-        .values()
-        .next()
-        .map(|v| v.iter().map(|p| p.position).collect())
-        .unwrap_or_default();
-    let shown: Vec<u32> = positions
+    let shown: Vec<u32> = positions(c)
         .into_iter()
         .filter(|&p| p < 5 || p % 5 == 0)
         .collect();
@@ -228,7 +245,7 @@ fn by_position(c: &Comparison, w: usize) -> Section<'static> {
         .iter()
         .map(|p| Column::right(&p.to_string()).fixed(13, 1));
     let mut table = per_method(w, "t", columns);
-    let f = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.2}"));
+    let f = |v: Option<f64>| v.map_or("-".into(), |v| super::num(v, 2));
     for m in &c.methods {
         let cells = shown.iter().map(|p| {
             let pos = c.by_position[m].iter().find(|x| x.position == *p);
@@ -246,7 +263,13 @@ fn by_position(c: &Comparison, w: usize) -> Section<'static> {
     )
 }
 
+/// Per task: each method's mean credit and share of invalid actions credited positively. A
+/// method whose every task mean is 0 (its credit sums to 0 in every group, as GRPO's does under
+/// `--preset verl`) is said so once instead of a column of zeros.
 fn per_task(c: &Comparison) -> Section<'static> {
+    let zero = |m: &String| c.per_task.iter().all(|t| t.mean[m].abs() < 1e-9);
+    let (centred, shown): (Vec<&String>, Vec<&String>) = c.methods.iter().partition(|m| zero(m));
+    let invalid = has_invalid(c);
     let mut table = Table::of(vec![
         Column::left("task").fixed(28, 0),
         Column::right("steps").fixed(6, 1),
@@ -254,14 +277,14 @@ fn per_task(c: &Comparison) -> Section<'static> {
     ])
     .header(Header::Hidden);
     for t in &c.per_task {
-        let methods: Vec<String> = c
-            .methods
+        let methods: Vec<String> = shown
             .iter()
-            .map(|m| {
+            .map(|&m| {
+                let share = format!(" ({:.0}%)", 100.0 * t.invalid_positive_share[m]);
                 format!(
-                    "{m} {:.3} ({:.0}%)",
-                    t.mean[m],
-                    100.0 * t.invalid_positive_share[m]
+                    "{m} {}{}",
+                    super::num(t.mean[m], 3),
+                    if invalid { share.as_str() } else { "" }
                 )
             })
             .collect();
@@ -271,11 +294,22 @@ fn per_task(c: &Comparison) -> Section<'static> {
             format!("steps  {}", methods.join("  ")).into(),
         ]);
     }
-    titled(
-        "per-task",
-        "per task: mean credit (share of invalid actions credited positively)",
-        table,
-    )
+    let title = if invalid {
+        "per task: mean credit (share of invalid actions credited positively)"
+    } else {
+        "per task: mean credit"
+    };
+    let mut section = titled("per-task", title, table);
+    if !centred.is_empty() {
+        let names: Vec<&str> = centred.iter().map(|m| m.as_str()).collect();
+        section.push(Block::Indented(vec![Block::Paragraph(Text::plain(
+            format!(
+                "{}: 0 in every task by construction (each group's credit sums to 0)",
+                names.join(", ")
+            ),
+        ))]));
+    }
+    section
 }
 
 #[cfg(test)]

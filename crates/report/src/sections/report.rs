@@ -10,6 +10,7 @@ use crate::folder::Report;
 use crate::plots::{self, Figure};
 use crate::{progress_numbers, Headline, Inputs};
 use credit_core::analyses::against::Against;
+use credit_core::analyses::compare::Comparison;
 
 /// The whole report, its figures already drawn.
 pub fn report<'a>(report: &Report<'a>, figures: &'a [Figure]) -> Doc<'a> {
@@ -19,6 +20,7 @@ pub fn report<'a>(report: &Report<'a>, figures: &'a [Figure]) -> Doc<'a> {
     };
     let sections = [
         Some(lead(inputs, report.explorer)),
+        Some(parameters(inputs, report.baseline)),
         report.outcome.map(|o| checks(o, report.baseline.is_some())),
         Some(logs(inputs, report.baseline)),
         comparison(inputs),
@@ -33,13 +35,29 @@ pub fn report<'a>(report: &Report<'a>, figures: &'a [Figure]) -> Doc<'a> {
         Some(self::figures(in_section(plots::Section::Figures))),
         progress(inputs, in_section(plots::Section::ProgressSegments)),
         report.explorer.map(|e| explorer(e, inputs.summary.groups)),
-        Some(parameters(inputs)),
         Some(colophon()),
     ];
+    let mut sections: Vec<Section<'a>> = sections.into_iter().flatten().collect();
+    let contents = sections
+        .iter()
+        .filter_map(|s| Some((s.id, s.title.clone()?)))
+        .collect();
+    sections[0].push(Block::Contents(contents));
     Doc {
         title: "credit report".into(),
-        sections: sections.into_iter().flatten().collect(),
+        sections,
     }
+}
+
+/// `a` less `b`, signed, with `digits` decimals and `unit` (`+1.5 pp`), never `-0.0`.
+fn delta(a: f64, b: f64, digits: usize, unit: &str) -> String {
+    let d = super::num(a - b, digits);
+    let sign = if d.starts_with('-') || d.trim_start_matches(['0', '.']).is_empty() {
+        ""
+    } else {
+        "+"
+    };
+    format!("{sign}{d}{unit}")
 }
 
 /// What was read and computed, in a sentence; the columns read and how.
@@ -56,13 +74,18 @@ fn lead<'a>(inputs: &Inputs, explorer: Option<&Explorer>) -> Section<'a> {
         .and(format!("; methods: {}.", methods.join(", "))),
     ));
     if let Some(e) = explorer.filter(|e| !e.groups.is_empty()) {
+        let what = if e.single_turn {
+            ": each prompt's responses side by side, with their scores and every method's advantage."
+        } else {
+            " step by step: what the agent saw and did, every method's credit, the state graph."
+        };
         section.push(Block::Paragraph(
             Text::default()
                 .and_span(Span::Link {
                     to: "explore",
                     text: format!("Explore {} groups", e.groups.len()),
                 })
-                .and(" step by step: what the agent saw and did, every method's credit, the state graph."),
+                .and(what),
         ));
     }
     let columns: Vec<String> = s.columns.iter().map(|u| u.short()).collect();
@@ -86,23 +109,34 @@ pub fn checks<'a>(outcome: &Outcome, with_baseline: bool) -> Section<'a> {
         sentence = sentence.and(outcome.not_applicable_note());
     }
     section.push(Block::Paragraph(sentence));
+    // The result first: on a phone's width it is what must show without scrolling.
     let columns = vec![
-        Column::left("rule"),
-        Column::left("key"),
-        Column::right("value"),
-        Column::left("bound"),
         Column::left("result"),
+        Column::left("rule"),
+        Column::left("bound"),
+        Column::right("value"),
+        Column::left("key"),
     ];
     let mut table = Table::of(columns).baseline(4, with_baseline);
     for r in &outcome.rules {
         let row = table.row(vec![
+            Cell::Verdict(r.verdict()),
             Cell::from(r.name.as_str()),
-            Cell::Text(Text::code(r.key.as_str())),
-            Cell::from(format!("{:.4}", r.value)),
             Cell::from(r.bound()),
-            Cell::Verdict(r.verdict(), r.not_applicable.clone()),
+            Cell::from(if r.value.is_finite() {
+                super::num(r.value, 4)
+            } else {
+                "—".into()
+            }),
+            Cell::Text(Text::code(r.key.as_str())),
         ]);
-        row.baseline = r.baseline.map(|b| format!("{b:.4}"));
+        row.details
+            .extend(r.not_applicable.iter().map(|why| Text::plain(why.as_str())));
+        row.baseline = r.baseline.map(|b| super::num(b, 4));
+        row.delta = r
+            .baseline
+            .filter(|_| r.value.is_finite())
+            .map(|b| delta(r.value, b, 4, ""));
     }
     section.push(Block::Table(table));
     section
@@ -114,8 +148,10 @@ fn logs<'a>(inputs: &Inputs, baseline: Option<&serde_json::Value>) -> Section<'a
     let mut section = Section::new("logs", "What is in the logs");
     let mut table = Table::new(&["figure", "value"]).baseline(2, baseline.is_some());
     for (label, key, value) in Headline::of(s, inputs.comparison).shares() {
-        let before = baseline.and_then(|b| b["headline"][key].as_f64()).map(pct);
-        table.row(vec![label.into(), pct(value).into()]).baseline = before;
+        let before = baseline.and_then(|b| b["headline"][key].as_f64());
+        let row = table.row(vec![label.into(), pct(value).into()]);
+        row.baseline = before.map(pct);
+        row.delta = before.map(|b| delta(100.0 * value, 100.0 * b, 1, " pp"));
     }
     section.push(Block::Table(table));
     let r = &s.rollouts_per_group;
@@ -134,48 +170,70 @@ fn logs<'a>(inputs: &Inputs, baseline: Option<&serde_json::Value>) -> Section<'a
     section
 }
 
-/// Each method's credit and how it treats invalid actions; the pairs' agreement.
+/// Each method's credit and how it treats invalid actions (where some action is invalid); the
+/// pairs' agreement as a matrix.
 fn comparison<'a>(inputs: &Inputs) -> Option<Section<'a>> {
     let c = inputs.comparison?;
+    let invalid = super::compare::has_invalid(c);
     let mut section = Section::new("compare", "How the methods credit the same steps");
-    let mut table = Table::new(&[
-        "method",
-        "mean",
-        "std",
-        "median",
-        "zero",
-        "positive",
-        "invalid credited +",
-        "… in successes",
-    ]);
+    let mut titles = vec!["method", "mean", "std", "median", "zero", "positive"];
+    if invalid {
+        titles.extend(["invalid credited +", "… in successes"]);
+    }
+    let mut table = Table::new(&titles);
     for m in &c.methods {
         let (d, i) = (&c.distributions[m], &c.invalid_credit[m]);
-        table.row(vec![
+        let mut cells: Vec<Cell> = vec![
             m.as_str().into(),
-            format!("{:.3}", d.mean).into(),
-            format!("{:.3}", d.std).into(),
-            format!("{:.3}", d.median).into(),
+            super::num(d.mean, 3).into(),
+            super::num(d.std, 3).into(),
+            super::num(d.median, 3).into(),
             pct(d.share_zero).into(),
             pct(d.share_positive).into(),
-            pct(i.invalid_positive_share).into(),
-            pct(i.invalid_positive_share_in_success).into(),
-        ]);
+        ];
+        if invalid {
+            cells.push(pct(i.invalid_positive_share).into());
+            cells.push(pct(i.invalid_positive_share_in_success).into());
+        }
+        table.row(cells);
     }
     section.push(Block::Table(table));
     if !c.pairwise.is_empty() {
-        let f = |x: Option<f64>| x.map_or("—".into(), |v| format!("{v:.3}"));
-        let mut table = Table::new(&["pair", "Spearman ρ", "Kendall τ-b", "same sign"]);
-        for p in &c.pairwise {
-            table.row(vec![
-                format!("{} vs {}", p.a, p.b).into(),
-                f(p.spearman).into(),
-                f(p.kendall_tau_b).into(),
-                pct(p.sign_agreement).into(),
-            ]);
-        }
-        section.push(Block::Table(table));
+        section.push(Block::Paragraph(Text::plain(
+            "Agreement of each pair over every step: Spearman ρ above the diagonal, the share of steps where both give the same sign below it (Kendall τ-b in ",
+        ).and_code("summary.json").and(").")));
+        section.push(Block::Table(agreement(c)));
     }
     Some(section)
+}
+
+/// Methods × methods: Spearman ρ above the diagonal, same sign below.
+fn agreement(c: &Comparison) -> Table {
+    let titles: Vec<&str> = std::iter::once("")
+        .chain(c.methods.iter().map(String::as_str))
+        .collect();
+    let mut table = Table::new(&titles);
+    for (i, a) in c.methods.iter().enumerate() {
+        let cells = c.methods.iter().enumerate().map(|(j, b)| {
+            let pair = c
+                .pairwise
+                .iter()
+                .find(|p| (&p.a, &p.b) == (a, b) || (&p.a, &p.b) == (b, a));
+            match (pair, i.cmp(&j)) {
+                (Some(p), std::cmp::Ordering::Less) => {
+                    p.spearman.map_or("—".into(), |r| super::num(r, 3))
+                }
+                (Some(p), std::cmp::Ordering::Greater) => pct(p.sign_agreement),
+                _ => "·".to_string(),
+            }
+        });
+        table.row(
+            std::iter::once(Cell::from(a.as_str()))
+                .chain(cells.map(Cell::from))
+                .collect(),
+        );
+    }
+    table
 }
 
 /// Every method scored against `--against`'s reference: what the scores mean, the coverage, a
@@ -207,11 +265,11 @@ pub fn against<'a>(a: &Against, figures: Vec<&'a Figure>) -> Section<'a> {
         "leakage",
         "gradient cosine",
     ]);
-    let f = |x: Option<f64>| x.map_or("—".into(), |v| format!("{v:.3}"));
+    let f = |x: Option<f64>| x.map_or("—".into(), |v| super::num(v, 3));
     for (m, s) in &a.scores {
         table.row(vec![
             m.as_str().into(),
-            format!("{:.3}", s.spearman).into(),
+            super::num(s.spearman, 3).into(),
             s.sign_accuracy.map_or("—".into(), pct).into(),
             pct(s.leakage).into(),
             f(s.gradient_cosine).into(),
@@ -264,13 +322,29 @@ fn progress<'a>(inputs: &Inputs, figures: Vec<&'a Figure>) -> Option<Section<'a>
 
 /// The explorer of chosen groups, and why there is none when no group was worth a look.
 fn explorer(e: &Explorer, groups_in_logs: usize) -> Section<'_> {
-    let mut section = Section::new("explore", "Explore groups, trajectories and steps");
+    let title = if e.single_turn {
+        "Explore prompts and their responses"
+    } else {
+        "Explore groups, trajectories and steps"
+    };
+    let mut section = Section::new("explore", title);
     if e.groups.is_empty() {
         section.push(Block::Note(
             Text::plain(format!("None of the logs' {groups_in_logs} groups is one the explorer picks on its own (a group where the methods' ranks can disagree needs {MIN_STEPS_FOR_RANKS} steps; none has singleton states or failed yet made progress): name groups with "))
                 .and_code("--explore GROUP")
                 .and("."),
         ));
+        return section;
+    }
+    if e.single_turn {
+        section.push(Block::Paragraph(
+            Text::plain(format!("{} of the logs' {groups_in_logs} groups (prompts): those named with ", e.groups.len()))
+                .and_code("--explore")
+                .and(", then those whose rewards differ most (a group whose responses all scored the same teaches GRPO nothing; ")
+                .and_code("--explore-max")
+                .and(" bounds how many). Pick a group: its prompt, then its responses side by side, each with its score and every method's advantage, coloured on that method's scale (full colour at its 95th-percentile |A| over the logs). ←/→ move between responses; the address reopens the same one."),
+        ));
+        section.push(Block::Explorer(e));
         return section;
     }
     section.push(Block::Paragraph(
@@ -302,11 +376,162 @@ fn explorer(e: &Explorer, groups_in_logs: usize) -> Section<'_> {
     section
 }
 
-/// The preset and every parameter, as `summary.json`'s `metadata`.
-fn parameters<'a>(inputs: &Inputs) -> Section<'a> {
-    let mut section = Section::new("parameters", "Preset and parameters");
-    section.push(Block::Preformatted(inputs.run.pretty()));
+/// The preset, the methods and every parameter (`summary.json`'s `metadata`), beside the
+/// baseline's when one is given, with a word where the baseline ran otherwise.
+fn parameters<'a>(inputs: &Inputs, baseline: Option<&serde_json::Value>) -> Section<'a> {
+    let mut section = Section::new("parameters", "Run with");
+    let run = &inputs.run;
+    let before = baseline.map(|b| &b["metadata"]);
+    let preset_of = |m: &serde_json::Value| m["preset"].as_str().unwrap_or("?").to_string();
+    let methods_of = |m: &serde_json::Value| -> Vec<String> {
+        m["params"]
+            .as_object()
+            .map(|p| p.keys().cloned().collect())
+            .unwrap_or_default()
+    };
+    let mut lead = Text::plain("Preset ").and_code(run.preset.to_string());
+    let before = before.filter(|b| b.is_object());
+    if let Some(b) = before {
+        let ours: Vec<String> = run.params.keys().cloned().collect();
+        let (preset, methods) = (preset_of(b), methods_of(b));
+        let mut differs = Vec::new();
+        if preset != run.preset.to_string() {
+            differs.push(format!("preset {preset} (this run {})", run.preset));
+        }
+        if methods != ours {
+            differs.push(format!(
+                "methods {} (this run {})",
+                methods.join(", "),
+                ours.join(", ")
+            ));
+        }
+        if !differs.is_empty() {
+            section.push(Block::Note(Text::plain(format!(
+                "The baseline ran with {}: its figures are set beside this run's as they are.",
+                differs.join(" and ")
+            ))));
+        }
+        lead = lead.and("; the baseline's, preset ").and_code(preset);
+    }
+    let theirs = if before.is_some() {
+        "; the baseline's where they differ"
+    } else {
+        ""
+    };
+    section.push(Block::Paragraph(lead.and(format!(
+        ". The parameters every method shares, then each method's own{theirs}:"
+    ))));
+    section.push(Block::Table(parameter_table(
+        &run.params,
+        before.map(|b| &b["params"]),
+    )));
+    if !run.notes.is_empty() {
+        section.push(Block::List {
+            title: None,
+            items: run.notes.iter().map(|n| Text::plain(n.as_str())).collect(),
+            bullets: true,
+        });
+    }
     section
+}
+
+/// A method's parameters as (key, value) pairs.
+type Params = Vec<(String, serde_json::Value)>;
+
+fn params_of(value: &serde_json::Value) -> Params {
+    value
+        .as_object()
+        .map(|o| o.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+        .unwrap_or_default()
+}
+
+fn said(pairs: &[&(String, serde_json::Value)]) -> String {
+    let said: Vec<String> = pairs.iter().map(|(k, v)| format!("{k} = {v}")).collect();
+    said.join(", ")
+}
+
+/// Rows: what every method of this run shares, then each method's own settings; beside them, when
+/// a baseline is given, its settings that differ ("same" where none does, "—" where it did not
+/// run the method).
+fn parameter_table(
+    run: &std::collections::BTreeMap<String, serde_json::Value>,
+    baseline: Option<&serde_json::Value>,
+) -> Table {
+    let ours: Vec<(&String, Params)> = run.iter().map(|(m, p)| (m, params_of(p))).collect();
+    let shared: Params = ours.first().map_or_else(Vec::new, |(_, first)| {
+        first
+            .iter()
+            .filter(|pair| ours.iter().all(|(_, p)| p.contains(pair)))
+            .cloned()
+            .collect()
+    });
+    let differing = |mine: &Params, theirs: &serde_json::Value| -> String {
+        if theirs.is_null() {
+            return "—".into();
+        }
+        let theirs = params_of(theirs);
+        let changed: Vec<&(String, serde_json::Value)> =
+            theirs.iter().filter(|pair| !mine.contains(pair)).collect();
+        if changed.is_empty() {
+            "same".into()
+        } else {
+            said(&changed)
+        }
+    };
+    let mut titles = vec!["methods", "this run"];
+    titles.extend(baseline.map(|_| "baseline"));
+    let mut table = Table::of(titles.iter().map(|t| Column::left(t)).collect());
+    let mut push = |label: &str, mine: String, theirs: Option<String>| {
+        let mut cells = vec![Cell::from(label), Cell::from(mine)];
+        cells.extend(theirs.map(Cell::from));
+        table.row(cells);
+    };
+    if ours.len() > 1 && !shared.is_empty() {
+        let theirs = baseline.map(|b| {
+            let common: Vec<&(String, serde_json::Value)> = shared.iter().collect();
+            let all_same = b.as_object().is_some_and(|o| {
+                o.values()
+                    .all(|p| common.iter().all(|pair| params_of(p).contains(pair)))
+            });
+            if all_same {
+                "same".into()
+            } else {
+                "see each method".into()
+            }
+        });
+        push(
+            "every method",
+            said(&shared.iter().collect::<Vec<_>>()),
+            theirs,
+        );
+    }
+    for (m, p) in &ours {
+        let own: Vec<&(String, serde_json::Value)> = p
+            .iter()
+            .filter(|pair| ours.len() == 1 || !shared.contains(pair))
+            .collect();
+        let own = if own.is_empty() {
+            "the shared ones".into()
+        } else {
+            said(&own)
+        };
+        push(
+            m.as_str(),
+            own,
+            baseline.map(|b| differing(p, &b[m.as_str()])),
+        );
+    }
+    if let Some(b) = baseline.and_then(|b| b.as_object()) {
+        for (m, p) in b.iter().filter(|(m, _)| !run.contains_key(*m)) {
+            let theirs = params_of(p);
+            push(
+                m.as_str(),
+                "not run".into(),
+                Some(said(&theirs.iter().collect::<Vec<_>>())),
+            );
+        }
+    }
+    table
 }
 
 fn colophon<'a>() -> Section<'a> {
