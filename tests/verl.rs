@@ -250,6 +250,26 @@ trained.batch["advantages"] = [[advantage[i] * m for m in masks[i]] for i in ord
 print(dump_advantages(trained, 5, sys.argv[2]))
 "#;
 
+/// `credit advantages logs --methods logged` reads the advantages [`ADVANTAGES`] dumped: row i of
+/// the batch (the file's order) has 0.25·i − 1, whatever the trainer's order.
+fn logged_is_the_trainers(run: &Run) {
+    let o = run.credit([
+        "advantages",
+        "logs",
+        "--methods",
+        "logged",
+        "-o",
+        "adv.jsonl",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let logged: Vec<f64> = read_jsonl(&run.path("adv.jsonl"))
+        .iter()
+        .map(|r| r["adv_logged"].as_f64().unwrap())
+        .collect();
+    let expected: Vec<f64> = (0..8).map(|i| 0.25 * i as f64 - 1.0).collect();
+    assert_eq!(logged, expected);
+}
+
 #[test]
 fn the_verl_agent_dump_records_the_trainers_advantages() {
     let run = Run::new();
@@ -262,22 +282,7 @@ fn the_verl_agent_dump_records_the_trainers_advantages() {
             run.path("logs").to_str().unwrap(),
         ],
     );
-    let o = run.credit([
-        "advantages",
-        "logs",
-        "--methods",
-        "logged",
-        "-o",
-        "adv.jsonl",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    // Row i of the batch (the file's order) has 0.25·i − 1, whatever the trainer's order.
-    let logged: Vec<f64> = read_jsonl(&run.path("adv.jsonl"))
-        .iter()
-        .map(|r| r["adv_logged"].as_f64().unwrap())
-        .collect();
-    let expected: Vec<f64> = (0..8).map(|i| 0.25 * i as f64 - 1.0).collect();
-    assert_eq!(logged, expected);
+    logged_is_the_trainers(&run);
     let o = run.credit([
         "compare",
         "logs",
@@ -318,21 +323,7 @@ fn the_patchs_dump_writes_each_iteration_once_and_keeps_a_stopped_trainers_rows(
         ],
     );
     std::fs::remove_file(run.path("logs/6.jsonl.gz")).unwrap();
-    let o = run.credit([
-        "advantages",
-        "logs",
-        "--methods",
-        "logged",
-        "-o",
-        "adv.jsonl",
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
-    let logged: Vec<f64> = read_jsonl(&run.path("adv.jsonl"))
-        .iter()
-        .map(|r| r["adv_logged"].as_f64().unwrap())
-        .collect();
-    let expected: Vec<f64> = (0..8).map(|i| 0.25 * i as f64 - 1.0).collect();
-    assert_eq!(logged, expected);
+    logged_is_the_trainers(&run);
 }
 
 /// The patch's lifecycle under `credit watch --methods logged,grpo` (issue #54): each iteration's
@@ -357,21 +348,20 @@ fn a_watch_follows_the_patchs_dumps_one_line_per_iteration() {
             "dump_advantages(trained, 5, sys.argv[2])",
             "dump_advantages(trained, IT, sys.argv[2])",
         );
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_credit"))
-        .args([
-            "watch",
+    let child = crate::watch::spawn(
+        &run,
+        &[
             "logs",
             "--out",
             "report",
             "--methods",
             "logged,grpo",
-        ])
-        .args(["--interval", "0.1", "--format", "json"])
-        .current_dir(run.dir.path())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("run credit watch");
+            "--interval",
+            "0.1",
+            "--format",
+            "json",
+        ],
+    );
     let summary_rows = || -> Option<u64> {
         let text = std::fs::read_to_string(run.path("report/summary.json")).ok()?;
         serde_json::from_str::<serde_json::Value>(&text).ok()?["headline"]["rows"].as_u64()
@@ -444,13 +434,7 @@ fn a_watch_follows_the_patchs_dumps_one_line_per_iteration() {
 fn a_watch_of_an_empty_folder_says_so_and_writes_nothing() {
     let run = Run::new();
     std::fs::create_dir(run.path("logs")).unwrap();
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_credit"))
-        .args(["watch", "logs", "--out", "report", "--interval", "0.1"])
-        .current_dir(run.dir.path())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .expect("run credit watch");
+    let child = crate::watch::spawn(&run, &["logs", "--out", "report", "--interval", "0.1"]);
     std::thread::sleep(std::time::Duration::from_millis(800));
     unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
     let output = child.wait_with_output().unwrap();

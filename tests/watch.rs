@@ -63,17 +63,17 @@ fn watch(run: &Run, extra: &[&str]) -> Child {
 
 /// `credit watch logs` polling every `interval` seconds.
 fn watch_every(run: &Run, interval: &str, extra: &[&str]) -> Child {
+    let mut args = vec!["logs", "--out", "report", "--methods", "grpo,gigpo"];
+    args.extend(["--interval", interval, "--format", "json"]);
+    args.extend(extra);
+    spawn(run, &args)
+}
+
+/// `credit watch ARGS` in `run`'s folder, its output piped.
+pub(crate) fn spawn(run: &Run, args: &[&str]) -> Child {
     Command::new(env!("CARGO_BIN_EXE_credit"))
-        .args([
-            "watch",
-            "logs",
-            "--out",
-            "report",
-            "--methods",
-            "grpo,gigpo",
-        ])
-        .args(["--interval", interval, "--format", "json"])
-        .args(extra)
+        .arg("watch")
+        .args(args)
         .current_dir(run.dir.path())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
