@@ -731,7 +731,7 @@ fn fuzz_outputs_never_touch_inputs() {
         args.extend([flag, output.as_str()]);
         let before = snapshot(run.dir.path());
         // One run in four races a second one on the same output.
-        let concurrent = rng.next() % 4 == 0;
+        let concurrent = rng.next().is_multiple_of(4);
         let outs: Vec<Output> = if concurrent {
             let spawn = || {
                 std::process::Command::new(env!("CARGO_BIN_EXE_credit"))

@@ -3,8 +3,6 @@
 use super::{reading, say_methods, Format, Globals, MethodArgs};
 use crate::exit::ExitCode;
 use anyhow::Result;
-use credit_core::run::Rows;
-use credit_core::table_writer::{table_format, TableWriter};
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
@@ -29,50 +27,34 @@ pub struct Args {
 pub fn run(args: Args) -> Result<ExitCode> {
     let request = args.methods.request(&args.globals, &args.models.paths());
     let resolved = request.resolve(Some(credit_core::plan::ADVANTAGES))?;
-    table_format(&args.output)?;
+    credit_core::table_writer::table_format(&args.output)?;
     let run = &resolved.run;
     let fillers = args.models.load(&run.hisr)?;
     let json = args.globals.format == Format::Json;
     let read = resolved.inputs(&request)?;
-    let mut writer = TableWriter::create(&args.output, &read)?;
-    let mut columns: Vec<String> = Vec::new();
     let finished = reading(&args.globals, |progress| {
-        run.advantages(&fillers, progress, |rows| {
-            match rows {
-                Rows::Rows(rows, selection) => {
-                    if columns.is_empty() {
-                        columns = rows.columns();
-                    }
-                    writer.write_rows(rows, selection)?;
-                }
-                Rows::Restart => writer = TableWriter::create(&args.output, &read)?,
-            }
-            Ok(())
-        })
+        Ok(run.write_advantages(&fillers, &args.output, &read, progress)?)
     })?;
-    let notes = finished.notes;
-    let meta = run.methods.metadata(&notes);
-    let rows = writer.rows();
-    writer.finish(&meta)?;
+    let (table, notes) = (&finished.value, &finished.notes);
     if json {
         outln!(
             "{}",
             serde_json::to_string_pretty(&serde_json::json!({
                 "output": args.output,
-                "rows": rows,
-                "columns": columns,
-                "metadata": meta,
+                "rows": table.rows,
+                "columns": table.columns,
+                "metadata": table.metadata,
             }))?
         );
     } else {
-        for note in &notes {
+        for note in notes {
             eprintln!("note: {note}");
         }
         say_methods(&resolved, &finished.report)?;
         outln!(
             "wrote {} rows × {} columns to {}",
-            rows,
-            columns.len(),
+            table.rows,
+            table.columns.len(),
             args.output.display()
         );
     }

@@ -67,15 +67,8 @@ pub fn run(args: Args) -> Result<ExitCode> {
     }
     let summary = finished.value;
     if let (Some(dir), Some(read)) = (&args.plots, &read) {
-        let inputs = credit_report::Inputs {
-            summary: &summary,
-            comparison: None,
-            advantages: &[],
-            proxmo: None,
-            run: credit_report::RunInfo::of(&run.methods, &finished.notes),
-            trends: None,
-            against: None,
-        };
+        let run_info = credit_report::RunInfo::of(&run.methods, &finished.notes);
+        let inputs = credit_report::Inputs::summary(&summary, run_info);
         write_plots(
             dir,
             "analyze --plots",

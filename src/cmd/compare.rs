@@ -4,7 +4,7 @@
 use super::{reading, say_methods, write_plots, Format, Globals, MethodArgs};
 use crate::exit::ExitCode;
 use anyhow::Result;
-use credit_report::{render::text, sections, RunInfo};
+use credit_report::{compared::Compared, render::text};
 
 #[derive(Debug, clap::Args)]
 #[command(mut_arg("methods", |a| super::methods_help(a, credit_core::plan::COMPARE)))]
@@ -48,50 +48,19 @@ pub fn run(args: Args) -> Result<ExitCode> {
             |_| Ok(()),
         )
     })?;
-    let (gathered, mut notes) = (&finished.value, finished.notes.clone());
-    let plan = &run.methods;
-    let comparison = gathered.compare();
-    let scored = run.against(gathered)?;
-    let against = scored.map(|(scores, note)| {
-        notes.extend(note);
-        scores
-    });
-    let notes = &notes;
-    let run_info = RunInfo::of(plan, notes);
-    if let (Some(dir), Some(summary)) = (&args.plots, &gathered.summary) {
-        let inputs = credit_report::Inputs {
-            summary,
-            comparison: Some(&comparison),
-            advantages: &gathered.advantages,
-            proxmo: plan.proxmo(),
-            run: run_info.clone(),
-            trends: None,
-            against: against.as_ref(),
-        };
-        write_plots(
-            dir,
-            "compare --plots",
-            &read,
-            &inputs,
-            credit_report::Scope::Compare,
-            json,
-        )?;
+    let compared = Compared::new(run, finished.value, finished.notes)?;
+    if let (Some(dir), Some(inputs)) = (&args.plots, compared.inputs(run)) {
+        let scope = credit_report::Scope::Compare;
+        write_plots(dir, "compare --plots", &read, &inputs, scope, json)?;
     }
     if json {
-        let mut value = serde_json::to_value(&comparison)?;
-        value["metadata"] = serde_json::to_value(&run_info)?;
-        if let Some(against) = &against {
-            value["against"] = serde_json::to_value(against)?;
-        }
-        outln!("{}", serde_json::to_string_pretty(&value)?);
+        outln!("{}", serde_json::to_string_pretty(&compared.json()?)?);
     } else {
-        for note in notes {
+        for note in &compared.notes {
             eprintln!("note: {note}");
         }
         say_methods(&resolved, &finished.report)?;
-        let mut shown = sections::compare(&comparison);
-        shown.extend(against.as_ref().map(sections::compare::against));
-        out!("{}", text::sections(&shown));
+        out!("{}", text::sections(&compared.sections()));
     }
     Ok(ExitCode::Ok)
 }

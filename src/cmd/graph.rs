@@ -6,7 +6,6 @@ use super::{Format, Globals, MethodArgs};
 use crate::exit::ExitCode;
 use anyhow::{bail, Result};
 use credit_output::{Commit, OutputDir, Stale};
-use credit_report::dot::abridge;
 use credit_report::graphs::{self, Choice};
 use std::path::PathBuf;
 
@@ -63,37 +62,18 @@ pub fn run(args: Args) -> Result<ExitCode> {
     let out = OutputDir::open(&args.out, "graph", &read, Commit::Whole)?;
     let dot_available = credit_report::dot::available();
     let drawing = super::reading(&args.globals, |progress| {
-        graphs::draw(run, choice, &args.out, dot_available, progress)
+        graphs::draw(run, choice.clone(), &args.out, dot_available, progress)
     })?
     .value;
     out.finish(Stale::Keep)?;
-    if let (Some(id), true) = (&args.group, drawing.written.is_empty()) {
-        bail!(
-            "no group `{}` in the logs (groups include: {})",
-            abridge(id, 80),
-            drawing.first_ids.join(", ")
-        );
+    if let Some(missing) = drawing.missing(&choice) {
+        bail!(missing);
     }
-    let note = (!dot_available).then_some(
-        "Graphviz `dot` is not installed: wrote DOT files only (install graphviz for SVG and PNG)",
-    );
+    let note = (!dot_available).then_some(graphs::DOT_MISSING);
     match args.globals.format {
-        Format::Json => outln!(
-            "{}",
-            serde_json::to_string_pretty(
-                &serde_json::json!({ "written": drawing.written, "picked": drawing.picked, "note": note })
-            )?
-        ),
+        Format::Json => outln!("{}", serde_json::to_string_pretty(&drawing.json(note))?),
         Format::Text => {
-            for p in &drawing.picked {
-                let iteration = p
-                    .iteration
-                    .map_or(String::new(), |i| format!(" (iteration {i})"));
-                outln!("group {}{iteration}: {}", abridge(&p.group, 60), p.why);
-            }
-            for path in &drawing.written {
-                outln!("wrote {}", path.display());
-            }
+            out!("{}", drawing.text());
             if let Some(note) = note {
                 eprintln!("note: {note}");
             }

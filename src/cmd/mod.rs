@@ -17,7 +17,7 @@ use credit_core::ingest::{read_paths, IngestReport, Ingested};
 use credit_core::profile::Profile;
 use credit_core::request::{Request, Resolved};
 use credit_core::run::{Finished, OnProgress, RunPlan};
-use credit_output::{Commit, Inputs, OutputDir, Stale};
+use credit_output::Inputs;
 use std::path::{Path, PathBuf};
 
 /// Credit assignment diagnostics for multi-turn LLM-agent RL: recompute, compare and report
@@ -80,12 +80,7 @@ pub struct Globals {
 /// Flags of the commands that run methods.
 #[derive(Clone, Debug, Default, Args)]
 pub struct MethodArgs {
-    /// Methods, comma-separated, or `all` (grpo, drgrpo, rloo, gigpo, hgpo, proxmo, graphgpo, mgr, and `logged` where the logs carry an advantage column); spa, hisr and empg read logged signals and run when named, as does `oracle` (the empirical-MDP advantage, `--against`'s reference); `verl` runs verl's advantage registry.
-    ///
-    /// `logged` is the advantage the trainer itself computed (an `advantage`, `advantages` or
-    /// `adv` column, one value per step row): `compare --methods logged,gigpo --preset verl`
-    /// names the first rows where GiGPO departs from it. `all` looks for the column in the first
-    /// rows of the first file.
+    /// Methods (each command words the help with its default list: [`methods_help`]).
     #[arg(long, value_name = "LIST")]
     pub methods: Option<String>,
     /// The profile every method follows: the papers' equations, or what the reference training
@@ -137,23 +132,12 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
     }
 }
 
-/// Prints `--lenient` skips as a warning, and ingest's notes.
+/// Prints `--lenient` skips as a warning.
 fn warn_skips(report: &IngestReport) {
-    let skipped = report.skipped_total();
-    if skipped > 0 {
-        let reasons: Vec<String> = report
-            .skipped
-            .iter()
-            .map(|(r, n)| format!("{n} {}", r.as_str()))
-            .collect();
-        eprintln!(
-            "warning: --lenient skipped {skipped} row(s): {}",
-            reasons.join(", ")
-        );
-        for example in &report.skipped_examples {
-            eprintln!("  {example}");
-        }
-    }
+    report
+        .skipped_warning()
+        .iter()
+        .for_each(|line| eprintln!("{line}"));
 }
 
 /// Reads the whole input of `run` into one batch, with a spinner (`credit train`).
@@ -198,20 +182,7 @@ fn stage(error: anyhow::Error) -> anyhow::Error {
 
 /// `--methods`' help with the command's default list in it, for `#[command(mut_arg(…))]`.
 pub fn methods_help(arg: clap::Arg, default: &'static str) -> clap::Arg {
-    let single = if credit_core::plan::turns_to_single(default) {
-        format!(
-            "; on single-turn logs (verl's one row per rollout) {}",
-            credit_core::plan::SINGLE_TURN
-        )
-    } else {
-        String::new()
-    };
-    let short = format!(
-        "Methods, comma-separated, or `all` (grpo, drgrpo, rloo, gigpo, hgpo, proxmo, graphgpo, mgr, and `logged` where the logs carry an advantage column); spa, hisr and empg read logged signals and run when named, as does `oracle` (the empirical-MDP advantage, `--against`'s reference); `verl` runs verl's advantage registry [default: credit.toml's `methods`, else {default}{single}]"
-    );
-    let long = format!(
-        "{short}\n\n`logged` is the advantage the trainer itself computed (an `advantage`, `advantages` or `adv` column, one value per step row): `compare --methods logged,gigpo --preset verl` names the first rows where GiGPO departs from it. `all` looks for the column in the first rows of the first file.\n\n`verl` is verl 0.9.1's registry under its `algorithm.adv_estimator` names: grpo, grpo_vectorized, grpo_passk, rloo, rloo_vectorized, opo, gpg, reinforce_plus_plus, reinforce_plus_plus_baseline, gdpo; remax (a logged `reward_baseline` per group) and gae (a logged step `value`) run when named. `--preset verl` is verl-agent's layout (a batch row per step row, penalty 0.1); `--set <m>.stats_over=trajectories` is verl's own agent loop (a batch row per trajectory). gpg's α and the whitening of reinforce_plus_plus, reinforce_plus_plus_baseline, gdpo and gae depend on the batch: one `iteration` (the whole input without the column). reinforce_plus_plus and gae keep verl's γ = 1."
-    );
+    let (short, long) = credit_core::plan::methods_help(default);
     arg.help(short).long_help(long)
 }
 
@@ -237,38 +208,11 @@ impl MethodArgs {
     }
 }
 
-/// `methods: grpo, gigpo (preset paper; gigpo.omega = 0.5)`: the methods, the preset and every
-/// setting given (credit.toml, flags, `--set`).
-pub fn methods_line(resolved: &Resolved) -> String {
-    let plan = &resolved.run.methods;
-    let mut line = format!(
-        "methods: {} (preset {}",
-        plan.labels().join(", "),
-        plan.profile
-    );
-    if !resolved.settings.is_empty() {
-        let said: Vec<String> = resolved
-            .settings
-            .iter()
-            .map(|(k, v)| format!("{k} = {v}"))
-            .collect();
-        line.push_str(&format!("; {}", said.join(", ")));
-    }
-    line.push(')');
-    line
-}
-
-/// Prints [`methods_line`]. When the preset was not chosen and the logs
-/// carry verl-agent's own columns, a note says what `--preset verl` would change: numbers that
-/// differ from the run's with nothing said are the surprise it prevents.
+/// Prints the methods' line, and the note on the preset when there is one.
 pub fn say_methods(resolved: &Resolved, report: &IngestReport) -> Result<()> {
-    outln!("{}", methods_line(resolved));
-    let verl_agent = report
-        .columns
-        .iter()
-        .any(|u| matches!(u.column.as_str(), "traj_uid" | "anchor_obs"));
-    if !resolved.preset_chosen && verl_agent {
-        eprintln!("note: `paper` is the default preset; these logs have verl-agent's columns, and `--preset verl` gives what its training code computed");
+    outln!("{}", resolved.methods_line());
+    if let Some(note) = resolved.preset_note(report) {
+        eprintln!("note: {note}");
     }
     Ok(())
 }
@@ -293,24 +237,19 @@ impl From<Preset> for Profile {
 
 /// The figures of `scope` as PNG and SVG files in the folder output `dir` (`--plots DIR`).
 pub fn write_plots(
-    dir: &std::path::Path,
+    dir: &Path,
     command: &str,
     read: &Inputs,
     inputs: &credit_report::Inputs,
     scope: credit_report::Scope,
     json: bool,
 ) -> Result<()> {
-    let out = OutputDir::open(dir, command, read, Commit::Whole)?;
     let bar = crate::bars::spinner("drawing figures", json);
-    let figures = credit_report::folder::write_figures(dir, inputs, scope)?;
+    let figures = credit_report::folder::write_figures(dir, command, read, inputs, scope)?;
     bar.finish_and_clear();
-    out.finish(Stale::Remove)?;
     if !json {
-        eprintln!(
-            "wrote {} figures (PNG and SVG) to {}",
-            figures.len(),
-            dir.display()
-        );
+        let n = figures.len();
+        eprintln!("wrote {n} figures (PNG and SVG) to {}", dir.display());
     }
     Ok(())
 }

@@ -7,8 +7,7 @@ use crate::exit::ExitCode;
 use anyhow::{Context, Result};
 use credit_core::request::Request;
 use credit_output::OutputDir;
-use credit_report::run::{gather, read_rules, write, Options, Written};
-use credit_report::{render::text, sections};
+use credit_report::run::{gather, read_rules, write, Options};
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
@@ -94,11 +93,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         gather(run, &fillers, &options, progress)
     })?;
     let bar = crate::bars::spinner("drawing figures", json);
-    let Written {
-        figures,
-        outcome,
-        graphs,
-    } = write(
+    let written = write(
         &flags.out,
         &read,
         run,
@@ -108,32 +103,17 @@ pub fn run(args: Args) -> Result<ExitCode> {
         true,
     )?;
     bar.finish_and_clear();
-    let passed = outcome.as_ref().is_none_or(|o| o.passed);
+    let passed = written.outcome.as_ref().is_none_or(|o| o.passed);
     if json {
         outln!(
             "{}",
-            serde_json::to_string_pretty(&serde_json::json!({
-                "out": flags.out,
-                "files": ["report.html", "report.md", "summary.json", "figures/"],
-                "figures": figures,
-                "checks": outcome,
-            }))?
+            serde_json::to_string_pretty(&written.json(&flags.out))?
         );
     } else {
         say_methods(&resolved, &finished.report)?;
-        outln!(
-            "wrote {}, {}, {} and {} figures",
-            flags.out.join("report.html").display(),
-            flags.out.join("report.md").display(),
-            flags.out.join("summary.json").display(),
-            figures
-        );
-        if graphs == Some(false) {
-            eprintln!("note: Graphviz `dot` is not installed: the explorer shows no state graphs (install graphviz)");
-        }
-        if let Some(o) = &outcome {
-            let checks = sections::report::checks(o, options.baseline.is_some());
-            out!("{}", text::section(&checks));
+        out!("{}", written.text(&flags.out, options.baseline.is_some()));
+        if let Some(note) = written.note() {
+            eprintln!("note: {note}");
         }
     }
     Ok(if passed {

@@ -11,9 +11,9 @@ use credit_core::methods::hisr;
 use credit_learn::signals::{trajectories, Signals};
 use credit_output::{Commit, OutputDir, Stale};
 use credit_train::load::model_dir_problem;
-use credit_train::signal::lm::{train_backbone_progress, BackboneTrain};
-use credit_train::signal::ngram::{train_progress, ProgressTrain};
-use credit_train::signal::{ProgressReport, Readout};
+use credit_train::signal::lm::BackboneTrain;
+use credit_train::signal::ngram::ProgressTrain;
+use credit_train::signal::{Estimator, Readout};
 use credit_train::DeviceKind;
 use std::path::{Path, PathBuf};
 
@@ -77,9 +77,9 @@ pub struct ProgressArgs {
 
 pub fn train(args: ProgressArgs, readout: Readout) -> Result<ExitCode> {
     let json = args.globals.format == Format::Json;
-    let command = match readout {
-        Readout::Step => "train progress",
-        Readout::SegmentEnd => "train sprm",
+    let (command, what) = match readout {
+        Readout::Step => ("train progress", "the progress estimator"),
+        Readout::SegmentEnd => ("train sprm", "the segment reward model"),
     };
     let backbone: Vec<&Path> = args.backbone.iter().map(PathBuf::as_path).collect();
     let methods = MethodArgs {
@@ -95,45 +95,26 @@ pub fn train(args: ProgressArgs, readout: Readout) -> Result<ExitCode> {
         Some(dir) => Estimator::Backbone(backbone_opts(&args, dir, readout)?),
         None => Estimator::Small(small_model_opts(&args, readout)),
     };
-    match &estimator {
-        Estimator::Backbone(opts) => opts.check()?,
-        Estimator::Small(opts) => opts.check()?,
-    }
+    estimator.check()?;
     let ingested = load(&resolved.run, json)?;
     let trajs = trajectories(&ingested.batch, readout, &resolved.run.hisr)?;
-    let what = match readout {
-        Readout::Step => "the progress estimator",
-        Readout::SegmentEnd => "the segment reward model",
-    };
     let bar = crate::bars::passes(&format!("training {what}"), json);
-    let mut progress = |p| crate::bars::update_passes(&bar, p);
+    let (model, report) = estimator.train(&trajs, &mut |p| crate::bars::update_passes(&bar, p))?;
     // The model's files go into the folder output once it is trained.
-    let save = |save: &dyn Fn(&Path) -> credit_train::Result<()>| -> Result<()> {
-        let out = OutputDir::open(&args.out, command, &read, Commit::Whole)?;
-        save(&args.out)?;
-        out.finish(Stale::Remove)?;
-        Ok(())
-    };
-    let report = match &estimator {
-        Estimator::Backbone(opts) => {
-            let (model, report) = train_backbone_progress(&trajs, opts, &mut progress)?;
-            save(&|dir| model.save(dir))?;
-            report
-        }
-        Estimator::Small(opts) => {
-            let (model, report) = train_progress(&trajs, opts, &mut progress)?;
-            save(&|dir| model.save(dir))?;
-            report
-        }
-    };
+    let out = OutputDir::open(&args.out, command, &read, Commit::Whole)?;
+    model.save(&args.out)?;
+    out.finish(Stale::Remove)?;
     bar.finish_and_clear();
-    print_report(&args, what, readout, &report, json)
-}
-
-/// The estimator to train, with its options.
-enum Estimator {
-    Small(ProgressTrain),
-    Backbone(BackboneTrain),
+    if json {
+        let value = serde_json::json!({"out": args.out, "report": report});
+        outln!("{}", serde_json::to_string_pretty(&value)?);
+        return Ok(ExitCode::Ok);
+    }
+    if let Some(note) = &report.checkpointing {
+        eprintln!("note: {note}");
+    }
+    outln!("{}\nsaved to {}", report.text(what), args.out.display());
+    Ok(ExitCode::Ok)
 }
 
 /// The backbone estimator's flags over its defaults.
@@ -177,55 +158,6 @@ fn small_model_opts(args: &ProgressArgs, readout: Readout) -> ProgressTrain {
         seed: args.seed.unwrap_or(defaults.seed),
         ..defaults
     }
-}
-
-fn print_report(
-    args: &ProgressArgs,
-    what: &str,
-    readout: Readout,
-    report: &ProgressReport,
-    json: bool,
-) -> Result<ExitCode> {
-    if json {
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({"out": args.out, "report": report}))?
-        );
-        return Ok(ExitCode::Ok);
-    }
-    if let Some(note) = &report.checkpointing {
-        eprintln!("note: {note}");
-    }
-    let fmt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.4}"));
-    outln!(
-        "trained {what} (readout: {}) on {} trajectories, {} epochs, in {:.1}s",
-        readout.label(),
-        report.trajectories,
-        report.epoch_loss.len(),
-        report.seconds
-    );
-    outln!(
-        "train loss {} → {}",
-        fmt(report.epoch_loss.first().copied()),
-        fmt(report.epoch_loss.last().copied())
-    );
-    match &report.heldout {
-        Some(h) => outln!(
-            "held out ({}-fold by {}, {} trajectories): MSE(R̂, R) {:.4} · constant (train mean R) {:.4} · MAE {:.4} · acc@0.1 {:.3} · Pearson r {}",
-            h.folds, h.split_by, h.trajectories, h.mse, h.constant_mse, h.mae, h.acc_at_0_1,
-            fmt(h.pearson)
-        ),
-        None => outln!("held out: - (fewer than two folds)"),
-    }
-    if let Some(order) = report.heldout.as_ref().and_then(|h| h.step_order.as_ref()) {
-        outln!(
-            "held-out step order: ĉ_t ranks {:.3} of {} step pairs of different logged reward as the rewards do (0.5 = chance)",
-            order.agreement,
-            order.pairs
-        );
-    }
-    outln!("saved to {}", args.out.display());
-    Ok(ExitCode::Ok)
 }
 
 impl ProgressArgs {

@@ -5,15 +5,13 @@
 
 use super::{load, Format, Globals, MethodArgs};
 use crate::exit::ExitCode;
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, Result};
 use credit_core::project::ProjectFile;
-use credit_learn::samples::samples;
-use credit_output::{Commit, OutputDir, Stale};
-use credit_train::load::{model_dir_problem, Tokenizer};
+use credit_learn::policy::{Policy, Prepared, Trained};
 use credit_train::lora::LoraConfig;
 use credit_train::signal::Readout;
 use credit_train::train::Event;
-use credit_train::{DeviceKind, RunOptions, TrainConfig};
+use credit_train::TrainConfig;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -158,149 +156,71 @@ fn policy(mut args: PolicyArgs) -> Result<ExitCode> {
         bail!("`credit train policy` needs the method whose advantages to train on: pass `--method NAME` (e.g. `--method gigpo`)");
     }
     let resolved = request.resolve(Some("gigpo"))?;
-    let project = &resolved.project;
     let plan = &resolved.run.methods;
     let [method] = plan.methods.as_slice() else {
         bail!("`credit train policy` trains on one method's advantages, got {}: pass a single `--method NAME`", plan.methods.len());
     };
-    let config = train_config(&args, project)?;
-    config.check()?;
-    if args.max_prompt_tokens == Some(0) {
-        bail!("`--max-prompt-tokens 0`: must be at least 1");
-    }
-    if args.max_samples == Some(0) {
-        bail!("`--max-samples 0`: must be at least 1");
-    }
-    let device: DeviceKind = args.device.parse()?;
-    let json = args.globals.format == Format::Json;
-    let read = resolved.inputs(&request)?;
-    if let Some(path) = &args.handoff {
-        read.check(path)?;
-    } else if let Some(out) = &args.out {
-        OutputDir::check(out, "train policy", &read)?;
-    }
-    if let Some(problem) = model_dir_problem(&args.model) {
-        bail!("`--model {}`: {problem}", args.model.display());
-    }
-    let tokenizer = Tokenizer::load(&args.model).context("reading the model's tokenizer")?;
-
-    let ingested = load(&resolved.run, json)?;
-    let batch = &ingested.batch;
-    let bar = crate::bars::spinner(&format!("computing {}", method.label()), json);
-    let result = method
-        .advantages(batch)
-        .with_context(|| format!("computing {}", method.label()))?;
-    bar.finish_and_clear();
-    let bar = crate::bars::spinner("tokenizing", json);
-    let max_prompt = args.max_prompt_tokens.unwrap_or(DEFAULT_MAX_PROMPT_TOKENS);
-    let (samples, skipped) = samples(
-        batch,
-        result.advantage(),
-        &tokenizer,
-        max_prompt,
-        args.max_samples,
-    )?;
-    bar.finish_and_clear();
-    if samples.is_empty() {
-        bail!("no step has an action to train on ({skipped} rows without one)");
-    }
-    if skipped > 0 && !json {
-        eprintln!("warning: skipped {skipped} row(s) without an `action`");
-    }
-
-    if let Some(path) = &args.handoff {
-        say_handoff(
-            path,
-            &args.model,
-            &config,
-            &samples,
-            method.label(),
-            plan.profile,
-            json,
-        )?;
-        return Ok(ExitCode::Ok);
-    }
-
-    let Some(out) = args.out.clone() else {
-        bail!("`--out DIR` is required unless --handoff is given")
-    };
-    // Checkpoints land as they are made: a stopped run keeps them for `--resume`.
-    let out_dir = OutputDir::open(&out, "train policy", &read, Commit::AsWritten)?;
-    let options = RunOptions {
-        model_dir: args.model.clone(),
-        out_dir: out.clone(),
-        device,
+    let policy = Policy {
+        config: train_config(&args, &resolved.project)?,
+        device: args.device.parse()?,
+        max_prompt_tokens: args.max_prompt_tokens.unwrap_or(DEFAULT_MAX_PROMPT_TOKENS),
+        max_samples: args.max_samples,
+        model: args.model,
+        out: args.out,
+        handoff: args.handoff,
         resume: args.resume,
     };
-    let summary = train_showing_progress(&options, &config, &samples, json)
-        .with_context(|| format!("training on {}", args.model.display()))?;
-    out_dir.finish(Stale::Remove)?;
-    if summary.skipped > 0 && !json {
-        eprintln!("warning: {}", credit_train::train::skipped_note(&summary));
+    let json = args.globals.format == Format::Json;
+    let read = resolved.inputs(&request)?;
+    let tokenizer = policy.check(&read)?;
+    let ingested = load(&resolved.run, json)?;
+    let bar = crate::bars::spinner("", json);
+    let prepared = policy.prepare(
+        &ingested.batch,
+        method,
+        plan.profile,
+        &tokenizer,
+        &mut |stage| bar.set_message(stage.to_string()),
+    )?;
+    bar.finish_and_clear();
+    if let (Some(warning), false) = (prepared.warning(), json) {
+        eprintln!("warning: {warning}");
     }
-
-    let trained = Trained {
-        out: &out,
-        config: &config,
-        summary: &summary,
-        method: method.label(),
-        preset: plan.profile,
-        samples: samples.len(),
-        skipped_rows: skipped,
+    let (text, value) = match &policy.handoff {
+        Some(path) => {
+            let handoff = policy.handoff(path, &prepared)?;
+            (handoff.text(), handoff.json())
+        }
+        None => {
+            let trained = train_showing_progress(&policy, &read, &prepared, json)?;
+            if let (Some(warning), false) = (trained.warning(), json) {
+                eprintln!("warning: {warning}");
+            }
+            (trained.text(), trained.json())
+        }
     };
-    say_trained(&trained, json)?;
-    Ok(ExitCode::Ok)
-}
-
-/// Writes the samples and the training flags to `path` for `credit-train`, and says so.
-fn say_handoff(
-    path: &std::path::Path,
-    model: &std::path::Path,
-    config: &TrainConfig,
-    samples: &[credit_train::data::Sample],
-    method: &str,
-    preset: credit_core::profile::Profile,
-    json: bool,
-) -> Result<()> {
-    credit_train::data::write_handoff(path, config, samples)
-        .with_context(|| format!("writing {}", path.display()))?;
-    if json {
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(
-                &serde_json::json!({"handoff": path, "samples": samples.len(), "method": method, "preset": preset})
-            )?
-        );
-    } else {
-        outln!(
-            "wrote {} samples ({method} advantages) and the training flags to {}",
-            samples.len(),
-            path.display()
-        );
-        outln!(
-            "train them with: credit-train {} --model {} --out DIR [--device cuda]",
-            path.display(),
-            model.display()
-        );
+    match json {
+        true => outln!("{}", serde_json::to_string_pretty(&value)?),
+        false => outln!("{text}"),
     }
-    Ok(())
+    Ok(ExitCode::Ok)
 }
 
 /// Trains, showing the steps on a progress bar (hidden for JSON or when stderr is no terminal,
 /// where the checkpointing note is printed as a line).
 fn train_showing_progress(
-    options: &RunOptions,
-    config: &TrainConfig,
-    samples: &[credit_train::data::Sample],
+    policy: &Policy,
+    read: &credit_output::Inputs,
+    prepared: &Prepared,
     json: bool,
-) -> credit_train::Result<credit_train::train::Summary> {
+) -> Result<Trained> {
     let hidden = json || !std::io::stderr().is_terminal();
     let bar = if hidden {
         ProgressBar::hidden()
     } else {
         ProgressBar::new_spinner()
     };
-    let summary = credit_train::train::train(options, config, samples, &mut |event| match event {
+    let trained = policy.train(read, prepared, &mut |event| match event {
         Event::Scoring { done, total } => {
             bar.set_message(format!("scoring with the initial model {done}/{total}"))
         }
@@ -318,13 +238,7 @@ fn train_showing_progress(
         }
         Event::Step(m) => {
             bar.set_position(m.step);
-            bar.set_message(format!(
-                "loss {:.4} · kl {} · clip {:.3} · {:.0} tok/s",
-                m.loss,
-                m.kl.map_or("-".into(), |k| format!("{k:.4}")),
-                m.clip_frac,
-                m.tokens_per_s
-            ));
+            bar.set_message(m.progress());
         }
         Event::Checkpointing { needed, budget } => {
             let note =
@@ -338,80 +252,7 @@ fn train_showing_progress(
         Event::Saved { .. } => {}
     })?;
     bar.finish_and_clear();
-    Ok(summary)
-}
-
-/// What a finished training run says.
-struct Trained<'a> {
-    out: &'a std::path::Path,
-    config: &'a TrainConfig,
-    summary: &'a credit_train::train::Summary,
-    method: &'a str,
-    preset: credit_core::profile::Profile,
-    samples: usize,
-    skipped_rows: usize,
-}
-
-fn say_trained(t: &Trained, json: bool) -> Result<()> {
-    let (out, config, summary) = (t.out, t.config, t.summary);
-    let metrics = out.join(credit_train::checkpoint::METRICS);
-    let merged = config
-        .lora
-        .as_ref()
-        .filter(|l| l.merge)
-        .map(|_| out.join(credit_train::lora::MERGED_DIR));
-    if json {
-        outln!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({
-                "out": out,
-                "lora": config.lora.is_some(),
-                "merged": merged,
-                "metrics": metrics,
-                "method": t.method,
-                "preset": t.preset,
-                "samples": t.samples,
-                "skipped_rows": t.skipped_rows,
-                "steps": summary.steps,
-                "skipped_steps": summary.skipped,
-                "tokens_per_s": summary.tokens_per_s,
-                "last": summary.last,
-            }))?
-        );
-    } else {
-        outln!(
-            "trained steps {}..{} on {} samples ({} advantages, preset {}); {} in {}",
-            summary.start_step + 1,
-            summary.steps,
-            t.samples,
-            t.method,
-            t.preset,
-            if config.lora.is_some() {
-                "PEFT adapter"
-            } else {
-                "checkpoint"
-            },
-            out.display()
-        );
-        if let Some(dir) = &merged {
-            outln!("merged model in {}", dir.display());
-        }
-        if let Some(m) = &summary.last {
-            outln!(
-                "last step: loss {:.4}, kl {}, clip fraction {:.3}, grad norm {:.3}",
-                m.loss,
-                m.kl.map_or("-".into(), |k| format!("{k:.4}")),
-                m.clip_frac,
-                m.grad_norm
-            );
-        }
-        outln!(
-            "{:.0} tokens/s; metrics in {}",
-            summary.tokens_per_s,
-            metrics.display()
-        );
-    }
-    Ok(())
+    Ok(trained)
 }
 
 /// The flags over `TrainConfig`'s defaults; `--seed` (shared with MGR's gate) seeds the shuffle

@@ -250,6 +250,26 @@ fn is_shared(key: &str) -> bool {
     SHARED_KEYS.contains(&key)
 }
 
+/// `--methods`' help (short, long) with a command's `default` list in it: every method the
+/// command can run, and what `logged` and `verl` are.
+pub fn methods_help(default: &str) -> (String, String) {
+    let single = if turns_to_single(default) {
+        format!(
+            "; on single-turn logs (verl's one row per rollout) {}",
+            SINGLE_TURN
+        )
+    } else {
+        String::new()
+    };
+    let short = format!(
+        "Methods, comma-separated, or `all` (grpo, drgrpo, rloo, gigpo, hgpo, proxmo, graphgpo, mgr, and `logged` where the logs carry an advantage column); spa, hisr and empg read logged signals and run when named, as does `oracle` (the empirical-MDP advantage, `--against`'s reference); `verl` runs verl's advantage registry [default: credit.toml's `methods`, else {default}{single}]"
+    );
+    let long = format!(
+        "{short}\n\n`logged` is the advantage the trainer itself computed (an `advantage`, `advantages` or `adv` column, one value per step row): `compare --methods logged,gigpo --preset verl` names the first rows where GiGPO departs from it. `all` looks for the column in the first rows of the first file.\n\n`verl` is verl 0.9.1's registry under its `algorithm.adv_estimator` names: grpo, grpo_vectorized, grpo_passk, rloo, rloo_vectorized, opo, gpg, reinforce_plus_plus, reinforce_plus_plus_baseline, gdpo; remax (a logged `reward_baseline` per group) and gae (a logged step `value`) run when named. `--preset verl` is verl-agent's layout (a batch row per step row, penalty 0.1); `--set <m>.stats_over=trajectories` is verl's own agent loop (a batch row per trajectory). gpg's α and the whitening of reinforce_plus_plus, reinforce_plus_plus_baseline, gdpo and gae depend on the batch: one `iteration` (the whole input without the column). reinforce_plus_plus and gae keep verl's γ = 1."
+    );
+    (short, long)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -4,7 +4,7 @@
 //! credit.toml < flags (or keywords).
 
 use crate::error::{Error, Result};
-use crate::ingest::{IngestOptions, DEFAULT_SUCCESS_THRESHOLD};
+use crate::ingest::{IngestOptions, IngestReport, DEFAULT_SUCCESS_THRESHOLD};
 use crate::plan::{ParamValue, Plan, Setting};
 use crate::profile::Profile;
 use crate::project::{column_map, ProjectFile};
@@ -177,6 +177,38 @@ impl Request {
 }
 
 impl Resolved {
+    /// `methods: grpo, gigpo (preset paper; gigpo.omega = 0.5)`: the methods, the preset and
+    /// every setting given (credit.toml, flags, `--set`).
+    pub fn methods_line(&self) -> String {
+        let plan = &self.run.methods;
+        let mut line = format!(
+            "methods: {} (preset {}",
+            plan.labels().join(", "),
+            plan.profile
+        );
+        if !self.settings.is_empty() {
+            let said: Vec<String> = self
+                .settings
+                .iter()
+                .map(|(k, v)| format!("{k} = {v}"))
+                .collect();
+            line.push_str(&format!("; {}", said.join(", ")));
+        }
+        line.push(')');
+        line
+    }
+
+    /// When the preset was not chosen and the logs (`report`: what reading them saw) carry
+    /// verl-agent's own columns, what `--preset verl` would change: numbers that differ from the
+    /// run's with nothing said are the surprise it prevents.
+    pub fn preset_note(&self, report: &IngestReport) -> Option<&'static str> {
+        let verl_agent = report
+            .columns
+            .iter()
+            .any(|u| matches!(u.column.as_str(), "traj_uid" | "anchor_obs"));
+        (!self.preset_chosen && verl_agent).then_some("`paper` is the default preset; these logs have verl-agent's columns, and `--preset verl` gives what its training code computed")
+    }
+
     /// What the run reads, for the output rule: the logs (every file of a log folder by its
     /// inode too), the settings files given, and the request's other reads. Finding them walks a
     /// log folder and looks up each file (10k files: a tenth of a second), so only runs that

@@ -19,11 +19,12 @@ use crate::ingest::{stream, Event, IngestOptions, IngestReport, Progress, UnitKi
 use crate::methods::{hisr, oracle, Advantages};
 use crate::plan::{Notes, Plan};
 pub use crate::table_writer::take_rows;
-use crate::table_writer::{advantages_rows, OutputRows};
+use crate::table_writer::{advantages_rows, table_format, OutputRows, TableWriter};
 use crate::StepBatch;
+use credit_output::Inputs;
 use polars::prelude::DataFrame;
 use std::borrow::Cow;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 /// What one run reads and computes: the logs and how to read them, the planned methods, and
@@ -63,6 +64,13 @@ pub struct Finished<T> {
     pub value: T,
     pub notes: Vec<String>,
     pub report: IngestReport,
+}
+
+/// A table of advantages written: its rows, columns and metadata (the `.meta.json` sidecar's).
+pub struct WrittenTable {
+    pub rows: u64,
+    pub columns: Vec<String>,
+    pub metadata: serde_json::Value,
 }
 
 /// Rows of `credit advantages` as they are handed on, in input order.
@@ -168,6 +176,44 @@ impl RunPlan {
             .as_deref()
             .map(|reference| gathered.against(reference, &self.methods))
             .transpose()
+    }
+
+    /// `credit advantages -o PATH`: keys and every method's columns written to the table `path`
+    /// (`read`: what the run reads, for the output rule), with the run's metadata.
+    pub fn write_advantages(
+        &self,
+        fill: &dyn Fill,
+        path: &Path,
+        read: &Inputs,
+        progress: OnProgress,
+    ) -> Result<Finished<WrittenTable>, Error> {
+        table_format(path)?;
+        let mut writer = TableWriter::create(path, read)?;
+        let mut columns: Vec<String> = Vec::new();
+        let finished = self.advantages(fill, progress, |rows| {
+            match rows {
+                Rows::Rows(rows, selection) => {
+                    if columns.is_empty() {
+                        columns = rows.columns();
+                    }
+                    writer.write_rows(rows, selection)?;
+                }
+                Rows::Restart => writer = TableWriter::create(path, read)?,
+            }
+            Ok::<_, Error>(())
+        })?;
+        let metadata = self.methods.metadata(&finished.notes);
+        let rows = writer.rows();
+        writer.finish(&metadata)?;
+        Ok(Finished {
+            value: WrittenTable {
+                rows,
+                columns,
+                metadata,
+            },
+            notes: finished.notes,
+            report: finished.report,
+        })
     }
 
     /// `credit advantages`: keys and every method's columns, handed to `take` in input order.

@@ -3,5 +3,6 @@
 //! model read ([`signals`]), those models filling a run's missing signals, and the policy samples
 //! `credit train policy` trains on ([`samples`]).
 
+pub mod policy;
 pub mod samples;
 pub mod signals;

@@ -7,6 +7,7 @@ use crate::explorer::Explorer;
 use crate::plots::Figure;
 use crate::render::{html, markdown};
 use crate::{figures, sections, summary_json, Error, Inputs, Scope};
+use credit_output::{Commit, OutputDir, Stale};
 use std::io::Write as _;
 use std::path::Path;
 
@@ -39,10 +40,19 @@ pub fn write_report(dir: &Path, report: &Report) -> Result<Vec<Figure>, Error> {
     Ok(figures)
 }
 
-/// The figures of `scope` as PNG and SVG files in `dir` (`analyze --plots`, `compare --plots`).
-pub fn write_figures(dir: &Path, inputs: &Inputs, scope: Scope) -> Result<Vec<Figure>, Error> {
+/// The figures of `scope` as PNG and SVG files in the folder output `dir` of `command`
+/// (`analyze --plots`, `compare --plots`; `read`: what the run reads, for the output rule).
+pub fn write_figures(
+    dir: &Path,
+    command: &str,
+    read: &credit_output::Inputs,
+    inputs: &Inputs,
+    scope: Scope,
+) -> Result<Vec<Figure>, Error> {
+    let out = OutputDir::open(dir, command, read, Commit::Whole)?;
     let figures = figures(inputs, scope, Some(dir))?;
     write_svgs(dir, &figures)?;
+    out.finish(Stale::Remove)?;
     Ok(figures)
 }
 

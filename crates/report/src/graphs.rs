@@ -14,6 +14,7 @@ use std::io::Write as _;
 use std::path::{Path, PathBuf};
 
 /// Which groups to draw.
+#[derive(Clone)]
 pub enum Choice {
     Named(String),
     All,
@@ -198,6 +199,44 @@ pub struct Drawing {
     pub picked: Vec<Picked>,
     pub first_ids: Vec<String>,
 }
+
+impl Drawing {
+    /// The error of a named group (`choice`) the logs lack, naming the first groups they have.
+    pub fn missing(&self, choice: &Choice) -> Option<String> {
+        match choice {
+            Choice::Named(id) if self.written.is_empty() => Some(format!(
+                "no group `{}` in the logs (groups include: {})",
+                abridge(id, 80),
+                self.first_ids.join(", ")
+            )),
+            _ => None,
+        }
+    }
+
+    /// `credit graph --format json`'s object (`note`: the run's note, if any).
+    pub fn json(&self, note: Option<&str>) -> serde_json::Value {
+        serde_json::json!({ "written": self.written, "picked": self.picked, "note": note })
+    }
+
+    /// What `credit graph` prints: why each group was picked, then the files written.
+    pub fn text(&self) -> String {
+        let picked = self.picked.iter().map(|p| {
+            let iteration = p
+                .iteration
+                .map_or(String::new(), |i| format!(" (iteration {i})"));
+            format!("group {}{iteration}: {}\n", abridge(&p.group, 60), p.why)
+        });
+        let written = self
+            .written
+            .iter()
+            .map(|path| format!("wrote {}\n", path.display()));
+        picked.chain(written).collect()
+    }
+}
+
+/// The note of a drawing without Graphviz `dot`.
+pub const DOT_MISSING: &str =
+    "Graphviz `dot` is not installed: wrote DOT files only (install graphviz for SVG and PNG)";
 
 /// A group `--top` picked.
 #[derive(serde::Serialize)]

@@ -7,11 +7,13 @@
 //! results out as a [`doc::Doc`] and [`render`] writes it as HTML, Markdown or terminal text.
 
 pub mod check;
+pub mod compared;
 pub mod doc;
 pub mod dot;
 pub mod explorer;
 pub mod figures;
 pub mod folder;
+pub mod follow;
 pub mod graphs;
 pub mod palette;
 pub mod plots;
@@ -61,6 +63,21 @@ pub struct Inputs<'a> {
     pub trends: Option<&'a trends::Trends>,
     /// Every method scored against `--against`'s reference, when given.
     pub against: Option<&'a credit_core::analyses::against::Against>,
+}
+
+impl<'a> Inputs<'a> {
+    /// The inputs of `analyze --plots`: the summary alone.
+    pub fn summary(summary: &'a Summary, run: RunInfo) -> Inputs<'a> {
+        Inputs {
+            summary,
+            comparison: None,
+            advantages: &[],
+            proxmo: None,
+            run,
+            trends: None,
+            against: None,
+        }
+    }
 }
 
 /// What a run computed with: `summary.json`'s and `compare --format json`'s `metadata`, the

@@ -309,6 +309,40 @@ pub struct Written {
     pub graphs: Option<bool>,
 }
 
+impl Written {
+    /// `credit report --format json`'s object for the report in `out`.
+    pub fn json(&self, out: &Path) -> serde_json::Value {
+        serde_json::json!({
+            "out": out,
+            "files": ["report.html", "report.md", "summary.json", "figures/"],
+            "figures": self.figures,
+            "checks": self.outcome,
+        })
+    }
+
+    /// What `credit report` prints of the report in `out`: the files written, then the checks
+    /// (with the baseline's column when `baseline`).
+    pub fn text(&self, out: &Path, baseline: bool) -> String {
+        let mut text = format!(
+            "wrote {}, {}, {} and {} figures\n",
+            out.join("report.html").display(),
+            out.join("report.md").display(),
+            out.join("summary.json").display(),
+            self.figures
+        );
+        if let Some(o) = &self.outcome {
+            let checks = crate::sections::report::checks(o, baseline);
+            text.push_str(&crate::render::text::section(&checks));
+        }
+        text
+    }
+
+    /// The note of a report whose explorer has no state graphs for want of Graphviz.
+    pub fn note(&self) -> Option<&'static str> {
+        (self.graphs == Some(false)).then_some("Graphviz `dot` is not installed: the explorer shows no state graphs (install graphviz)")
+    }
+}
+
 /// Reads the logs once for a report of `run`'s methods.
 pub fn gather<E: From<credit_core::Error> + Send>(
     run: &RunPlan,

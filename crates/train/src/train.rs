@@ -110,6 +110,19 @@ pub struct Summary {
     pub tokens_per_s: f64,
 }
 
+impl StepMetrics {
+    /// A step on a progress bar: `loss 0.1234 · kl 0.0012 · clip 0.050 · 812 tok/s`.
+    pub fn progress(&self) -> String {
+        format!(
+            "loss {:.4} · kl {} · clip {:.3} · {:.0} tok/s",
+            self.loss,
+            self.kl.map_or("-".into(), |k| format!("{k:.4}")),
+            self.clip_frac,
+            self.tokens_per_s
+        )
+    }
+}
+
 /// What a run whose update was skipped on some steps prints.
 pub fn skipped_note(summary: &Summary) -> String {
     format!(

@@ -1621,7 +1621,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join(name);
         std::fs::write(&path, text).unwrap();
-        let mut inputs = super::super::files::collect(&[path.clone()], &mut Vec::new())?;
+        let mut inputs =
+            super::super::files::collect(std::slice::from_ref(&path), &mut Vec::new())?;
         let input = inputs.remove(0);
         let super::super::files::Format::Jsonl(compression) = input.format else {
             panic!("not JSONL: {name}");

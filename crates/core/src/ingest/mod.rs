@@ -168,6 +168,26 @@ impl IngestReport {
         self.skipped.values().sum()
     }
 
+    /// What `--lenient` skipped, as the warning a command prints (its first line) and the first
+    /// skipped rows' messages; empty when nothing was skipped.
+    pub fn skipped_warning(&self) -> Vec<String> {
+        let skipped = self.skipped_total();
+        if skipped == 0 {
+            return Vec::new();
+        }
+        let reasons: Vec<String> = self
+            .skipped
+            .iter()
+            .map(|(r, n)| format!("{n} {}", r.as_str()))
+            .collect();
+        let mut lines = vec![format!(
+            "warning: --lenient skipped {skipped} row(s): {}",
+            reasons.join(", ")
+        )];
+        lines.extend(self.skipped_examples.iter().map(|e| format!("  {e}")));
+        lines
+    }
+
     /// Adds what a read of more logs saw (`credit watch` reads a run file by file).
     pub fn merge(&mut self, other: IngestReport) {
         self.files.extend(other.files);

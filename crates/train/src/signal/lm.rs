@@ -325,6 +325,10 @@ impl StepModel for BackboneProgress {
         self.config.readout
     }
 
+    fn save(&self, dir: &Path) -> Result<()> {
+        BackboneProgress::save(self, dir)
+    }
+
     fn predict(&self, steps: &[StepText]) -> Result<Vec<f64>> {
         if steps.is_empty() {
             return Ok(Vec::new());

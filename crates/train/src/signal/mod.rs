@@ -41,3 +41,38 @@ pub fn load_step_model(dir: &Path, device: DeviceKind) -> Result<Box<dyn StepMod
         _ => Ok(Box::new(ngram::ProgressModel::load(dir)?)),
     }
 }
+
+/// The estimator a run trains, with its options: the small model or one on an LM backbone.
+pub enum Estimator {
+    Small(ngram::ProgressTrain),
+    Backbone(lm::BackboneTrain),
+}
+
+impl Estimator {
+    /// The options' own checks (before the logs are read, which can take a while).
+    pub fn check(&self) -> Result<()> {
+        match self {
+            Estimator::Small(opts) => opts.check(),
+            Estimator::Backbone(opts) => opts.check(),
+        }
+    }
+
+    /// Trains on `trajs` ([`ngram::train_progress`], [`lm::train_backbone_progress`]);
+    /// `progress` is told the passes made.
+    pub fn train(
+        &self,
+        trajs: &[Trajectory],
+        progress: &mut dyn FnMut(Passes),
+    ) -> Result<(Box<dyn StepModel>, ProgressReport)> {
+        Ok(match self {
+            Estimator::Small(opts) => {
+                let (model, report) = ngram::train_progress(trajs, opts, progress)?;
+                (Box::new(model), report)
+            }
+            Estimator::Backbone(opts) => {
+                let (model, report) = lm::train_backbone_progress(trajs, opts, progress)?;
+                (Box::new(model), report)
+            }
+        })
+    }
+}

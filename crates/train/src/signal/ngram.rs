@@ -427,6 +427,10 @@ impl StepModel for ProgressModel {
         self.config.readout
     }
 
+    fn save(&self, dir: &Path) -> Result<()> {
+        ProgressModel::save(self, dir)
+    }
+
     fn predict(&self, steps: &[StepText]) -> Result<Vec<f64>> {
         ProgressModel::predict(self, steps)
     }

@@ -7,6 +7,7 @@ use fnv::FnvHasher;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::hash::Hasher;
+use std::path::Path;
 
 /// Both kinds save their settings here, with a `model_type` that tells them apart.
 pub const CONFIG: &str = "config.json";
@@ -69,6 +70,43 @@ pub struct ProgressReport {
     /// did not ask (its activations would not fit); `None` otherwise.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub checkpointing: Option<String>,
+}
+
+impl ProgressReport {
+    /// What a run says of `what` it trained (`the progress estimator`), a line each: the loss,
+    /// the held-out calibration, the held-out step order.
+    pub fn text(&self, what: &str) -> String {
+        let fmt = |v: Option<f64>| v.map_or("-".to_string(), |v| format!("{v:.4}"));
+        let mut lines = vec![
+            format!(
+                "trained {what} (readout: {}) on {} trajectories, {} epochs, in {:.1}s",
+                self.readout.label(),
+                self.trajectories,
+                self.epoch_loss.len(),
+                self.seconds
+            ),
+            format!(
+                "train loss {} → {}",
+                fmt(self.epoch_loss.first().copied()),
+                fmt(self.epoch_loss.last().copied())
+            ),
+        ];
+        lines.push(match &self.heldout {
+            Some(h) => format!(
+                "held out ({}-fold by {}, {} trajectories): MSE(R̂, R) {:.4} · constant (train mean R) {:.4} · MAE {:.4} · acc@0.1 {:.3} · Pearson r {}",
+                h.folds, h.split_by, h.trajectories, h.mse, h.constant_mse, h.mae, h.acc_at_0_1,
+                fmt(h.pearson)
+            ),
+            None => "held out: - (fewer than two folds)".to_string(),
+        });
+        if let Some(order) = self.heldout.as_ref().and_then(|h| h.step_order.as_ref()) {
+            lines.push(format!(
+                "held-out step order: ĉ_t ranks {:.3} of {} step pairs of different logged reward as the rewards do (0.5 = chance)",
+                order.agreement, order.pairs
+            ));
+        }
+        lines.join("\n")
+    }
 }
 
 /// Σ readouts (R̂) against R on trajectories each predicted by a model that never saw their task.
@@ -172,6 +210,8 @@ pub trait StepModel: Send + Sync {
     /// The value after every step of a trajectory (ĉ_t; for a segment-end model, r̂_i where step
     /// t ends segment i and meaningless elsewhere). Empty in, empty out.
     fn predict(&self, steps: &[StepText]) -> Result<Vec<f64>>;
+    /// Writes the model's folder (created if missing), each file whole or not at all.
+    fn save(&self, dir: &Path) -> Result<()>;
 }
 
 /// The trajectories a model learns from: those with a readout step and a finite return.
