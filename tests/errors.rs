@@ -293,6 +293,58 @@ fn unknown_method_and_parameter_are_errors() {
     assert!(std::fs::read_dir(run.dir.path()).unwrap().next().is_none());
 }
 
+/// A misspelt `--set` key or method is answered with the closest name.
+#[test]
+fn unknown_names_suggest_the_closest() {
+    let run = Run::new();
+    let input = fixture("real/textworld.jsonl");
+    let input = input.to_str().unwrap();
+    let out = run.credit(["analyze", input, "--set", "gigpo.gama=0.9"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).trim_end().ends_with(
+            "unknown parameter `gigpo.gama` (known: eps, gamma, invalid_penalty, mode, omega, penalty_mode, similarity, stats_over, std_ddof); did you mean `gigpo.gamma`?"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    let out = run.credit(["compare", input, "--methods", "grpo,gipgo"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).trim_end().ends_with("`all` or `verl`); did you mean `gigpo`?"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// A log lacking several required columns: one error names them all, the columns the log has,
+/// and a `--schema` file mapping the closest; a mapping written the other way round is said so.
+#[test]
+fn missing_columns_are_named_at_once_with_a_schema_to_map_them() {
+    let run = Run::new();
+    let input = fixture("formats/textworld.renamed.jsonl");
+    let input = input.to_str().unwrap();
+    let out = run.credit(["analyze", input]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    for expected in [
+        "textworld.renamed.jsonl:1 (group_id): missing required columns `group_id` (or uid, group, task_uid, index), `traj_id` (or traj_uid, traj_index, episode_id, trajectory_id), `step` (or step_idx, step_id, turn, t), `reward` (or rewards, step_reward, r); the columns present: ",
+        "task_group, turn_index",
+        "map other names onto them with `--schema map.toml`, e.g. (the closest names: check them):\n    task_group = \"group_id\"\n",
+        "\n    turn_index = \"step\"\n    env_reward = \"reward\"\n",
+    ] {
+        assert!(err.contains(expected), "{expected}\n{err}");
+    }
+    std::fs::write(run.path("map.toml"), "group_id = \"task_group\"\n").unwrap();
+    let out = run.credit(["analyze", input, "--schema", "map.toml"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("column mapping `group_id = \"task_group\"` is reversed: a pair is the log's column, then credit's (write `task_group = \"group_id\"`)"),
+        "{}",
+        stderr(&out)
+    );
+}
+
 #[test]
 fn a_column_mapping_settles_disagreeing_columns() {
     // `rewards = "reward"` makes `rewards` the step reward: `reward` is then not read, so its

@@ -418,8 +418,9 @@ impl Method {
         }
         Err(Error::Param(verl_registry::refusal(name).unwrap_or_else(
             || {
+                let hint = crate::sequence_matcher::did_you_mean(name, known(), "");
                 format!(
-                    "unknown method `{name}` (expected one of {}, `all` or `verl`)",
+                    "unknown method `{name}` (expected one of {}, `all` or `verl`){hint}",
                     known_list()
                 )
             },

@@ -74,13 +74,11 @@ pub(super) fn set_field<P: Serialize + DeserializeOwned>(
         unreachable!("params serialise to objects")
     };
     let Some(current) = map.get(key) else {
-        let keys: Vec<&String> = map.keys().collect();
+        let keys: Vec<&str> = map.keys().map(String::as_str).collect();
+        let hint = crate::sequence_matcher::did_you_mean(key, keys.iter().copied(), &format!("{label}."));
         return Err(Error::Param(format!(
-            "unknown parameter `{label}.{key}` (known: {})",
-            keys.iter()
-                .map(|k| k.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
+            "unknown parameter `{label}.{key}` (known: {}){hint}",
+            keys.join(", ")
         )));
     };
     let bad = |what: &str| Error::Param(format!("`{label}.{key}={value}`: expected {what}"));
