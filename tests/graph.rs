@@ -74,13 +74,22 @@ fn sokoban_nodes_show_their_boards_once_and_loops_apart() {
         text.contains("every state's text: open with “Here is the current board layout:” and end with “Enter your move.” (left out of the nodes)"),
         "{text}"
     );
-    let nodes: Vec<&str> = text.lines().filter(|l| l.contains(", label=\"d=")).collect();
+    let nodes: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("shape=box") && l.contains(", label=\"d="))
+        .collect();
     assert!(nodes.len() > 10);
     for node in &nodes {
         let label = &node[node.find("label=").unwrap()..node.find("tooltip=").unwrap()];
-        assert!(!label.contains("Here is the current") && !label.contains("Enter your move"), "{node}");
+        assert!(
+            !label.contains("Here is the current") && !label.contains("Enter your move"),
+            "{node}"
+        );
         // The tooltip keeps the whole observation.
-        assert!(node.contains("tooltip=\"Here is the current board layout:"), "{node}");
+        assert!(
+            node.contains("tooltip=\"Here is the current board layout:"),
+            "{node}"
+        );
     }
     assert!(text.contains("label=\"d=∞ (no path)\\n"));
     // GraphGPO's d_max + 1 for it is 9 in this group: not what the label says.
@@ -156,7 +165,7 @@ fn top_picks_telling_groups_first_and_says_why() {
     // A board is drawn as a board: one left-justified line per row of the observation.
     let dot = std::fs::read_to_string(run.path("g/group-sokoban-easy-seed5.dot")).unwrap();
     assert!(
-        dot.contains("Here is the current board layout:\\l# # # # # #\\l"),
+        dot.contains("label=\"d=5\\n# # # # # #\\l# _ O _ _ #\\l"),
         "{}",
         &dot[..dot.len().min(2000)]
     );

@@ -66,7 +66,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         graphs::draw(run, choice, &args.out, dot_available, progress)
     })?
     .value;
-    out.finish(Stale::Keep)?;
+    // Said before the folder is finished: a run that drew nothing leaves no folder it created.
     if let (Some(id), true) = (&args.group, drawing.written.is_empty()) {
         bail!(
             "no group `{}` in the logs (groups include: {})",
@@ -74,6 +74,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
             drawing.first_ids.join(", ")
         );
     }
+    out.finish(Stale::Keep)?;
     let note = (!dot_available).then_some(
         "Graphviz `dot` is not installed: wrote DOT files only (install graphviz for SVG and PNG)",
     );
