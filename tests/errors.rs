@@ -311,7 +311,9 @@ fn unknown_names_suggest_the_closest() {
     let out = run.credit(["compare", input, "--methods", "grpo,gipgo"]);
     assert_eq!(out.status.code(), Some(2));
     assert!(
-        stderr(&out).trim_end().ends_with("`all` or `verl`); did you mean `gigpo`?"),
+        stderr(&out)
+            .trim_end()
+            .ends_with("`all` or `verl`); did you mean `gigpo`?"),
         "{}",
         stderr(&out)
     );

@@ -581,7 +581,7 @@ fn lenient_skips_are_said_and_kept_in_the_notes() {
     let err = stderr(&output);
     assert_eq!(output.status.code(), Some(0), "{err}");
     let note = format!(
-        "--lenient skipped 1 row(s): 1 malformed JSON (the first: logs/1.jsonl:{}:",
+        "--lenient skipped 1 row: 1 malformed JSON (the first: logs/1.jsonl:{}:",
         rows(&one) + 1
     );
     assert!(err.contains(&format!("note: {note}")), "{err}");

@@ -147,7 +147,8 @@ fn warn_skips(report: &IngestReport) {
             .map(|(r, n)| format!("{n} {}", r.as_str()))
             .collect();
         eprintln!(
-            "warning: --lenient skipped {skipped} row(s): {}",
+            "warning: --lenient skipped {}: {}",
+            credit_core::wording::plural(skipped as usize, "row"),
             reasons.join(", ")
         );
         for example in &report.skipped_examples {

@@ -762,7 +762,10 @@ mod tests {
         let none = Banner::default();
         // Line 3 is the first with ≥ 3 words of letters ("you", "see", "mug"); from there on the
         // lines are kept as they are.
-        assert_eq!(g.label(&b, first, &none, 4, 100), ["you see a  mug", "here"]);
+        assert_eq!(
+            g.label(&b, first, &none, 4, 100),
+            ["you see a  mug", "here"]
+        );
         // The first 10 characters, then an ellipsis.
         assert_eq!(g.label(&b, second, &none, 4, 10), ["you are in…"]);
         assert_eq!(g.label(&b, fail, &none, 4, 10), ["FAIL"]);
@@ -796,7 +799,9 @@ mod tests {
     #[test]
     fn the_groups_banner_is_left_out_of_its_labels() {
         let board = |row: &str| {
-            format!("Here is the current board layout:\n# # # #\n{row}\n# # # #\n\nEnter your move.")
+            format!(
+                "Here is the current board layout:\n# # # #\n{row}\n# # # #\n\nEnter your move."
+            )
         };
         let (a, b_) = (board("# P X #"), board("# X P #"));
         let rows: [Row; 2] = [

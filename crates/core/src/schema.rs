@@ -409,9 +409,8 @@ fn closest_columns<'a>(fields: &[&Field], names: &[&'a str]) -> Vec<Option<&'a s
         .copied()
         .filter(|n| FIELDS.iter().all(|f| !f.sources.contains(n)))
         .collect();
-    let field_words = |field: &Field| -> Vec<String> {
-        field.sources.iter().flat_map(|s| words(s)).collect()
-    };
+    let field_words =
+        |field: &Field| -> Vec<String> { field.sources.iter().flat_map(|s| words(s)).collect() };
     let mut pairs: Vec<(f64, usize, usize)> = Vec::new();
     for (f, field) in fields.iter().enumerate() {
         let others: Vec<String> = fields
@@ -423,9 +422,16 @@ fn closest_columns<'a>(fields: &[&Field], names: &[&'a str]) -> Vec<Option<&'a s
             .into_iter()
             .filter(|w| !others.contains(w))
             .collect();
-        let matchers: Vec<Matcher> = field.sources.iter().map(|s| Matcher::new(Text::new(s))).collect();
+        let matchers: Vec<Matcher> = field
+            .sources
+            .iter()
+            .map(|s| Matcher::new(Text::new(s)))
+            .collect();
         for (c, column) in free.iter().enumerate() {
-            let shared = words(column).iter().filter(|w| accepted.contains(w)).count();
+            let shared = words(column)
+                .iter()
+                .filter(|w| accepted.contains(w))
+                .count();
             let text = Text::new(column);
             let ratio = matchers.iter().map(|m| m.ratio(&text)).fold(0.0, f64::max);
             if shared > 0 || ratio >= 0.85 {
@@ -760,7 +766,8 @@ impl ColumnMap {
             .origins
             .get(source)
             .map_or(String::new(), |o| format!("{o}: "));
-        let hint = crate::sequence_matcher::did_you_mean(source, seen.iter().map(|s| s.as_str()), "");
+        let hint =
+            crate::sequence_matcher::did_you_mean(source, seen.iter().map(|s| s.as_str()), "");
         let mut names: Vec<&str> = seen
             .iter()
             .map(|s| s.as_str())

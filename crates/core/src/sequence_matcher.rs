@@ -24,8 +24,14 @@ pub fn closest<'a>(name: &str, names: impl IntoIterator<Item = &'a str>) -> Opti
 
 /// `; did you mean `<prefix><closest>`?`, the hint that ends such a message, or nothing when no
 /// name is close ([`closest`]).
-pub fn did_you_mean<'a>(name: &str, names: impl IntoIterator<Item = &'a str>, prefix: &str) -> String {
-    closest(name, names).map_or(String::new(), |near| format!("; did you mean `{prefix}{near}`?"))
+pub fn did_you_mean<'a>(
+    name: &str,
+    names: impl IntoIterator<Item = &'a str>,
+    prefix: &str,
+) -> String {
+    closest(name, names).map_or(String::new(), |near| {
+        format!("; did you mean `{prefix}{near}`?")
+    })
 }
 
 /// A text as difflib sees it: its code points, and where each distinct one occurs.

@@ -4,6 +4,7 @@
 
 use crate::Error;
 use credit_core::graph::{Banner, GroupGraph, NodeKind};
+use credit_core::wording::{plural, signed};
 use credit_core::StepBatch;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -183,15 +184,18 @@ pub fn to_dot(
         if !banner.tail.is_empty() {
             parts.push(format!("end with “{}”", said(&banner.tail)));
         }
-        format!("\\nevery state's text: {} (left out of the nodes)", parts.join(" and "))
+        format!(
+            "\\nevery state's text: {} (left out of the nodes)",
+            parts.join(" and ")
+        )
     };
     let _ = writeln!(
         o,
-        "  label=\"group {} — {} trajectories ({} successful), {} steps; edges: mean adv_{} per (state, action, next state){shared}\";",
+        "  label=\"group {} — {} ({} successful), {}; edges: mean adv_{} per (state, action, next state){shared}\";",
         quoted(&group.id, TITLE_ID_CHARS),
-        group.trajs.len(),
+        plural(group.trajs.len(), "trajectory"),
         successes,
-        group.n_rows,
+        plural(group.n_rows as usize, "step"),
         method
     );
     let _ = writeln!(
@@ -239,9 +243,9 @@ pub fn to_dot(
             String::new()
         };
         format!(
-            "{}{times} ({:+.3})",
+            "{}{times} ({})",
             quoted(action, EDGE_LABEL_CHARS),
-            sum / count as f64
+            signed(sum / count as f64, 3)
         )
     };
     let edge = |o: &mut String, s: usize, t: usize, sum: f64, count: usize, label: &str| {
@@ -281,9 +285,9 @@ pub fn to_dot(
         .iter()
         .map(|t| {
             format!(
-                "<td bgcolor=\"{}\" width=\"60\">{:+.3}</td>",
+                "<td bgcolor=\"{}\" width=\"60\">{}</td>",
                 crate::palette::hex(*t),
-                t * scale
+                signed(t * scale, 3)
             )
         })
         .collect();
