@@ -4,11 +4,13 @@
 
 pub mod analyze;
 pub mod compare;
+pub mod methods;
 pub mod report;
 pub mod trainer;
 
 pub use analyze::analyze;
 pub use compare::compare;
+pub use methods::methods;
 pub use report::report;
 
 pub use credit_core::wording::num;
