@@ -102,15 +102,14 @@ pub(crate) fn committing() -> std::sync::MutexGuard<'static, ()> {
 }
 
 /// Deletes every temporary file of this run (when it is interrupted), once a folder output being
-/// committed is whole, then the folder outputs the run created and wrote nothing into.
-pub fn remove_temporaries() {
+/// committed is whole.
+pub(crate) fn remove_temporaries() {
     let _committed = committing();
     if let Ok(list) = TEMPORARIES.lock() {
         for path in list.iter() {
             let _ = std::fs::remove_file(path);
         }
     }
-    crate::folder::abandon_open();
 }
 
 /// This machine's tag (8 hex digits): a hash of the kernel's boot id and this process's pid
