@@ -474,9 +474,7 @@ fn no_logs_named_outside_a_project_says_how_to_name_them() {
 fn counts_read_as_words_and_a_long_run_stays_a_screen() {
     let run = Run::new();
     let out = run.credit(["analyze", fixture("real/textworld.jsonl").to_str().unwrap()]);
-    assert!(stdout(&out).starts_with(
-        "1 file, 404 rows, 3 groups, 24 trajectories\ncolumns: "
-    ));
+    assert!(stdout(&out).starts_with("1 file, 404 rows, 3 groups, 24 trajectories\ncolumns: "));
     assert!(stdout(&out).contains("; 0 groups with a single rollout\n"));
     let mut log = String::new();
     for iteration in 0..300 {
@@ -494,8 +492,14 @@ fn counts_read_as_words_and_a_long_run_stays_a_screen() {
     let out = run.credit(["analyze", "long.jsonl"]);
     assert!(out.status.success(), "{}", stderr(&out));
     let text = stdout(&out);
-    assert!(text.starts_with("1 file, 1200 rows, 300 iterations, 300 groups, 600 trajectories\n"), "{text}");
-    assert!(text.contains("… 290 more iterations (all of them: --format json)"), "{text}");
+    assert!(
+        text.starts_with("1 file, 1200 rows, 300 iterations, 300 groups, 600 trajectories\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("… 290 more iterations (all of them: --format json)"),
+        "{text}"
+    );
     assert!(!text.contains("\n    150 "), "{text}");
     assert!(text.lines().count() < 60, "{text}");
 }

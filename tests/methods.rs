@@ -34,10 +34,17 @@ fn every_method_is_listed_and_json_has_them_all() {
         .iter()
         .map(|m| m["name"].as_str().unwrap())
         .collect();
-    for name in ["grpo", "drgrpo", "gigpo", "mgr", "spa", "hisr", "oracle", "gae", "opo"] {
+    for name in [
+        "grpo", "drgrpo", "gigpo", "mgr", "spa", "hisr", "oracle", "gae", "opo",
+    ] {
         assert!(names.contains(&name), "{name}: {names:?}");
     }
-    let mgr = list.as_array().unwrap().iter().find(|m| m["name"] == "mgr").unwrap();
+    let mgr = list
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|m| m["name"] == "mgr")
+        .unwrap();
     let gate = mgr["settings"]
         .as_array()
         .unwrap()
@@ -45,11 +52,20 @@ fn every_method_is_listed_and_json_has_them_all() {
         .find(|s| s["key"] == "mgr.gate")
         .unwrap();
     assert_eq!(gate["kind"], "choice");
-    assert!(gate["values"].as_array().unwrap().contains(&"sample".into()));
+    assert!(gate["values"]
+        .as_array()
+        .unwrap()
+        .contains(&"sample".into()));
     let text = stdout(&run.credit(["methods"]));
-    assert!(text.contains("\ngae\n") && text.contains("verl's registry: runs with `--methods verl`"));
+    assert!(
+        text.contains("\ngae\n") && text.contains("verl's registry: runs with `--methods verl`")
+    );
     // An unknown name: the error `--methods` gives, with the closest.
     let out = run.credit(["methods", "gipgo"]);
     assert_eq!(out.status.code(), Some(2));
-    assert!(stderr(&out).trim_end().ends_with("did you mean `gigpo`?"), "{}", stderr(&out));
+    assert!(
+        stderr(&out).trim_end().ends_with("did you mean `gigpo`?"),
+        "{}",
+        stderr(&out)
+    );
 }

@@ -173,29 +173,14 @@ pub fn to_dot(
     let _ = writeln!(o, "  rankdir=TB; nodesep=0.25; ranksep=0.45; fontname=\"DejaVu Sans\"; fontsize=14; labelloc=t;");
     // The lines every state shares are said once, in the title, instead of in every node.
     let banner = graph.banner(batch);
-    let shared = if banner.is_empty() {
-        String::new()
-    } else {
-        let said = |lines: &[String]| quoted(&lines.join(" "), BANNER_CHARS);
-        let mut parts = Vec::new();
-        if !banner.head.is_empty() {
-            parts.push(format!("open with “{}”", said(&banner.head)));
-        }
-        if !banner.tail.is_empty() {
-            parts.push(format!("end with “{}”", said(&banner.tail)));
-        }
-        format!(
-            "\\nevery state's text: {} (left out of the nodes)",
-            parts.join(" and ")
-        )
-    };
+    let shared = banner_text(&banner);
     let _ = writeln!(
         o,
         "  label=\"group {} — {} ({} successful), {}; edges: mean adv_{} per (state, action, next state){shared}\";",
         quoted(&group.id, TITLE_ID_CHARS),
         plural(group.trajs.len(), "trajectory"),
         successes,
-        plural(group.n_rows as usize, "step"),
+        plural(group.n_rows, "step"),
         method
     );
     let _ = writeln!(
@@ -236,6 +221,48 @@ pub fn to_dot(
             lines(&Banner::default(), NODE_TOOLTIP_LINES, NODE_TOOLTIP_CHARS, "\\n"),
         );
     }
+    write_edges(&mut o, &edges, scale);
+    // Legend: the colour scale from −max to +max, as one table.
+    let cells: String = [-1.0, -0.5, 0.0, 0.5, 1.0]
+        .iter()
+        .map(|t| {
+            format!(
+                "<td bgcolor=\"{}\" width=\"60\">{}</td>",
+                crate::palette::hex(*t),
+                signed(t * scale, 3)
+            )
+        })
+        .collect();
+    let _ = writeln!(
+        o,
+        "  legend [shape=plaintext, label=<<table border=\"0\" cellborder=\"1\" cellspacing=\"0\" cellpadding=\"4\"><tr><td colspan=\"5\">edge colour: mean adv_{method}; d = distance to success</td></tr><tr>{cells}</tr></table>>];"
+    );
+    let _ = writeln!(o, "}}");
+    o
+}
+
+/// The graph title's line for the text every state shares ([`GroupGraph::banner`]), if any.
+fn banner_text(banner: &Banner) -> String {
+    if banner.is_empty() {
+        return String::new();
+    }
+    let said = |lines: &[String]| quoted(&lines.join(" "), BANNER_CHARS);
+    let mut parts = Vec::new();
+    if !banner.head.is_empty() {
+        parts.push(format!("open with “{}”", said(&banner.head)));
+    }
+    if !banner.tail.is_empty() {
+        parts.push(format!("end with “{}”", said(&banner.tail)));
+    }
+    format!(
+        "\\nevery state's text: {} (left out of the nodes)",
+        parts.join(" and ")
+    )
+}
+
+/// The distinct (s, a, s′) edges with their occurrences' summed advantage and count, coloured
+/// on `scale` (the largest |mean|).
+fn write_edges(o: &mut String, edges: &BTreeMap<(usize, String, usize), (f64, usize)>, scale: f64) {
     let said = |action: &str, sum: f64, count: usize| {
         let times = if count > 1 {
             format!(" ×{count}")
@@ -261,11 +288,11 @@ pub fn to_dot(
     // Graphviz sets the labels of a node's loops side by side, over each other: a node's loops
     // are drawn as one, its actions a line each, coloured by their mean.
     let mut loops: BTreeMap<usize, Vec<(&str, f64, usize)>> = BTreeMap::new();
-    for ((s, action, t), (sum, count)) in &edges {
+    for ((s, action, t), (sum, count)) in edges {
         if s == t {
             loops.entry(*s).or_default().push((action, *sum, *count));
         } else {
-            edge(&mut o, *s, *t, *sum, *count, &said(action, *sum, *count));
+            edge(o, *s, *t, *sum, *count, &said(action, *sum, *count));
         }
     }
     for (node, actions) in &loops {
@@ -278,25 +305,8 @@ pub fn to_dot(
                 .map(|(action, sum, count)| said(action, *sum, *count) + "\\l")
                 .collect(),
         };
-        edge(&mut o, *node, *node, sum, count, &label);
+        edge(o, *node, *node, sum, count, &label);
     }
-    // Legend: the colour scale from −max to +max, as one table.
-    let cells: String = [-1.0, -0.5, 0.0, 0.5, 1.0]
-        .iter()
-        .map(|t| {
-            format!(
-                "<td bgcolor=\"{}\" width=\"60\">{}</td>",
-                crate::palette::hex(*t),
-                signed(t * scale, 3)
-            )
-        })
-        .collect();
-    let _ = writeln!(
-        o,
-        "  legend [shape=plaintext, label=<<table border=\"0\" cellborder=\"1\" cellspacing=\"0\" cellpadding=\"4\"><tr><td colspan=\"5\">edge colour: mean adv_{method}; d = distance to success</td></tr><tr>{cells}</tr></table>>];"
-    );
-    let _ = writeln!(o, "}}");
-    o
 }
 
 #[cfg(test)]

@@ -627,8 +627,8 @@ impl SummaryBuilder {
         if rollouts_per_group.single_rollout_groups > 0 {
             diagnostics.push(format!(
                 "{} {} a single rollout: group-relative methods give them μ = 0, σ = 1 (raw rewards); check `group_id`",
-                plural(rollouts_per_group.single_rollout_groups as usize, "group"),
-                agree(rollouts_per_group.single_rollout_groups as usize, "has", "have")
+                plural(rollouts_per_group.single_rollout_groups, "group"),
+                agree(rollouts_per_group.single_rollout_groups, "has", "have")
             ));
         }
         let segments = match self.segment_error {

@@ -213,7 +213,7 @@ pub fn advantages(batch: &StepBatch, params: &Params) -> Result<Advantages> {
     } else if empty_fits > 0 {
         out.notes.push(format!(
             "proxmo: {} had an empty vocabulary (observations with only one-character tokens); A^S = 0 for their rows, as the reference code does",
-            crate::wording::plural(empty_fits as usize, "TF-IDF fit")
+            crate::wording::plural(empty_fits, "TF-IDF fit")
         ));
     }
     Ok(out)

@@ -93,15 +93,15 @@ fn rates(rates: &[Rate], unit: &str, by_iteration: bool) -> Block<'static> {
 /// Counts, the columns read under other names (and each field logged under several), group sizes.
 fn overview(s: &Summary) -> Section<'static> {
     let mut section = Section::untitled("overview");
-    let iterations = s.iterations.map_or(String::new(), |i| {
-        format!(", {}", plural(i as usize, "iteration"))
-    });
+    let iterations = s
+        .iterations
+        .map_or(String::new(), |i| format!(", {}", plural(i, "iteration")));
     section.push(Block::Paragraph(Text::plain(format!(
         "{}, {}{iterations}, {}, {}",
-        plural(s.files as usize, "file"),
-        plural(s.rows as usize, "row"),
-        plural(s.groups as usize, "group"),
-        plural(s.trajectories as usize, "trajectory")
+        plural(s.files, "file"),
+        plural(s.rows, "row"),
+        plural(s.groups, "group"),
+        plural(s.trajectories, "trajectory")
     ))));
     let renamed: Vec<String> = s
         .columns
@@ -122,7 +122,7 @@ fn overview(s: &Summary) -> Section<'static> {
         r.min,
         r.mean,
         r.max,
-        plural(r.single_rollout_groups as usize, "group")
+        plural(r.single_rollout_groups, "group")
     ))));
     section
 }

@@ -69,10 +69,10 @@ fn lead<'a>(inputs: &Inputs, explorer: Option<&Explorer>) -> Section<'a> {
     section.push(Block::Paragraph(
         Text::plain(format!(
             "{}, {}, {}, {}. Preset ",
-            plural(s.files as usize, "file"),
-            plural(s.rows as usize, "row"),
-            plural(s.groups as usize, "group"),
-            plural(s.trajectories as usize, "trajectory")
+            plural(s.files, "file"),
+            plural(s.rows, "row"),
+            plural(s.groups, "group"),
+            plural(s.trajectories, "trajectory")
         ))
         .and_code(inputs.run.preset.to_string())
         .and(format!("; methods: {}.", methods.join(", "))),
@@ -171,7 +171,7 @@ fn logs<'a>(inputs: &Inputs, baseline: Option<&serde_json::Value>) -> Section<'a
         r.min,
         r.max,
         r.mean,
-        plural(r.single_rollout_groups as usize, "group"),
+        plural(r.single_rollout_groups, "group"),
         plural(s.padding_duplicates as usize, "padding duplicate row")
     ))));
     section.blocks.extend(super::diagnostics(s, "Worth a look"));
