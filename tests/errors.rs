@@ -1369,3 +1369,52 @@ fn narrow_integer_parquet_columns_are_read_as_numbers() {
     assert_eq!(read["rows"], 5, "{read}");
     assert_eq!(read, analyze("same.jsonl"));
 }
+
+/// An interrupted run removes the output folder it created when nothing was written there yet,
+/// and says so: `credit graph` is stopped by SIGINT while it reads (the reader paused after its
+/// first chunk, `CREDIT_TEST_PAUSE_READER`), after it opened `g/`.
+#[cfg(unix)]
+#[test]
+fn an_interrupted_run_removes_the_folder_it_created() {
+    let line = fixture_lines("real/textworld.jsonl");
+    let run = Run::new();
+    std::fs::write(run.path("log.jsonl"), (line.join("\n") + "\n").repeat(4)).unwrap();
+    std::fs::create_dir(run.path("hook")).unwrap();
+    let hook = run.path("hook");
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_credit"))
+        .args(["graph", "log.jsonl", "-o", "g"])
+        .current_dir(run.dir.path())
+        .envs([
+            ("CREDIT_CHUNK_BYTES", "65536"),
+            ("CREDIT_TEST_PAUSE_READER", hook.to_str().unwrap()),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while !hook.join("paused").exists() {
+        assert!(start.elapsed().as_secs() < 60, "the reader never paused");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(
+        run.path("g").is_dir(),
+        "the folder is open while the logs are read"
+    );
+    let killed = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!(
+            "removed {}, which this run created: nothing was written there",
+            std::path::absolute(run.path("g")).unwrap().display()
+        )),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!run.path("g").exists());
+}
