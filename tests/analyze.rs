@@ -1,7 +1,7 @@
 //! `credit analyze` on the real fixtures, against numbers worked out here directly from the raw
 //! JSON (not through credit's code).
 
-use crate::util::{f, fixture, json, read_jsonl, stdout, Run};
+use crate::util::{f, fixture, json, read_jsonl, stderr, stdout, Run};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// Independent expectations from the raw rows of one file.
@@ -465,4 +465,41 @@ fn no_logs_named_outside_a_project_says_how_to_name_them() {
         err.contains("no logs named, and ./logs (read when none are) does not exist"),
         "{err}"
     );
+}
+
+/// Counts are written in the singular where they are one (`1 file`, `0 groups`, never
+/// `group(s)`), and a long run's per-iteration lines are the first and last few with how many
+/// were left out.
+#[test]
+fn counts_read_as_words_and_a_long_run_stays_a_screen() {
+    let run = Run::new();
+    let out = run.credit(["analyze", fixture("real/textworld.jsonl").to_str().unwrap()]);
+    assert!(stdout(&out).starts_with("1 file, 404 rows, 3 groups, 24 trajectories\ncolumns: "));
+    assert!(stdout(&out).contains("; 0 groups with a single rollout\n"));
+    let mut log = String::new();
+    for iteration in 0..300 {
+        for traj in 0..2 {
+            let reward = (iteration + traj) % 2;
+            for step in 0..2 {
+                log.push_str(&format!(
+                    "{{\"iteration\": {iteration}, \"group_id\": \"g\", \"traj_id\": \"t{iteration}-{traj}\", \"step\": {step}, \"obs\": \"s{step}\", \"reward\": {}}}\n",
+                    if step == 1 { reward } else { 0 }
+                ));
+            }
+        }
+    }
+    std::fs::write(run.path("long.jsonl"), log).unwrap();
+    let out = run.credit(["analyze", "long.jsonl"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    assert!(
+        text.starts_with("1 file, 1200 rows, 300 iterations, 300 groups, 600 trajectories\n"),
+        "{text}"
+    );
+    assert!(
+        text.contains("… 290 more iterations (all of them: --format json)"),
+        "{text}"
+    );
+    assert!(!text.contains("\n    150 "), "{text}");
+    assert!(text.lines().count() < 60, "{text}");
 }

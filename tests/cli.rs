@@ -11,6 +11,7 @@ mod explorer;
 mod fuzz;
 mod graph;
 mod memory;
+mod methods;
 mod outputs;
 mod readme;
 mod report;

@@ -293,6 +293,60 @@ fn unknown_method_and_parameter_are_errors() {
     assert!(std::fs::read_dir(run.dir.path()).unwrap().next().is_none());
 }
 
+/// A misspelt `--set` key or method is answered with the closest name.
+#[test]
+fn unknown_names_suggest_the_closest() {
+    let run = Run::new();
+    let input = fixture("real/textworld.jsonl");
+    let input = input.to_str().unwrap();
+    let out = run.credit(["analyze", input, "--set", "gigpo.gama=0.9"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).trim_end().ends_with(
+            "unknown parameter `gigpo.gama` (known: eps, gamma, invalid_penalty, mode, omega, penalty_mode, similarity, stats_over, std_ddof); did you mean `gigpo.gamma`?"
+        ),
+        "{}",
+        stderr(&out)
+    );
+    let out = run.credit(["compare", input, "--methods", "grpo,gipgo"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out)
+            .trim_end()
+            .ends_with("`all` or `verl`); did you mean `gigpo`?"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// A log lacking several required columns: one error names them all, the columns the log has,
+/// and a `--schema` file mapping the closest; a mapping written the other way round is said so.
+#[test]
+fn missing_columns_are_named_at_once_with_a_schema_to_map_them() {
+    let run = Run::new();
+    let input = fixture("formats/textworld.renamed.jsonl");
+    let input = input.to_str().unwrap();
+    let out = run.credit(["analyze", input]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    for expected in [
+        "textworld.renamed.jsonl:1 (group_id): missing required columns `group_id` (or uid, group, task_uid, index), `traj_id` (or traj_uid, traj_index, episode_id, trajectory_id), `step` (or step_idx, step_id, turn, t), `reward` (or rewards, step_reward, r); the columns present: ",
+        "task_group, turn_index",
+        "map other names onto them with `--schema map.toml`, e.g. (the closest names: check them):\n    task_group = \"group_id\"\n",
+        "\n    turn_index = \"step\"\n    env_reward = \"reward\"\n",
+    ] {
+        assert!(err.contains(expected), "{expected}\n{err}");
+    }
+    std::fs::write(run.path("map.toml"), "group_id = \"task_group\"\n").unwrap();
+    let out = run.credit(["analyze", input, "--schema", "map.toml"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        stderr(&out).contains("column mapping `group_id = \"task_group\"` is reversed: a pair is the log's column, then credit's (write `task_group = \"group_id\"`)"),
+        "{}",
+        stderr(&out)
+    );
+}
+
 #[test]
 fn a_column_mapping_settles_disagreeing_columns() {
     // `rewards = "reward"` makes `rewards` the step reward: `reward` is then not read, so its
@@ -1314,4 +1368,53 @@ fn narrow_integer_parquet_columns_are_read_as_numbers() {
     let read = analyze(parquet.to_str().unwrap());
     assert_eq!(read["rows"], 5, "{read}");
     assert_eq!(read, analyze("same.jsonl"));
+}
+
+/// An interrupted run removes the output folder it created when nothing was written there yet,
+/// and says so: `credit graph` is stopped by SIGINT while it reads (the reader paused after its
+/// first chunk, `CREDIT_TEST_PAUSE_READER`), after it opened `g/`.
+#[cfg(unix)]
+#[test]
+fn an_interrupted_run_removes_the_folder_it_created() {
+    let line = fixture_lines("real/textworld.jsonl");
+    let run = Run::new();
+    std::fs::write(run.path("log.jsonl"), (line.join("\n") + "\n").repeat(4)).unwrap();
+    std::fs::create_dir(run.path("hook")).unwrap();
+    let hook = run.path("hook");
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_credit"))
+        .args(["graph", "log.jsonl", "-o", "g"])
+        .current_dir(run.dir.path())
+        .envs([
+            ("CREDIT_CHUNK_BYTES", "65536"),
+            ("CREDIT_TEST_PAUSE_READER", hook.to_str().unwrap()),
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while !hook.join("paused").exists() {
+        assert!(start.elapsed().as_secs() < 60, "the reader never paused");
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+    assert!(
+        run.path("g").is_dir(),
+        "the folder is open while the logs are read"
+    );
+    let killed = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!(
+            "removed {}, which this run created: nothing was written there",
+            std::path::absolute(run.path("g")).unwrap().display()
+        )),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!run.path("g").exists());
 }

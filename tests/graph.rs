@@ -54,6 +54,61 @@ fn writes_dot_and_renders_when_graphviz_exists() {
     }
 }
 
+/// A Sokoban group's graph: the board banner said once in the title, not in every node; a state
+/// with no path to success labelled alike in every group; one loop per node, its actions a line
+/// each, so that their labels do not overlap.
+#[test]
+fn sokoban_nodes_show_their_boards_once_and_loops_apart() {
+    let run = Run::new();
+    let out = run.credit([
+        "graph",
+        fixture("real/sokoban.jsonl").to_str().unwrap(),
+        "--group",
+        "sokoban-easy-seed5",
+        "--out",
+        "g",
+    ]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let text = std::fs::read_to_string(run.path("g/group-sokoban-easy-seed5.dot")).unwrap();
+    assert!(
+        text.contains("every state's text: open with “Here is the current board layout:” and end with “Enter your move.” (left out of the nodes)"),
+        "{text}"
+    );
+    let nodes: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("shape=box") && l.contains(", label=\"d="))
+        .collect();
+    assert!(nodes.len() > 10);
+    for node in &nodes {
+        let label = &node[node.find("label=").unwrap()..node.find("tooltip=").unwrap()];
+        assert!(
+            !label.contains("Here is the current") && !label.contains("Enter your move"),
+            "{node}"
+        );
+        // The tooltip keeps the whole observation.
+        assert!(
+            node.contains("tooltip=\"Here is the current board layout:"),
+            "{node}"
+        );
+    }
+    assert!(text.contains("label=\"d=∞ (no path)\\n"));
+    // GraphGPO's d_max + 1 for it is 9 in this group: not what the label says.
+    assert!(!text.contains("d=9"));
+    let mut loops: Vec<&str> = text
+        .lines()
+        .filter_map(|l| {
+            let (from, rest) = l.trim().split_once(" -> ")?;
+            rest.starts_with(&format!("{from} ")).then_some(from)
+        })
+        .collect();
+    let all = loops.len();
+    loops.sort_unstable();
+    loops.dedup();
+    assert!(all > 0);
+    assert_eq!(loops.len(), all, "one loop per node");
+    assert!(text.contains("×8 (-0.395)\\l"), "{text}");
+}
+
 #[test]
 fn unknown_group_is_an_error() {
     let run = Run::new();
@@ -67,6 +122,8 @@ fn unknown_group_is_an_error() {
     ]);
     assert_eq!(out.status.code(), Some(2));
     assert!(stderr(&out).contains("no group `nope`"));
+    // The folder the failed run created is gone again, not left holding only its manifest.
+    assert!(!run.path("g").exists());
 }
 
 #[test]
@@ -108,7 +165,7 @@ fn top_picks_telling_groups_first_and_says_why() {
     // A board is drawn as a board: one left-justified line per row of the observation.
     let dot = std::fs::read_to_string(run.path("g/group-sokoban-easy-seed5.dot")).unwrap();
     assert!(
-        dot.contains("Here is the current board layout:\\l# # # # # #\\l"),
+        dot.contains("label=\"d=5\\n# # # # # #\\l# _ O _ _ #\\l"),
         "{}",
         &dot[..dot.len().min(2000)]
     );

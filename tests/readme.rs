@@ -96,3 +96,23 @@ fn readme_logged_example_runs_as_printed() {
         printed
     );
 }
+
+/// docs/python.md names the wheel by the distribution pyproject.toml builds, and the README says
+/// how the verl-agent patch's module is made importable.
+#[test]
+fn the_docs_name_the_wheel_and_the_patch_module_as_they_are() {
+    let pyproject = std::fs::read_to_string(repo().join("pyproject.toml")).unwrap();
+    let name = pyproject
+        .lines()
+        .find_map(|l| l.strip_prefix("name = \""))
+        .and_then(|rest| rest.strip_suffix('"'))
+        .expect("pyproject.toml's name");
+    // A wheel's file name spells the distribution with underscores.
+    let wheel = format!("{}-", name.replace('-', "_"));
+    let python = std::fs::read_to_string(repo().join("docs/python.md")).unwrap();
+    for line in python.lines().filter(|l| l.contains(".whl")) {
+        assert!(line.contains(&wheel), "{line}");
+    }
+    let readme = std::fs::read_to_string(repo().join("README.md")).unwrap();
+    assert!(readme.contains("put the checkout on `PYTHONPATH`"));
+}

@@ -371,7 +371,7 @@ fn once_names_every_file_it_cannot_read_and_exits_2() {
         assert!(said.contains(&serde_json::json!(note)), "{said:?}");
     }
     assert!(
-        err.contains("3 log file(s) could not be read (see the notes above and in summary.json): logs/3.jsonl.gz, logs/4.jsonl.zst, logs/5.parquet"),
+        err.contains("3 log files could not be read (see the notes above and in summary.json): logs/3.jsonl.gz, logs/4.jsonl.zst, logs/5.parquet"),
         "{err}"
     );
 
@@ -386,7 +386,7 @@ fn once_names_every_file_it_cannot_read_and_exits_2() {
     let err = stderr(&output);
     assert_eq!(output.status.code(), Some(2), "{err}");
     assert!(String::from_utf8_lossy(&output.stdout).contains("check_failed"));
-    assert!(err.contains("3 log file(s) could not be read"), "{err}");
+    assert!(err.contains("3 log files could not be read"), "{err}");
 
     // Nothing that reads: no report, the same error.
     let bad = Run::new();
@@ -402,7 +402,7 @@ fn once_names_every_file_it_cannot_read_and_exits_2() {
     assert!(err.contains("note: not read: logs/1.jsonl.gz"), "{err}");
     assert!(
         err.contains(
-            "1 log file(s) could not be read (see the notes above; no rows read): logs/1.jsonl.gz"
+            "1 log file could not be read (see the notes above; no rows read): logs/1.jsonl.gz"
         ),
         "{err}"
     );
@@ -448,7 +448,7 @@ fn a_live_watch_reads_what_stays_incomplete_and_names_what_does_not_read() {
     );
     assert!(err.contains(&format!("note: {note}")), "{err}");
     assert!(
-        err.contains("1 log file(s) could not be read (see the notes above and in summary.json): logs/bad.jsonl.gz"),
+        err.contains("1 log file could not be read (see the notes above and in summary.json): logs/bad.jsonl.gz"),
         "{err}"
     );
 }
@@ -581,7 +581,7 @@ fn lenient_skips_are_said_and_kept_in_the_notes() {
     let err = stderr(&output);
     assert_eq!(output.status.code(), Some(0), "{err}");
     let note = format!(
-        "--lenient skipped 1 row(s): 1 malformed JSON (the first: logs/1.jsonl:{}:",
+        "--lenient skipped 1 row: 1 malformed JSON (the first: logs/1.jsonl:{}:",
         rows(&one) + 1
     );
     assert!(err.contains(&format!("note: {note}")), "{err}");

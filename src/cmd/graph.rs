@@ -65,10 +65,11 @@ pub fn run(args: Args) -> Result<ExitCode> {
         graphs::draw(run, choice.clone(), &args.out, dot_available, progress)
     })?
     .value;
-    out.finish(Stale::Keep)?;
+    // Said before the folder is finished: a run that drew nothing leaves no folder it created.
     if let Some(missing) = drawing.missing(&choice) {
         bail!(missing);
     }
+    out.finish(Stale::Keep)?;
     let note = (!dot_available).then_some(graphs::DOT_MISSING);
     match args.globals.format {
         Format::Json => outln!("{}", serde_json::to_string_pretty(&drawing.json(note))?),

@@ -5,6 +5,7 @@ mod advantages;
 mod analyze;
 mod compare;
 mod graph;
+mod methods;
 mod report;
 mod signals;
 mod train;
@@ -45,6 +46,8 @@ enum Command {
     Watch(watch::Args),
     /// Fine-tune a causal LM on the logged steps with a method's advantages (`credit train policy`).
     Train(train::Args),
+    /// Every method and its settings: `--set` names, defaults under each preset, types, meanings.
+    Methods(methods::Args),
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -115,6 +118,7 @@ impl Cli {
             Command::Report(a) => &a.globals,
             Command::Watch(a) => &a.globals,
             Command::Train(a) => return a.json(),
+            Command::Methods(a) => return a.format == Format::Json,
         };
         globals.format == Format::Json
     }
@@ -129,6 +133,7 @@ pub fn run(cli: Cli) -> Result<ExitCode> {
         Command::Report(args) => report::run(args),
         Command::Watch(args) => watch::run(args),
         Command::Train(args) => train::run(args),
+        Command::Methods(args) => methods::run(args),
     }
 }
 

@@ -36,6 +36,33 @@ pub struct GroupGraph {
     pub endpoints: Vec<(u32, NodeIndex, NodeIndex)>,
 }
 
+/// The lines every state of a group opens and ends with ([`GroupGraph::banner`]): said once for
+/// the group, left out of each node's label.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Banner {
+    pub head: Vec<String>,
+    pub tail: Vec<String>,
+}
+
+impl Banner {
+    pub fn is_empty(&self) -> bool {
+        self.head.is_empty() && self.tail.is_empty()
+    }
+}
+
+/// Whether a line reads as words: three or more of letters (and punctuation), not a banner's
+/// rule or a board's row.
+fn wordy(line: &&str) -> bool {
+    line.split_whitespace()
+        .filter(|w| {
+            w.chars()
+                .all(|c| c.is_alphabetic() || ".,'!?:;".contains(c))
+                && w.len() > 1
+        })
+        .count()
+        >= 3
+}
+
 /// The columns that graphs are built from, looked up once for all the groups of a batch (a
 /// look-up by name costs as much as a small group's graph).
 #[derive(Clone, Copy)]
@@ -246,45 +273,97 @@ impl GroupGraph {
         self.d_max = d_max;
     }
 
-    /// A node's label, line by line: its state text from the first line that reads as words
-    /// (observations often open with banners), blank lines left out, each line cut to
-    /// `max_chars` (then `…`), and at most `max_lines` lines (the last saying how many more).
-    /// Lines are kept as they are: a Sokoban board reads as a board.
+    /// The lines a state's label is drawn from: its state text from the first line that reads as
+    /// words (observations often open with banners), blank lines left out, lines kept as they
+    /// are (a Sokoban board reads as a board). `None` for SUCCESS and FAIL.
+    fn state_lines<'b>(&self, batch: &'b StepBatch, node: NodeIndex) -> Option<Vec<&'b str>> {
+        let NodeKind::State { row, from_next } = &self.graph[node] else {
+            return None;
+        };
+        let column = if *from_next { NEXT_OBS } else { OBS };
+        let text = batch
+            .texts(column)
+            .and_then(|o| o.get(*row as usize))
+            .unwrap_or("(no obs)");
+        let start = text.lines().position(|l| wordy(&l)).unwrap_or(0);
+        Some(
+            text.lines()
+                .skip(start)
+                .map(str::trim_end)
+                .filter(|l| !l.trim().is_empty())
+                .collect(),
+        )
+    }
+
+    /// The text every state of the group opens and ends with (a Sokoban observation's "Here is
+    /// the current board layout:" and "Enter your move."), which each node would repeat: the
+    /// lines the states share at their start up to the last that reads as words, and at their
+    /// end from the first that does, so that a board keeps its walls. Nothing with fewer than two
+    /// states, or where a state would be left with no line of its own.
+    pub fn banner(&self, batch: &StepBatch) -> Banner {
+        let states: Vec<Vec<&str>> = self
+            .graph
+            .node_indices()
+            .filter_map(|n| self.state_lines(batch, n))
+            .collect();
+        let Some((first, others)) = states.split_first() else {
+            return Banner::default();
+        };
+        if others.is_empty() {
+            return Banner::default();
+        }
+        let shared = |line: &dyn Fn(&[&str], usize) -> Option<usize>| {
+            (0..first.len())
+                .take_while(|&i| {
+                    let at = line(first, i).map(|k| first[k]);
+                    at.is_some() && others.iter().all(|o| line(o, i).map(|k| o[k]) == at)
+                })
+                .count()
+        };
+        let from_start = |lines: &[&str], i: usize| (i < lines.len()).then_some(i);
+        let from_end = |lines: &[&str], i: usize| lines.len().checked_sub(i + 1);
+        let head_shared = shared(&from_start);
+        let tail_shared = shared(&from_end);
+        // Cut back to lines of words: a shared wall row stays with its board.
+        let head = first[..head_shared]
+            .iter()
+            .rposition(wordy)
+            .map_or(0, |i| i + 1);
+        let tail_lines = &first[first.len() - tail_shared..];
+        let tail = tail_lines
+            .iter()
+            .position(wordy)
+            .map_or(0, |i| tail_shared - i);
+        let shortest = states.iter().map(Vec::len).min().unwrap_or(0);
+        if head + tail == 0 || head + tail >= shortest {
+            return Banner::default();
+        }
+        Banner {
+            head: first[..head].iter().map(|l| l.to_string()).collect(),
+            tail: first[first.len() - tail..]
+                .iter()
+                .map(|l| l.to_string())
+                .collect(),
+        }
+    }
+
+    /// A node's label, line by line: its state's lines ([`GroupGraph::state_lines`]) without the
+    /// group's `banner`, each cut to `max_chars` (then `…`), and at most `max_lines` lines (the
+    /// last saying how many more).
     pub fn label(
         &self,
         batch: &StepBatch,
         node: NodeIndex,
+        banner: &Banner,
         max_lines: usize,
         max_chars: usize,
     ) -> Vec<String> {
-        let text = match &self.graph[node] {
+        let lines = match &self.graph[node] {
             NodeKind::Success => return vec!["SUCCESS".into()],
             NodeKind::Fail { .. } => return vec!["FAIL".into()],
-            NodeKind::State { row, from_next } => {
-                let column = if *from_next { NEXT_OBS } else { OBS };
-                batch
-                    .texts(column)
-                    .and_then(|o| o.get(*row as usize))
-                    .unwrap_or("(no obs)")
-            }
+            NodeKind::State { .. } => self.state_lines(batch, node).unwrap_or_default(),
         };
-        let wordy = |l: &&str| {
-            l.split_whitespace()
-                .filter(|w| {
-                    w.chars()
-                        .all(|c| c.is_alphabetic() || ".,'!?:;".contains(c))
-                        && w.len() > 1
-                })
-                .count()
-                >= 3
-        };
-        let start = text.lines().position(|l| wordy(&l)).unwrap_or(0);
-        let lines: Vec<&str> = text
-            .lines()
-            .skip(start)
-            .map(str::trim_end)
-            .filter(|l| !l.trim().is_empty())
-            .collect();
+        let lines = &lines[banner.head.len()..lines.len() - banner.tail.len()];
         let cut = |line: &str| {
             if line.chars().count() > max_chars {
                 format!("{}…", line.chars().take(max_chars).collect::<String>())
@@ -294,7 +373,7 @@ impl GroupGraph {
         };
         let max_lines = max_lines.max(2);
         if lines.len() <= max_lines {
-            return lines.into_iter().map(cut).collect();
+            return lines.iter().map(|l| cut(l)).collect();
         }
         let kept = max_lines - 1;
         let mut label: Vec<String> = lines[..kept].iter().map(|l| cut(l)).collect();
@@ -664,7 +743,7 @@ mod tests {
                 from_next: true
             }
         );
-        assert_eq!(g.label(&b, z, 4, 10), ["Z"]);
+        assert_eq!(g.label(&b, z, &Banner::default(), 4, 10), ["Z"]);
         // a: A 2, B 1; d_max = 2 → unreachable nodes (Z, C, FAIL(c), D) get 3.
         assert_eq!(g.distance[z.index()], 3.0);
         assert!(!g.reaches_success[z.index()]);
@@ -680,12 +759,16 @@ mod tests {
         let g = GroupGraph::build(&b, 0);
         let (_, first, second) = g.endpoints[0];
         let (_, _, fail) = g.endpoints[1];
+        let none = Banner::default();
         // Line 3 is the first with ≥ 3 words of letters ("you", "see", "mug"); from there on the
         // lines are kept as they are.
-        assert_eq!(g.label(&b, first, 4, 100), ["you see a  mug", "here"]);
+        assert_eq!(
+            g.label(&b, first, &none, 4, 100),
+            ["you see a  mug", "here"]
+        );
         // The first 10 characters, then an ellipsis.
-        assert_eq!(g.label(&b, second, 4, 10), ["you are in…"]);
-        assert_eq!(g.label(&b, fail, 4, 10), ["FAIL"]);
+        assert_eq!(g.label(&b, second, &none, 4, 10), ["you are in…"]);
+        assert_eq!(g.label(&b, fail, &none, 4, 10), ["FAIL"]);
         assert_eq!(GroupGraph::action(&b, 0), "");
     }
 
@@ -697,7 +780,7 @@ mod tests {
         let g = GroupGraph::build(&b, 0);
         let (_, state, _) = g.endpoints[0];
         assert_eq!(
-            g.label(&b, state, 8, 40),
+            g.label(&b, state, &Banner::default(), 8, 40),
             [
                 "Here is the current board layout:",
                 "# # # #",
@@ -709,8 +792,35 @@ mod tests {
         );
         // Four lines at most: three, then how many were left out.
         assert_eq!(
-            g.label(&b, state, 4, 12),
+            g.label(&b, state, &Banner::default(), 4, 12),
             ["Here is the …", "# # # #", "# P X #", "… 3 more lines"]
         );
+    }
+    #[test]
+    fn the_groups_banner_is_left_out_of_its_labels() {
+        let board = |row: &str| {
+            format!(
+                "Here is the current board layout:\n# # # #\n{row}\n# # # #\n\nEnter your move."
+            )
+        };
+        let (a, b_) = (board("# P X #"), board("# X P #"));
+        let rows: [Row; 2] = [
+            ("g", "a", 0, a.as_str(), 0.0, true),
+            ("g", "a", 1, b_.as_str(), 1.0, true),
+        ];
+        let b = batch(&rows);
+        let g = GroupGraph::build(&b, 0);
+        let banner = g.banner(&b);
+        // The shared wall rows stay: only the lines of words go.
+        assert_eq!(banner.head, ["Here is the current board layout:"]);
+        assert_eq!(banner.tail, ["Enter your move."]);
+        let (_, first, _) = g.endpoints[0];
+        assert_eq!(
+            g.label(&b, first, &banner, 8, 40),
+            ["# # # #", "# P X #", "# # # #"]
+        );
+        // One state alone has no banner to leave out.
+        let one = batch(&rows[..1]);
+        assert!(GroupGraph::build(&one, 0).banner(&one).is_empty());
     }
 }

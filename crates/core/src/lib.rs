@@ -22,4 +22,5 @@ pub mod request;
 pub mod run;
 pub mod sequence_matcher;
 pub mod table_writer;
+pub mod wording;
 mod zeroed_pages;

@@ -125,8 +125,9 @@ impl Plan {
             if !matched {
                 if !known().any(|name| name == label) {
                     return Err(Error::Param(format!(
-                        "`{key}={value}`: unknown method `{label}` (expected one of {})",
-                        known().collect::<Vec<_>>().join(", ")
+                        "`{key}={value}`: unknown method `{label}` (expected one of {}){}",
+                        known().collect::<Vec<_>>().join(", "),
+                        crate::sequence_matcher::did_you_mean(label, known(), "")
                     )));
                 }
                 let mut probe = Method::preset(label, profile)?;
@@ -332,6 +333,12 @@ mod tests {
         };
         assert!(err(&[("gigpo.omegaa", "1")]).contains("known:"));
         assert!(err(&[("gipgo.omega", "1")]).contains("unknown method `gipgo`"));
+        assert!(err(&[("gipgo.omega", "1")]).ends_with("; did you mean `gigpo`?"));
+        assert!(err(&[("gigpo.gama", "0.9")]).ends_with("; did you mean `gigpo.gamma`?"));
+        assert!(Method::preset("grop", Profile::Paper)
+            .unwrap_err()
+            .to_string()
+            .ends_with("; did you mean `grpo`?"));
         assert!(err(&[("gigpo.omega", "abc")]).contains("gigpo.omega=abc"));
         // A method that does not run is checked all the same.
         assert!(err(&[("proxmo.tau", "x")]).contains("proxmo.tau=x"));

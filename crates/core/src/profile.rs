@@ -63,11 +63,19 @@ pub enum PenaltyMode {
 /// Conventions shared by the group-based methods; each method's preset copies them.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Conventions {
+    /// What the group's mean and std are taken over: its `trajectories` (the papers) or its step
+    /// `rows` (verl-agent).
     pub stats_over: StatsOver,
+    /// Delta degrees of freedom of the std (1: the sample std, as torch's default).
     pub std_ddof: u32,
+    /// ε added to the std before dividing.
     pub eps: f64,
+    /// Discount γ of the step returns.
     pub gamma: f64,
+    /// Penalty c of an invalid action.
     pub invalid_penalty: f64,
+    /// Where the penalty is taken: `ref`, from the row's score and its discounted return; `reward`,
+    /// from r_t before discounting.
     pub penalty_mode: PenaltyMode,
 }
 

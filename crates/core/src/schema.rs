@@ -359,6 +359,98 @@ pub fn describe_accepted(field: &Field) -> String {
     }
 }
 
+/// The message for the required fields a file or row lacks (`missing`, at least one), whose
+/// columns are `names`: every missing field at once with its accepted names, the columns there
+/// are, and the `--schema` file that maps the closest of them ([`closest_columns`]; a commented
+/// line where none is close), so that one run says all there is to fix.
+pub fn missing_message(missing: &[&Field], names: &[&str]) -> String {
+    let accepted: Vec<String> = missing.iter().map(|f| describe_accepted(f)).collect();
+    let closest = closest_columns(missing, names);
+    let lines: Vec<String> = missing
+        .iter()
+        .zip(&closest)
+        .map(|(field, column)| match column {
+            Some(column) => format!("    {column} = \"{}\"", field.name),
+            None => format!("    # <column> = \"{}\"", field.name),
+        })
+        .collect();
+    let mut present: Vec<&str> = names.iter().copied().take(NAMED_COLUMNS).collect();
+    if names.len() > present.len() {
+        present.push("…");
+    }
+    let (fields, onto) = if missing.len() == 1 {
+        ("column", "map another name onto it")
+    } else {
+        ("columns", "map other names onto them")
+    };
+    format!(
+        "missing required {fields} {}; the columns present: {}; {onto} with `--schema map.toml`, e.g. (the closest names: check them):\n{}",
+        accepted.join(", "),
+        present.join(", "),
+        lines.join("\n")
+    )
+}
+
+/// For each of `fields`, the column of `names` most like one of its accepted names, each column
+/// given to one field at most: the pairs are taken best first, scored by the words (between
+/// `_`s) they share that tell the field from the others missing (`group` for `group_id`, `turn`
+/// for `step`; not `id` or `index`, which several have), then by difflib's ratio; a pair sharing
+/// no such word needs a typo's ratio (`rewrd`). Columns another field already reads are left out.
+fn closest_columns<'a>(fields: &[&Field], names: &[&'a str]) -> Vec<Option<&'a str>> {
+    use crate::sequence_matcher::{Matcher, Text};
+    let words = |name: &str| -> Vec<String> {
+        name.split(['_', '-', '.', ' '])
+            .filter(|w| !w.is_empty())
+            .map(str::to_lowercase)
+            .collect()
+    };
+    let free: Vec<&str> = names
+        .iter()
+        .copied()
+        .filter(|n| FIELDS.iter().all(|f| !f.sources.contains(n)))
+        .collect();
+    let field_words =
+        |field: &Field| -> Vec<String> { field.sources.iter().flat_map(|s| words(s)).collect() };
+    let mut pairs: Vec<(f64, usize, usize)> = Vec::new();
+    for (f, field) in fields.iter().enumerate() {
+        let others: Vec<String> = fields
+            .iter()
+            .filter(|other| other.name != field.name)
+            .flat_map(|other| field_words(other))
+            .collect();
+        let accepted: Vec<String> = field_words(field)
+            .into_iter()
+            .filter(|w| !others.contains(w))
+            .collect();
+        let matchers: Vec<Matcher> = field
+            .sources
+            .iter()
+            .map(|s| Matcher::new(Text::new(s)))
+            .collect();
+        for (c, column) in free.iter().enumerate() {
+            let shared = words(column)
+                .iter()
+                .filter(|w| accepted.contains(w))
+                .count();
+            let text = Text::new(column);
+            let ratio = matchers.iter().map(|m| m.ratio(&text)).fold(0.0, f64::max);
+            if shared > 0 || ratio >= 0.85 {
+                pairs.push((shared as f64 + ratio, f, c));
+            }
+        }
+    }
+    pairs.sort_by(|a, b| b.0.total_cmp(&a.0));
+    let mut chosen: Vec<Option<&str>> = vec![None; fields.len()];
+    let mut taken = vec![false; free.len()];
+    for (_, f, c) in pairs {
+        if chosen[f].is_none() && !taken[c] {
+            chosen[f] = Some(free[c]);
+            taken[c] = true;
+        }
+    }
+    chosen
+}
+
 /// The names [`ColumnMap::resolve`] reads to recognise verl's rollout dump.
 const VERL_DUMP_COLUMNS: [&str; 7] = [
     "input",
@@ -639,13 +731,21 @@ impl ColumnMap {
     /// Checks that every mapping target is a canonical column.
     pub fn check(&self) -> Result<(), String> {
         for (source, target) in &self.user {
-            if field(target).is_none() {
-                let names: Vec<&str> = FIELDS.iter().map(|f| f.name).collect();
+            if field(target).is_some() {
+                continue;
+            }
+            // `group_id = "task_group"`: the pair written the other way round, the field first.
+            if field(source).is_some() {
                 return Err(format!(
-                    "column mapping `{source} = \"{target}\"`: `{target}` is not a credit column (expected one of {})",
-                    names.join(", ")
+                    "column mapping `{source} = \"{target}\"` is reversed: a pair is the log's column, then credit's (write `{target} = \"{source}\"`)"
                 ));
             }
+            let names: Vec<&str> = FIELDS.iter().map(|f| f.name).collect();
+            let hint = crate::sequence_matcher::did_you_mean(target, names.iter().copied(), "");
+            return Err(format!(
+                "column mapping `{source} = \"{target}\"`: `{target}` is not a credit column (expected one of {}){hint}",
+                names.join(", ")
+            ));
         }
         Ok(())
     }
@@ -666,18 +766,8 @@ impl ColumnMap {
             .origins
             .get(source)
             .map_or(String::new(), |o| format!("{o}: "));
-        // The closest name by difflib's ratio, from 0.6 as Python's `get_close_matches`.
-        use crate::sequence_matcher::{Matcher, Text};
-        let matcher = Matcher::new(Text::new(source));
-        let nearest = seen
-            .iter()
-            .map(|name| (matcher.ratio(&Text::new(name)), name))
-            .filter(|(ratio, _)| *ratio >= 0.6)
-            .max_by(|a, b| a.0.total_cmp(&b.0));
-        let hint = match nearest {
-            Some((_, name)) => format!("; did you mean `{name}`?"),
-            None => String::new(),
-        };
+        let hint =
+            crate::sequence_matcher::did_you_mean(source, seen.iter().map(|s| s.as_str()), "");
         let mut names: Vec<&str> = seen
             .iter()
             .map(|s| s.as_str())
@@ -932,6 +1022,51 @@ mod tests {
             .unwrap();
         assert_eq!(episode.column, "episode_rewards");
         assert_eq!(episode.agree, vec!["score".to_string()]);
+    }
+
+    #[test]
+    fn missing_fields_are_named_together_with_the_schema_that_maps_them() {
+        let missing: Vec<&Field> = [GROUP_ID, TRAJ_ID, STEP, REWARD]
+            .iter()
+            .map(|n| field(n).unwrap())
+            .collect();
+        let names = [
+            "task_group",
+            "rollout",
+            "turn_index",
+            "env_reward",
+            "state_text",
+        ];
+        assert_eq!(
+            missing_message(&missing, &names),
+            "missing required columns `group_id` (or uid, group, task_uid, index), `traj_id` (or traj_uid, traj_index, episode_id, trajectory_id), `step` (or step_idx, step_id, turn, t), `reward` (or rewards, step_reward, r); \
+             the columns present: task_group, rollout, turn_index, env_reward, state_text; \
+             map other names onto them with `--schema map.toml`, e.g. (the closest names: check them):\n    \
+             task_group = \"group_id\"\n    # <column> = \"traj_id\"\n    turn_index = \"step\"\n    env_reward = \"reward\""
+        );
+        // One field: said as one, and a typo of its name is close enough.
+        let one = missing_message(&missing[3..], &["rewrd", "obs"]);
+        assert!(
+            one.starts_with("missing required column `reward` (or rewards, step_reward, r); the columns present: rewrd, obs; map another name onto it")
+                && one.ends_with("\n    rewrd = \"reward\""),
+            "{one}"
+        );
+    }
+
+    #[test]
+    fn a_reversed_or_mistyped_mapping_is_said_so() {
+        let map = |source: &str, target: &str| ColumnMap {
+            user: [(source.to_string(), target.to_string())].into(),
+            ..ColumnMap::default()
+        };
+        assert_eq!(
+            map("group_id", "task_group").check().unwrap_err(),
+            "column mapping `group_id = \"task_group\"` is reversed: a pair is the log's column, then credit's (write `task_group = \"group_id\"`)"
+        );
+        assert!(map("task_group", "group_di")
+            .check()
+            .unwrap_err()
+            .ends_with("; did you mean `group_id`?"));
     }
 
     #[test]

@@ -9,6 +9,31 @@
 //! (`tests/reference.rs`). [`similar`] decides `ratio ≥ θ` with difflib's upper bounds
 //! (`real_quick_ratio`, `quick_ratio`) first and stops the block search once it is settled.
 
+/// The name of `names` closest to `name` by difflib's ratio, from 0.6 as Python's
+/// `get_close_matches`: the "did you mean" of every message about a name credit does not know (a
+/// `--set` key, a method, a mapped column), so that they all suggest alike.
+pub fn closest<'a>(name: &str, names: impl IntoIterator<Item = &'a str>) -> Option<&'a str> {
+    let matcher = Matcher::new(Text::new(name));
+    names
+        .into_iter()
+        .map(|candidate| (matcher.ratio(&Text::new(candidate)), candidate))
+        .filter(|(ratio, _)| *ratio >= 0.6)
+        .max_by(|a, b| a.0.total_cmp(&b.0))
+        .map(|(_, candidate)| candidate)
+}
+
+/// `; did you mean `<prefix><closest>`?`, the hint that ends such a message, or nothing when no
+/// name is close ([`closest`]).
+pub fn did_you_mean<'a>(
+    name: &str,
+    names: impl IntoIterator<Item = &'a str>,
+    prefix: &str,
+) -> String {
+    closest(name, names).map_or(String::new(), |near| {
+        format!("; did you mean `{prefix}{near}`?")
+    })
+}
+
 /// A text as difflib sees it: its code points, and where each distinct one occurs.
 pub struct Text {
     elements: Elements,

@@ -154,7 +154,12 @@ impl Policy {
 impl Prepared {
     /// The warning a run with rows left out prints.
     pub fn warning(&self) -> Option<String> {
-        (self.skipped > 0).then(|| format!("skipped {} row(s) without an `action`", self.skipped))
+        (self.skipped > 0).then(|| {
+            format!(
+                "skipped {} without an `action`",
+                credit_core::wording::plural(self.skipped, "row")
+            )
+        })
     }
 }
 

@@ -82,6 +82,9 @@ struct Open {
     inputs: Inputs,
     /// `Some` for a [`Commit::Whole`] folder: this run's files, to be renamed into place at finish.
     staged: Option<Vec<Staged>>,
+    /// The topmost folder this run created for the output (the output folder or a folder above
+    /// it), as spelled: removed again by [`Open::abandon`] when the run does not finish.
+    created: Option<PathBuf>,
     _lock: Hold,
 }
 
@@ -95,6 +98,35 @@ impl Open {
         let text = serde_json::to_vec_pretty(&manifest)
             .map_err(|e| Error::write(&path, std::io::Error::other(e)))?;
         temporaries::write_whole(&path, &text)
+    }
+
+    /// An unfinished run's folder: its staged files are deleted, and a folder this run created
+    /// is removed again when it holds nothing but credit's manifest, so that a failed or
+    /// interrupted run leaves no empty output behind. A folder that was there before, or that
+    /// holds anything else (a training run's checkpoints), stays; only empty folders are removed
+    /// (`remove_dir`), so nothing but the manifest is ever deleted. Whether it was removed.
+    fn abandon(mut self) -> bool {
+        self.staged = None;
+        let Some(top) = self.created.take() else {
+            return false;
+        };
+        if !entries(&self.root).is_ok_and(|others| others.is_empty()) {
+            return false;
+        }
+        let manifest = self.root.join(MANIFEST);
+        if !std::fs::symlink_metadata(&manifest).is_ok_and(|m| m.is_file())
+            || std::fs::remove_file(&manifest).is_err()
+        {
+            return false;
+        }
+        let mut dir = self.given.as_path();
+        while std::fs::remove_dir(dir).is_ok() && dir != top {
+            match dir.parent() {
+                Some(parent) => dir = parent,
+                None => break,
+            }
+        }
+        true
     }
 
     /// Everything credit wrote there: the earlier run's files and this run's.
@@ -192,7 +224,14 @@ impl OutputDir {
     /// manifest written before any file.
     pub fn open(path: &Path, command: &str, inputs: &Inputs, commit: Commit) -> Result<OutputDir> {
         inputs.check(path)?;
+        let given = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+        let mut created = None;
         if !path.exists() {
+            let mut top = given.as_path();
+            while let Some(parent) = top.parent().filter(|p| !p.exists()) {
+                top = parent;
+            }
+            created = Some(top.to_path_buf());
             std::fs::create_dir_all(path).map_err(|cause| Error::write(path, cause))?;
         }
         // What the folder holds is read under its lock: a run that finished meanwhile has
@@ -201,13 +240,14 @@ impl OutputDir {
         let earlier = earlier(path, command, inputs)?.unwrap_or_default();
         let open = Open {
             id: NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed),
-            given: std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf()),
+            given,
             root: resolve(path),
             command: command.to_string(),
             earlier,
             written: BTreeSet::new(),
             inputs: inputs.clone(),
             staged: (commit == Commit::Whole).then(Vec::new),
+            created,
             _lock: lock,
         };
         open.write_manifest(open.listed())?;
@@ -278,8 +318,30 @@ impl OutputDir {
 
 impl Drop for OutputDir {
     fn drop(&mut self) {
-        // Unfinished: its staged files are deleted, the earlier output stays as it was.
-        open_folders().retain(|o| o.id != self.id);
+        // Unfinished: its staged files are deleted, the earlier output stays as it was, and a
+        // folder the run created goes again.
+        let mut folders = open_folders();
+        if let Some(at) = folders.iter().position(|o| o.id == self.id) {
+            let open = folders.remove(at);
+            drop(folders);
+            open.abandon();
+        }
+    }
+}
+
+/// Abandons every folder output still open (a run interrupted by a signal, which ends it
+/// without unwinding): the folders it created and left holding only their manifest are removed,
+/// and said so on stderr.
+pub(crate) fn abandon_open() {
+    let open: Vec<Open> = open_folders().drain(..).collect();
+    for folder in open {
+        let path = folder.given.clone();
+        if folder.abandon() {
+            eprintln!(
+                "removed {}, which this run created: nothing was written there",
+                path.display()
+            );
+        }
     }
 }
 
@@ -723,6 +785,35 @@ mod tests {
             std::fs::read_to_string(tmp.path().join("precious")).unwrap(),
             "keep"
         );
+    }
+
+    #[test]
+    fn an_unfinished_run_removes_the_folders_it_created_and_nothing_else() {
+        let tmp = tempfile::tempdir().unwrap();
+        let inputs = Inputs::default();
+        // A new folder two levels down, dropped unfinished: both levels go again.
+        let out = tmp.path().join("a/b");
+        let dir = OutputDir::open(&out, "graph", &inputs, Commit::Whole).unwrap();
+        write_file(&dir.join("g.dot"), |f| f.write_all(b"digraph {}")).unwrap();
+        drop(dir);
+        assert!(!tmp.path().join("a").exists());
+        // A folder that was there before stays.
+        let empty = tmp.path().join("empty");
+        std::fs::create_dir(&empty).unwrap();
+        drop(OutputDir::open(&empty, "graph", &inputs, Commit::Whole).unwrap());
+        assert!(empty.is_dir());
+        // A new folder that received a file as it was written (a checkpoint) stays with it.
+        let ckpt = tmp.path().join("ckpt");
+        let dir = OutputDir::open(&ckpt, "train policy", &inputs, Commit::AsWritten).unwrap();
+        write_file(&dir.join("step-1.bin"), |f| f.write_all(b"x")).unwrap();
+        drop(dir);
+        assert_eq!(names(&ckpt), [MANIFEST, "step-1.bin"]);
+        // So does one where something else appeared meanwhile.
+        let other = tmp.path().join("other");
+        let dir = OutputDir::open(&other, "graph", &inputs, Commit::Whole).unwrap();
+        std::fs::write(other.join("notes.txt"), "mine").unwrap();
+        drop(dir);
+        assert_eq!(names(&other), [MANIFEST, "notes.txt"]);
     }
 
     #[test]

@@ -23,4 +23,11 @@ pub use atomic::{commit_together, write_file, write_file_at, AtomicFile};
 pub use error::{describe, Error, Result};
 pub use folder::{claim, hold, Commit, Hold, OutputDir, Stale, MANIFEST};
 pub use rule::{file_id, Inputs};
-pub use temporaries::remove_temporaries;
+
+/// What a run interrupted by a signal (SIGINT, SIGTERM) leaves of its output: its temporaries
+/// deleted (once a folder output being committed is whole), then the folder outputs it created
+/// and wrote nothing into removed.
+pub fn remove_temporaries() {
+    temporaries::remove_temporaries();
+    folder::abandon_open();
+}

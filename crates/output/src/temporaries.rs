@@ -103,7 +103,7 @@ pub(crate) fn committing() -> std::sync::MutexGuard<'static, ()> {
 
 /// Deletes every temporary file of this run (when it is interrupted), once a folder output being
 /// committed is whole.
-pub fn remove_temporaries() {
+pub(crate) fn remove_temporaries() {
     let _committed = committing();
     if let Ok(list) = TEMPORARIES.lock() {
         for path in list.iter() {

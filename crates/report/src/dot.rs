@@ -3,7 +3,8 @@
 //! `credit graph` writes and what the report's explorer shows.
 
 use crate::Error;
-use credit_core::graph::{GroupGraph, NodeKind};
+use credit_core::graph::{Banner, GroupGraph, NodeKind};
+use credit_core::wording::{plural, signed};
 use credit_core::StepBatch;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -132,6 +133,8 @@ const NODE_TOOLTIP_LINES: usize = 40;
 const NODE_TOOLTIP_CHARS: usize = 200;
 /// The most characters of an action on its edge.
 const EDGE_LABEL_CHARS: usize = 32;
+/// The most characters of the text every state shares, in the title.
+const BANNER_CHARS: usize = 60;
 
 /// Group `g`'s state graph as DOT: `values` (one per batch row) is the advantage of `method`.
 pub fn to_dot(
@@ -168,13 +171,16 @@ pub fn to_dot(
     let mut o = String::new();
     let _ = writeln!(o, "digraph credit {{");
     let _ = writeln!(o, "  rankdir=TB; nodesep=0.25; ranksep=0.45; fontname=\"DejaVu Sans\"; fontsize=14; labelloc=t;");
+    // The lines every state shares are said once, in the title, instead of in every node.
+    let banner = graph.banner(batch);
+    let shared = banner_text(&banner);
     let _ = writeln!(
         o,
-        "  label=\"group {} — {} trajectories ({} successful), {} steps; edges: mean adv_{} per (state, action, next state)\";",
+        "  label=\"group {} — {} ({} successful), {}; edges: mean adv_{} per (state, action, next state){shared}\";",
         quoted(&group.id, TITLE_ID_CHARS),
-        group.trajs.len(),
+        plural(group.trajs.len(), "trajectory"),
         successes,
-        group.n_rows,
+        plural(group.n_rows, "step"),
         method
     );
     let _ = writeln!(
@@ -191,16 +197,18 @@ pub fn to_dot(
             NodeKind::State { .. } if reach => ("box", "#f7f7f7"),
             NodeKind::State { .. } => ("box", "#e0e0e0"),
         };
+        // A state with no path to success is said so alike in every group: the d GraphGPO gives
+        // it (d_max + 1, or 1 in a group without a success) depends on the rest of the group.
         let distance = if reach {
             format!("d={d}")
         } else {
-            format!("d={d} (no path)")
+            "d=∞ (no path)".to_string()
         };
         // Each line left-justified (`\l`), so a board keeps its columns; `label` keeps a line's
-        // first characters and adds `…`: one more than asked.
-        let lines = |max_lines, max_chars: usize, end: &str| -> String {
+        // first characters and adds `…`: one more than asked. The tooltip shows the whole text.
+        let lines = |banner, max_lines, max_chars: usize, end: &str| -> String {
             graph
-                .label(batch, n, max_lines, max_chars)
+                .label(batch, n, banner, max_lines, max_chars)
                 .iter()
                 .map(|line| quoted(line, max_chars + 1) + end)
                 .collect()
@@ -209,37 +217,19 @@ pub fn to_dot(
         let _ = writeln!(
             o,
             "  {name} [id=\"{name}\", shape={shape}, fillcolor=\"{fill}\", label=\"{distance}\\n{}\", tooltip=\"{}\"];",
-            lines(NODE_LABEL_LINES, NODE_LABEL_CHARS, "\\l"),
-            lines(NODE_TOOLTIP_LINES, NODE_TOOLTIP_CHARS, "\\n"),
+            lines(&banner, NODE_LABEL_LINES, NODE_LABEL_CHARS, "\\l"),
+            lines(&Banner::default(), NODE_TOOLTIP_LINES, NODE_TOOLTIP_CHARS, "\\n"),
         );
     }
-    for ((s, action, t), (sum, count)) in &edges {
-        let mean = sum / *count as f64;
-        let times = if *count > 1 {
-            format!(" ×{count}")
-        } else {
-            String::new()
-        };
-        let _ = writeln!(
-            o,
-            "  {} -> {} [color=\"{}\", penwidth={:.1}, label=\"{}{} ({:+.3})\"];",
-            node_name(*s),
-            node_name(*t),
-            crate::palette::hex(mean / scale),
-            1.0 + (*count as f64).ln(),
-            quoted(action, EDGE_LABEL_CHARS),
-            times,
-            mean
-        );
-    }
+    write_edges(&mut o, &edges, scale);
     // Legend: the colour scale from −max to +max, as one table.
     let cells: String = [-1.0, -0.5, 0.0, 0.5, 1.0]
         .iter()
         .map(|t| {
             format!(
-                "<td bgcolor=\"{}\" width=\"60\">{:+.3}</td>",
+                "<td bgcolor=\"{}\" width=\"60\">{}</td>",
                 crate::palette::hex(*t),
-                t * scale
+                signed(t * scale, 3)
             )
         })
         .collect();
@@ -249,6 +239,74 @@ pub fn to_dot(
     );
     let _ = writeln!(o, "}}");
     o
+}
+
+/// The graph title's line for the text every state shares ([`GroupGraph::banner`]), if any.
+fn banner_text(banner: &Banner) -> String {
+    if banner.is_empty() {
+        return String::new();
+    }
+    let said = |lines: &[String]| quoted(&lines.join(" "), BANNER_CHARS);
+    let mut parts = Vec::new();
+    if !banner.head.is_empty() {
+        parts.push(format!("open with “{}”", said(&banner.head)));
+    }
+    if !banner.tail.is_empty() {
+        parts.push(format!("end with “{}”", said(&banner.tail)));
+    }
+    format!(
+        "\\nevery state's text: {} (left out of the nodes)",
+        parts.join(" and ")
+    )
+}
+
+/// The distinct (s, a, s′) edges with their occurrences' summed advantage and count, coloured
+/// on `scale` (the largest |mean|).
+fn write_edges(o: &mut String, edges: &BTreeMap<(usize, String, usize), (f64, usize)>, scale: f64) {
+    let said = |action: &str, sum: f64, count: usize| {
+        let times = if count > 1 {
+            format!(" ×{count}")
+        } else {
+            String::new()
+        };
+        format!(
+            "{}{times} ({})",
+            quoted(action, EDGE_LABEL_CHARS),
+            signed(sum / count as f64, 3)
+        )
+    };
+    let edge = |o: &mut String, s: usize, t: usize, sum: f64, count: usize, label: &str| {
+        let _ = writeln!(
+            o,
+            "  {} -> {} [color=\"{}\", penwidth={:.1}, label=\"{label}\"];",
+            node_name(s),
+            node_name(t),
+            crate::palette::hex(sum / count as f64 / scale),
+            1.0 + (count as f64).ln(),
+        );
+    };
+    // Graphviz sets the labels of a node's loops side by side, over each other: a node's loops
+    // are drawn as one, its actions a line each, coloured by their mean.
+    let mut loops: BTreeMap<usize, Vec<(&str, f64, usize)>> = BTreeMap::new();
+    for ((s, action, t), (sum, count)) in edges {
+        if s == t {
+            loops.entry(*s).or_default().push((action, *sum, *count));
+        } else {
+            edge(o, *s, *t, *sum, *count, &said(action, *sum, *count));
+        }
+    }
+    for (node, actions) in &loops {
+        let sum: f64 = actions.iter().map(|a| a.1).sum();
+        let count: usize = actions.iter().map(|a| a.2).sum();
+        let label = match actions.as_slice() {
+            [(action, sum, count)] => said(action, *sum, *count),
+            _ => actions
+                .iter()
+                .map(|(action, sum, count)| said(action, *sum, *count) + "\\l")
+                .collect(),
+        };
+        edge(o, *node, *node, sum, count, &label);
+    }
 }
 
 #[cfg(test)]

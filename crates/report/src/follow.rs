@@ -149,8 +149,8 @@ pub fn unread(watch: &Watch, written: bool) -> Option<String> {
         return None;
     }
     Some(format!(
-        "{} log file(s) could not be read (see the notes above{}): {}",
-        unreadable.len(),
+        "{} could not be read (see the notes above{}): {}",
+        credit_core::wording::plural(unreadable.len(), "log file"),
         if written {
             " and in summary.json"
         } else {

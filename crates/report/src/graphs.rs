@@ -7,6 +7,7 @@ use crate::Error;
 use credit_core::graph::GroupGraph;
 use credit_core::ingest::Event;
 use credit_core::run::{Finished, Logged, OnProgress, RunPlan};
+use credit_core::wording::{num, plural};
 use credit_core::StepBatch;
 use std::cmp::Ordering;
 use std::hash::Hasher;
@@ -54,11 +55,15 @@ impl Telling {
         let outcomes = match self.successes {
             0 => "no trajectory succeeded (every state reads `no path`)".to_string(),
             s if s == self.trajectories => "every trajectory succeeded".to_string(),
-            s => format!("{s} of {} trajectories succeeded", self.trajectories),
+            s => format!(
+                "{s} of {} succeeded",
+                plural(self.trajectories, "trajectory")
+            ),
         };
         format!(
-            "{outcomes}; {method} departs from GRPO by {:.3} a step on average; {} steps",
-            self.departure, self.steps
+            "{outcomes}; {method} departs from GRPO by {} a step on average; {}",
+            num(self.departure, 3),
+            plural(self.steps, "step")
         )
     }
 }

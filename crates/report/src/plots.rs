@@ -702,7 +702,7 @@ impl Plot for HeatTable {
                     fill.filled(),
                 ))
                 .map_err(err)?;
-                let text = v.map_or("—".to_string(), |v| format!("{v:+.3}"));
+                let text = v.map_or("—".to_string(), |v| credit_core::wording::signed(v, 3));
                 let dark = v.is_some_and(|v| (v / scale).abs() > 0.6);
                 let colour = if dark { WHITE } else { BLACK };
                 area.draw(&Text::new(

@@ -198,8 +198,8 @@ pub fn sketch<'i>(inputs: &'i Inputs<'i>) -> Option<Sketch<'i>> {
         "trends",
         "Success, degenerate groups and |advantage| by iteration",
         format!(
-            "By training iteration ({} iterations): the share of trajectories that succeeded; {caption}; and each method's mean |advantage| per step (methods on scales over {SCALE_APART}× apart in panels of their own). The curves to hold against the run's own training dashboards.",
-            trends.iterations.len()
+            "By training iteration ({}): the share of trajectories that succeeded; {caption}; and each method's mean |advantage| per step (methods on scales over {SCALE_APART}× apart in panels of their own). The curves to hold against the run's own training dashboards.",
+            credit_core::wording::plural(trends.iterations.len(), "iteration")
         ),
         plot,
     )

@@ -656,7 +656,8 @@ impl<'a> Watch<'a> {
                 .first()
                 .map_or(String::new(), |e| format!(" (the first: {e})"));
             notes.push(format!(
-                "--lenient skipped {skipped} row(s): {}{first}",
+                "--lenient skipped {}: {}{first}",
+                credit_core::wording::plural(skipped as usize, "row"),
                 reasons.join(", ")
             ));
         }

@@ -13,6 +13,7 @@ use crate::batch::StepBatch;
 use crate::ingest::IngestReport;
 use crate::methods::gigpo::anchor_clusters;
 use crate::methods::hisr;
+use crate::wording::{agree, plural};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -625,8 +626,9 @@ impl SummaryBuilder {
         }
         if rollouts_per_group.single_rollout_groups > 0 {
             diagnostics.push(format!(
-                "{} group(s) have a single rollout: group-relative methods give them μ = 0, σ = 1 (raw rewards); check `group_id`",
-                rollouts_per_group.single_rollout_groups
+                "{} {} a single rollout: group-relative methods give them μ = 0, σ = 1 (raw rewards); check `group_id`",
+                plural(rollouts_per_group.single_rollout_groups, "group"),
+                agree(rollouts_per_group.single_rollout_groups, "has", "have")
             ));
         }
         let segments = match self.segment_error {

@@ -1235,16 +1235,22 @@ impl Resolver<'_> {
             }
             Ok(Some(cell))
         };
+        let missing: Vec<&Field> = FIELDS
+            .iter()
+            .zip(&resolution.feeds)
+            .filter(|(field, feed)| field.required && feed.is_none())
+            .map(|(field, _)| field)
+            .collect();
+        if let Some(first) = missing.first() {
+            return Err((
+                first.name.to_string(),
+                Reason::MissingColumn,
+                missing_columns(&missing, sources),
+            ));
+        }
         let mut cells = Vec::with_capacity(FIELDS.len());
         for (i, field) in FIELDS.iter().enumerate() {
             let Some(feed) = &resolution.feeds[i] else {
-                if field.required {
-                    return Err((
-                        field.name.to_string(),
-                        Reason::MissingColumn,
-                        missing_message(field, sources[sources.len() - 1].0),
-                    ));
-                }
                 cells.push(None);
                 continue;
             };
@@ -1288,10 +1294,15 @@ impl Resolver<'_> {
     }
 }
 
-fn missing_message(field: &crate::schema::Field, object: &Map<String, Value>) -> String {
+/// The message for the required fields a row lacks (`missing`), its objects `sources` (a step, then
+/// its episode): verl's rollout dump without ids is told as such.
+fn missing_columns(missing: &[&Field], sources: &[(&Map<String, Value>, &str)]) -> String {
+    let object = sources[sources.len() - 1].0;
     let has = |k: &str| object.contains_key(k);
     let accepted = |name: &str| crate::schema::field(name).map_or(String::new(), describe_accepted);
-    if (field.name == GROUP_ID || field.name == TRAJ_ID)
+    if missing
+        .iter()
+        .any(|field| field.name == GROUP_ID || field.name == TRAJ_ID)
         && has("input")
         && has("output")
         && has("score")
@@ -1308,10 +1319,17 @@ fn missing_message(field: &crate::schema::Field, object: &Map<String, Value>) ->
             accepted(TRAJ_ID),
         );
     }
-    format!(
-        "missing required column {}; map another name onto it with `--schema map.toml`",
-        describe_accepted(field)
-    )
+    // Every key of the row, the step's first, but not the episode's list of steps.
+    let mut names: Vec<&str> = Vec::new();
+    for (i, (object, _)) in sources.iter().enumerate() {
+        for key in object.keys() {
+            let steps = sources.len() > 1 && i == sources.len() - 1 && key == "steps";
+            if !steps && !names.contains(&key.as_str()) {
+                names.push(key);
+            }
+        }
+    }
+    crate::schema::missing_message(missing, &names)
 }
 
 /// Parses `text` as one chunk of `mem.jsonl` whose first line is `first_line`, with the default

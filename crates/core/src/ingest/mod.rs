@@ -181,7 +181,8 @@ impl IngestReport {
             .map(|(r, n)| format!("{n} {}", r.as_str()))
             .collect();
         let mut lines = vec![format!(
-            "warning: --lenient skipped {skipped} row(s): {}",
+            "warning: --lenient skipped {}: {}",
+            crate::wording::plural(skipped as usize, "row"),
             reasons.join(", ")
         )];
         lines.extend(self.skipped_examples.iter().map(|e| format!("  {e}")));

@@ -19,7 +19,7 @@ use super::pages::{self, Slice};
 use super::rows::{Buffer, Origin, Rows, Value as Typed};
 use super::{conflict_message, domain_error, Cell, SeenColumns};
 use crate::error::{Error, Location, Reason, Result, Unit};
-use crate::schema::{describe_accepted, ColumnMap, Derive, Kind, Resolution, FIELDS};
+use crate::schema::{missing_message, ColumnMap, Derive, Field, Kind, Resolution, FIELDS};
 use polars::io::parquet::read::ParallelStrategy;
 use polars::prelude::*;
 use polars_arrow::array::MutableBinaryViewArray;
@@ -150,17 +150,19 @@ pub(crate) fn plan(path: &Path, file: u32, size: u64, columns: &ColumnMap) -> Re
     for name in schema.iter_names() {
         noted.note(columns, name);
     }
-    for (i, field) in FIELDS.iter().enumerate() {
-        if field.required && resolution.feeds[i].is_none() {
-            return Err(Error::input(
-                at(path, None, Some(field.name)),
-                Reason::MissingColumn,
-                format!(
-                    "missing required column {}; map another name onto it with `--schema map.toml`",
-                    describe_accepted(field)
-                ),
-            ));
-        }
+    let missing: Vec<&Field> = FIELDS
+        .iter()
+        .zip(&resolution.feeds)
+        .filter(|(field, feed)| field.required && feed.is_none())
+        .map(|(field, _)| field)
+        .collect();
+    if let Some(first) = missing.first() {
+        let names: Vec<&str> = schema.iter_names().map(|n| n.as_str()).collect();
+        return Err(Error::input(
+            at(path, None, Some(first.name)),
+            Reason::MissingColumn,
+            missing_message(&missing, &names),
+        ));
     }
     let projection: Vec<String> = resolution
         .feeds

@@ -331,7 +331,11 @@ pub fn advantages(batch: &StepBatch, params: &Params) -> Result<Advantages> {
         ));
     }
     if disagreeing > 0 {
-        out.notes.push(format!("hisr: {disagreeing} segment(s) carry different `segment_reward` values on their rows: the last one is used"));
+        out.notes.push(format!(
+            "hisr: {} {} different `segment_reward` values on their rows: the last one is used",
+            crate::wording::plural(disagreeing, "segment"),
+            crate::wording::agree(disagreeing, "carries", "carry")
+        ));
     }
     out.notes.extend(critic_free);
     Ok(out)

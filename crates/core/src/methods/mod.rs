@@ -11,6 +11,7 @@ pub mod group_stats;
 pub mod grpo;
 pub mod hgpo;
 pub mod hisr;
+pub mod listing;
 pub mod logged;
 pub mod mgr;
 pub mod oracle;
@@ -340,6 +341,9 @@ trait Configured: Debug + Send + Sync {
     fn params(&self) -> &dyn Any;
     fn params_mut(&mut self) -> &mut dyn Any;
     fn cloned(&self) -> Box<dyn Configured>;
+    /// The module the parameters' type is defined in (`gigpo`, `verl_registry`): where
+    /// [`listing`] finds their doc comments.
+    fn module(&self) -> &'static str;
 }
 
 impl<P: Parameters> Configured for Typed<P> {
@@ -369,6 +373,14 @@ impl<P: Parameters> Configured for Typed<P> {
 
     fn cloned(&self) -> Box<dyn Configured> {
         Box::new(self.clone())
+    }
+
+    fn module(&self) -> &'static str {
+        // `credit_core::methods::gigpo::Params`: the segment before the type's name.
+        std::any::type_name::<P>()
+            .rsplit("::")
+            .nth(1)
+            .unwrap_or_default()
     }
 }
 
@@ -418,8 +430,9 @@ impl Method {
         }
         Err(Error::Param(verl_registry::refusal(name).unwrap_or_else(
             || {
+                let hint = crate::sequence_matcher::did_you_mean(name, known(), "");
                 format!(
-                    "unknown method `{name}` (expected one of {}, `all` or `verl`)",
+                    "unknown method `{name}` (expected one of {}, `all` or `verl`){hint}",
                     known_list()
                 )
             },
@@ -445,6 +458,20 @@ impl Method {
     /// Whether the method takes the shared key `key` (for flags shared by several methods).
     pub fn has_param(&self, key: &str) -> bool {
         self.takes_shared_keys && self.params_json().get(key).is_some()
+    }
+
+    /// The module its parameters' type is defined in ([`listing`]).
+    pub(crate) fn module(&self) -> &'static str {
+        self.params.module()
+    }
+
+    /// Sets `key` to the text `value` on a copy of the parameters and gives what the key then
+    /// holds: what the parameter's type makes of that text (an alias its canonical value), or
+    /// the error it answers (a choice names the values it takes).
+    pub(crate) fn probe(&self, key: &str, value: &str) -> Result<serde_json::Value> {
+        let mut copy = self.params.cloned();
+        copy.set(self.label, key, &ParamValue::Text(value.into()))?;
+        Ok(copy.json()[key].clone())
     }
 
     /// Every parameter in use, for the output's metadata.

@@ -39,11 +39,11 @@ impl ParamValue {
 }
 
 /// A parameter's valid values: (test, the range as text).
-type Range = (fn(f64) -> bool, &'static str);
+pub(crate) type Range = (fn(f64) -> bool, &'static str);
 
 /// The range of a parameter that several methods share, checked by name. Other parameters are
 /// checked by their method's `Params::check`.
-fn shared_range(param: &str) -> Option<Range> {
+pub(crate) fn shared_range(param: &str) -> Option<Range> {
     match param {
         "gamma" => Some((|x| (0.0..=1.0).contains(&x), "[0, 1]")),
         "tau" => Some((|x| x > 0.0, "(0, ∞)")),
@@ -74,13 +74,12 @@ pub(super) fn set_field<P: Serialize + DeserializeOwned>(
         unreachable!("params serialise to objects")
     };
     let Some(current) = map.get(key) else {
-        let keys: Vec<&String> = map.keys().collect();
+        let keys: Vec<&str> = map.keys().map(String::as_str).collect();
+        let hint =
+            crate::sequence_matcher::did_you_mean(key, keys.iter().copied(), &format!("{label}."));
         return Err(Error::Param(format!(
-            "unknown parameter `{label}.{key}` (known: {})",
-            keys.iter()
-                .map(|k| k.as_str())
-                .collect::<Vec<_>>()
-                .join(", ")
+            "unknown parameter `{label}.{key}` (known: {}){hint}",
+            keys.join(", ")
         )));
     };
     let bad = |what: &str| Error::Param(format!("`{label}.{key}={value}`: expected {what}"));

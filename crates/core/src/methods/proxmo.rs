@@ -212,7 +212,8 @@ pub fn advantages(batch: &StepBatch, params: &Params) -> Result<Advantages> {
         out.notes.push("proxmo: no `obs` column, so no TF-IDF vocabulary: A^S = 0 and ProxMO reduces to its episode term".into());
     } else if empty_fits > 0 {
         out.notes.push(format!(
-            "proxmo: {empty_fits} TF-IDF fit(s) had an empty vocabulary (observations with only one-character tokens); A^S = 0 for their rows, as the reference code does"
+            "proxmo: {} had an empty vocabulary (observations with only one-character tokens); A^S = 0 for their rows, as the reference code does",
+            crate::wording::plural(empty_fits, "TF-IDF fit")
         ));
     }
     Ok(out)

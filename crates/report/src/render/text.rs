@@ -61,8 +61,8 @@ fn block(o: &mut String, block: &Block, margin: usize) {
             o,
             margin,
             &format!(
-                "the explorer of {} groups is in report.html",
-                e.groups.len()
+                "the explorer of {} is in report.html",
+                credit_core::wording::plural(e.groups.len(), "group")
             ),
         ),
         Block::Indented(blocks) => blocks.iter().for_each(|b| self::block(o, b, margin + 2)),

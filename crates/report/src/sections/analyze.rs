@@ -7,6 +7,7 @@ use credit_core::analyses::progress::{Curve, ProgressStats, SegmentStats};
 use credit_core::analyses::summary::{Rate, SingleTurn, SizeDistribution, Summary};
 use credit_core::methods::hisr::Segments;
 use credit_core::schema::{columns::OBS, ColumnUse};
+use credit_core::wording::plural;
 
 /// Per-iteration rows beyond this many show the first and last few: a long run stays readable,
 /// and `--format json` has every iteration.
@@ -94,14 +95,13 @@ fn overview(s: &Summary) -> Section<'static> {
     let mut section = Section::untitled("overview");
     let iterations = s
         .iterations
-        .map_or(String::new(), |i| format!(", {i} iterations"));
+        .map_or(String::new(), |i| format!(", {}", plural(i, "iteration")));
     section.push(Block::Paragraph(Text::plain(format!(
-        "{} {}, {} rows{iterations}, {} groups, {} trajectories",
-        s.files,
-        if s.files == 1 { "file" } else { "files" },
-        s.rows,
-        s.groups,
-        s.trajectories
+        "{}, {}{iterations}, {}, {}",
+        plural(s.files, "file"),
+        plural(s.rows, "row"),
+        plural(s.groups, "group"),
+        plural(s.trajectories, "trajectory")
     ))));
     let renamed: Vec<String> = s
         .columns
@@ -118,8 +118,11 @@ fn overview(s: &Summary) -> Section<'static> {
         .extend(super::column_collisions(&s.columns, false));
     let r = &s.rollouts_per_group;
     section.push(Block::Paragraph(Text::plain(format!(
-        "rollouts per group: min {} / mean {:.1} / max {}; {} group(s) with a single rollout",
-        r.min, r.mean, r.max, r.single_rollout_groups
+        "rollouts per group: min {} / mean {:.1} / max {}; {} with a single rollout",
+        r.min,
+        r.mean,
+        r.max,
+        plural(r.single_rollout_groups, "group")
     ))));
     section
 }

@@ -4,22 +4,16 @@
 
 pub mod analyze;
 pub mod compare;
+pub mod methods;
 pub mod report;
 pub mod trainer;
 
 pub use analyze::analyze;
 pub use compare::compare;
+pub use methods::methods;
 pub use report::report;
 
-/// `x` with `digits` decimals, never `-0.000`: a mean that rounds to zero is 0, whatever the sign
-/// of its rounding error (per-group statistics sum to 0 by construction).
-pub fn num(x: f64, digits: usize) -> String {
-    let s = format!("{x:.digits$}");
-    match s.strip_prefix('-') {
-        Some(rest) if rest.bytes().all(|b| b == b'0' || b == b'.') => rest.to_string(),
-        _ => s,
-    }
-}
+pub use credit_core::wording::num;
 
 fn pct(x: f64) -> String {
     format!("{:.1}%", 100.0 * x)
@@ -58,15 +52,4 @@ fn diagnostics<'a>(
             .collect(),
         bullets: true,
     })
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn no_negative_zero() {
-        assert_eq!(super::num(-0.0001, 3), "0.000");
-        assert_eq!(super::num(-0.0, 3), "0.000");
-        assert_eq!(super::num(-0.0006, 3), "-0.001");
-        assert_eq!(super::num(1.25, 2), "1.25");
-    }
 }

@@ -11,6 +11,7 @@ use crate::plots::{self, Figure};
 use crate::{progress_numbers, Headline, Inputs};
 use credit_core::analyses::against::Against;
 use credit_core::analyses::compare::Comparison;
+use credit_core::wording::plural;
 
 /// The whole report, its figures already drawn.
 pub fn report<'a>(report: &Report<'a>, figures: &'a [Figure]) -> Doc<'a> {
@@ -67,8 +68,11 @@ fn lead<'a>(inputs: &Inputs, explorer: Option<&Explorer>) -> Section<'a> {
     let mut section = Section::untitled("top");
     section.push(Block::Paragraph(
         Text::plain(format!(
-            "{} files, {} rows, {} groups, {} trajectories. Preset ",
-            s.files, s.rows, s.groups, s.trajectories
+            "{}, {}, {}, {}. Preset ",
+            plural(s.files, "file"),
+            plural(s.rows, "row"),
+            plural(s.groups, "group"),
+            plural(s.trajectories, "trajectory")
         ))
         .and_code(inputs.run.preset.to_string())
         .and(format!("; methods: {}.", methods.join(", "))),
@@ -83,7 +87,7 @@ fn lead<'a>(inputs: &Inputs, explorer: Option<&Explorer>) -> Section<'a> {
             Text::default()
                 .and_span(Span::Link {
                     to: "explore",
-                    text: format!("Explore {} groups", e.groups.len()),
+                    text: format!("Explore {}", plural(e.groups.len(), "group")),
                 })
                 .and(what),
         ));
@@ -163,8 +167,12 @@ fn logs<'a>(inputs: &Inputs, baseline: Option<&serde_json::Value>) -> Section<'a
         Some(_) => "Single-turn logs (one step per rollout): step groups, state graphs and step positions do not apply.".into(),
     };
     section.push(Block::Paragraph(Text::plain(format!(
-        "Rollouts per group: {} to {} (mean {:.1}); {} group(s) with a single rollout. {lengths} {} padding duplicate row(s) dropped.",
-        r.min, r.max, r.mean, r.single_rollout_groups, s.padding_duplicates
+        "Rollouts per group: {} to {} (mean {:.1}); {} with a single rollout. {lengths} {} dropped.",
+        r.min,
+        r.max,
+        r.mean,
+        plural(r.single_rollout_groups, "group"),
+        plural(s.padding_duplicates as usize, "padding duplicate row")
     ))));
     section.blocks.extend(super::diagnostics(s, "Worth a look"));
     section
