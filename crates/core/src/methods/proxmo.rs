@@ -402,7 +402,14 @@ impl Group<'_> {
                     subset_rows.extend(part.iter().map(|p| p.1));
                     subset_docs.clear();
                     subset_docs.extend(part.iter().map(|p| p.2));
-                    self.aggregate(&subset_rows, &subset_docs, returns, params.tau, scratch, out);
+                    self.aggregate(
+                        &subset_rows,
+                        &subset_docs,
+                        returns,
+                        params.tau,
+                        scratch,
+                        out,
+                    );
                 }
                 (scratch.by_t, scratch.subset_rows, scratch.subset_docs) =
                     (by_t, subset_rows, subset_docs);
@@ -424,7 +431,10 @@ impl Group<'_> {
     ) {
         s.slot.clear();
         s.slot.resize(self.u, u32::MAX);
-        (s.distinct.clear(), s.count.clear(), s.sum.clear(), s.slot_of_row.clear());
+        s.distinct.clear();
+        s.count.clear();
+        s.sum.clear();
+        s.slot_of_row.clear();
         for (&r, &d) in rows.iter().zip(docs) {
             let k = &mut s.slot[d as usize];
             if *k == u32::MAX {
@@ -979,9 +989,18 @@ mod tests {
             Some("You take the mug 2.\nYou are carrying: a mug 2."),
             Some("You are in the hallway.\nA door 1."),
         ];
-        // (iteration, group, trajectory, step, text, next text, reward)
+        /// (iteration, group, trajectory, step, text, next text, reward)
+        type Row = (
+            i64,
+            &'static str,
+            &'static str,
+            i64,
+            usize,
+            Option<usize>,
+            f64,
+        );
         #[rustfmt::skip]
-        let rows: [(i64, &str, &str, i64, usize, Option<usize>, f64); 18] = [
+        let rows: [Row; 18] = [
             (1, "g1", "a", 0, 0, None, 0.0), (1, "g1", "a", 1, 1, None, 0.0),
             (1, "g1", "a", 2, 2, Some(5), 0.0),
             (1, "g1", "b", 0, 0, None, 0.0), (1, "g1", "b", 1, 3, None, 0.0),
@@ -1078,7 +1097,8 @@ mod tests {
             }
             let (got, empty_fits) = soft_baselines(&b, &returns, &params).unwrap();
             assert_eq!(empty_fits, 0);
-            let bits = |v: &[Option<f64>]| v.iter().map(|x| x.map(f64::to_bits)).collect::<Vec<_>>();
+            let bits =
+                |v: &[Option<f64>]| v.iter().map(|x| x.map(f64::to_bits)).collect::<Vec<_>>();
             assert_eq!(bits(&got), bits(&expected), "{psa_scope:?}");
         }
     }

@@ -364,7 +364,8 @@ mod tests {
             "w1499 zz".to_string(),
         ];
         let rows = [0, 1, 2, 0, 3, 4, 5, 1, 4, 6];
-        let (corpus, doc_of_row) = fit_transform(rows.iter().map(|&i| Some(texts[i].as_str())), 1024);
+        let (corpus, doc_of_row) =
+            fit_transform(rows.iter().map(|&i| Some(texts[i].as_str())), 1024);
 
         let mut ids: Vec<String> = Vec::new();
         let counts: Vec<Vec<(u32, u32)>> = texts
@@ -443,13 +444,22 @@ mod tests {
             (texts[2], 1),
         ];
         for max_features in [1024, 4] {
-            let (a, b) = (fit(once.into_iter(), max_features), fit(split.into_iter(), max_features));
+            let (a, b) = (
+                fit(once.into_iter(), max_features),
+                fit(split.into_iter(), max_features),
+            );
             assert_eq!(a.vocabulary_size, b.vocabulary_size);
             for (d, e) in [(0, 0), (1, 1), (3, 2), (2, 3), (0, 4), (2, 5)] {
                 let bits = |v: Vec<(u32, f64)>| {
-                    v.into_iter().map(|(t, w)| (t, w.to_bits())).collect::<Vec<_>>()
+                    v.into_iter()
+                        .map(|(t, w)| (t, w.to_bits()))
+                        .collect::<Vec<_>>()
                 };
-                assert_eq!(bits(vector(&a, d)), bits(vector(&b, e)), "{max_features}: {d}");
+                assert_eq!(
+                    bits(vector(&a, d)),
+                    bits(vector(&b, e)),
+                    "{max_features}: {d}"
+                );
             }
         }
     }
