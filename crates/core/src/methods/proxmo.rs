@@ -21,13 +21,12 @@
 //!   success = row score > 0.5, invalid penalty 0.1 after discounting, τ = 0.1.
 
 use super::group_stats::{episode_advantages, episode_scores, episode_stats, step_returns, Norm};
-use super::tfidf::{fit_transform, Corpus};
+use super::tfidf::{fit, Corpus};
 use super::{Advantages, Values};
 use crate::batch::StepBatch;
 use crate::error::{Error, Result};
 use crate::profile::{Conventions, Profile};
 use crate::schema::columns::{ITERATION, OBS};
-use polars::prelude::PlHashMap;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 
@@ -260,6 +259,14 @@ fn soft_baselines(
 
 /// One fit scope: the TF-IDF fit over its rows, then B for every row of its groups; `None` when
 /// the vocabulary is empty.
+///
+/// The fit's documents are each group's distinct observations, read from the batch's interned
+/// states ([`StepBatch::states`], which GiGPO, GraphGPO and `analyze` share) rather than hashed
+/// again: a row's source node stands for its text within its group. A row without an observation
+/// (a node of its own) and a row with an empty one are the group's one empty document, as the fit
+/// reads a missing text as empty. A text in two groups is two documents with the same counts,
+/// which leaves the fit's totals, document frequencies and term numbers as over the scope's
+/// distinct texts, and every vector the same to the bit.
 fn scope_baselines(
     batch: &StepBatch,
     groups: &[usize],
@@ -267,128 +274,246 @@ fn scope_baselines(
     params: &Params,
 ) -> Option<Vec<(u32, f64)>> {
     let obs = batch.texts(OBS);
-    // Each group's rows are consecutive in `rows`, so its documents are a slice of `doc_of_row`.
-    let mut rows: Vec<u32> = Vec::new();
+    let states = batch.states();
+    // Each group's rows are consecutive in `rows`; a row's document is numbered within its group
+    // (its distinct texts in first-seen order), and group k's are the fit's from `spans[k].1`.
+    let mut rows: Vec<u32> = Vec::with_capacity(batch.len());
+    let mut doc_of_row: Vec<u32> = Vec::with_capacity(batch.len());
+    let mut documents: Vec<(&str, u64)> = Vec::new();
     let mut spans = Vec::with_capacity(groups.len());
+    let mut doc_of_node = Vec::new();
     for &g in groups {
-        let start = rows.len();
-        rows.extend(batch.group_rows(g));
-        spans.push(start..rows.len());
+        let (start, first) = (rows.len(), documents.len());
+        doc_of_node.clear();
+        doc_of_node.resize(states.nodes(g).len(), u32::MAX);
+        let mut empty = u32::MAX;
+        for &(row, source, _) in states.steps(g) {
+            let text = obs.and_then(|o| o.get(row as usize)).unwrap_or("");
+            let doc = if text.is_empty() {
+                &mut empty
+            } else {
+                &mut doc_of_node[source as usize]
+            };
+            if *doc == u32::MAX {
+                *doc = (documents.len() - first) as u32;
+                documents.push((text, 0));
+            }
+            documents[first + *doc as usize].1 += 1;
+            rows.push(row);
+            doc_of_row.push(*doc);
+        }
+        spans.push((start..rows.len(), first, documents.len() - first));
     }
-    let corpus = fit_transform(
-        rows.iter().map(|&r| obs.and_then(|o| o.get(r as usize))),
-        params.max_features as usize,
-    );
+    let corpus = fit(documents.into_iter(), params.max_features as usize);
     if corpus.vocabulary_size == 0 {
         return None;
     }
-    let subsets = |span: &std::ops::Range<usize>| -> Vec<(u32, f64)> {
-        let (group_rows, docs) = (&rows[span.clone()], &corpus.doc_of_row[span.clone()]);
-        let mut out = Vec::new();
-        match params.psa_scope {
-            PsaScope::Group => aggregate(group_rows, docs, &corpus, returns, params.tau, &mut out),
-            PsaScope::SameT => {
-                let mut by_t: std::collections::BTreeMap<u32, (Vec<u32>, Vec<u32>)> =
-                    Default::default();
-                for (&r, &d) in group_rows.iter().zip(docs) {
-                    let part = by_t.entry(batch.position[r as usize]).or_default();
-                    part.0.push(r);
-                    part.1.push(d);
-                }
-                for (part_rows, part_docs) in by_t.values() {
-                    aggregate(part_rows, part_docs, &corpus, returns, params.tau, &mut out);
-                }
-            }
-        }
-        out
-    };
-    Some(
-        spans
-            .par_iter()
-            .map(subsets)
-            .collect::<Vec<_>>()
-            .into_iter()
-            .flatten()
-            .collect(),
-    )
+    // Each worker reuses its buffers from one group to the next.
+    let parts: Vec<Vec<(u32, f64)>> = spans
+        .par_iter()
+        .fold(
+            || (Scratch::default(), Vec::new()),
+            |(mut scratch, mut out), (span, first, u)| {
+                let group = Group {
+                    corpus: &corpus,
+                    first: *first as u32,
+                    u: *u,
+                };
+                let (rows, docs) = (&rows[span.clone()], &doc_of_row[span.clone()]);
+                group.baselines(batch, rows, docs, returns, params, &mut scratch, &mut out);
+                (scratch, out)
+            },
+        )
+        .map(|(_, out)| out)
+        .collect();
+    Some(parts.into_iter().flatten().collect())
 }
 
-/// B_i = Σ_j softmax_j(sim(i,j)/τ)·R_j over `rows`, computed over their distinct texts: rows with
-/// the same text share similarities, so each distinct text carries its count and its return sum.
-/// Pushes (row, B) for every row; `docs[i]` is the document of `rows[i]`.
-fn aggregate(
-    rows: &[u32],
-    docs: &[u32],
-    corpus: &Corpus,
-    returns: &[f64],
-    tau: f64,
-    out: &mut Vec<(u32, f64)>,
-) {
-    let mut index: PlHashMap<u32, usize> =
-        PlHashMap::with_capacity_and_hasher(rows.len(), Default::default());
-    let mut distinct: Vec<(u32, f64, f64)> = Vec::new(); // (doc, count, return sum)
-    let mut slot = Vec::with_capacity(rows.len());
-    for (&r, &d) in rows.iter().zip(docs) {
-        let k = *index.entry(d).or_insert_with(|| {
-            distinct.push((d, 0.0, 0.0));
-            distinct.len() - 1
-        });
-        distinct[k].1 += 1.0;
-        distinct[k].2 += returns[r as usize];
-        slot.push(k);
-    }
-    let u = distinct.len();
-    // The group's terms in ascending order: marked in a table over the term ids, then numbered.
-    let dim = distinct
-        .iter()
-        .flat_map(|d| corpus.vector(d.0).last().map(|e| e.0 as usize + 1))
-        .max()
-        .unwrap_or(0);
-    let mut column = vec![u32::MAX; dim];
-    for d in &distinct {
-        for &(t, _) in corpus.vector(d.0) {
-            column[t as usize] = 0;
+/// One group's documents: the fit's `first..first + u`.
+struct Group<'a> {
+    corpus: &'a Corpus,
+    first: u32,
+    u: usize,
+}
+
+/// Buffers a worker reuses from one group (and same-t subset) to the next.
+#[derive(Default)]
+struct Scratch {
+    /// The group's vectors, one after another: document d's is `vectors[starts[d]..starts[d + 1]]`.
+    vectors: Vec<(u32, f64)>,
+    starts: Vec<usize>,
+    /// The group's (step position, row, document), ordered by position (`same_t`).
+    by_t: Vec<(u32, u32, u32)>,
+    subset_rows: Vec<u32>,
+    subset_docs: Vec<u32>,
+    /// Each document's distinct-text index in the subset (`u32::MAX` where absent), each
+    /// distinct text's document, count and return sum, and each row's distinct text.
+    slot: Vec<u32>,
+    distinct: Vec<u32>,
+    count: Vec<f64>,
+    sum: Vec<f64>,
+    slot_of_row: Vec<u32>,
+    /// The subset's terms numbered in ascending order, its term-major weights and the matrix
+    /// [`similarities`] and [`soft_values`] work in.
+    column: Vec<u32>,
+    by_term: Vec<f64>,
+    active: Vec<u32>,
+    sims: Vec<f64>,
+    value: Vec<f64>,
+}
+
+impl Group<'_> {
+    /// Pushes (row, B) for every row of the group; `docs[i]` is the document of `rows[i]`,
+    /// numbered within the group.
+    #[allow(clippy::too_many_arguments)]
+    fn baselines(
+        &self,
+        batch: &StepBatch,
+        rows: &[u32],
+        docs: &[u32],
+        returns: &[f64],
+        params: &Params,
+        scratch: &mut Scratch,
+        out: &mut Vec<(u32, f64)>,
+    ) {
+        // Each vector computed once, however many same-t subsets read it.
+        scratch.vectors.clear();
+        scratch.starts.clear();
+        scratch.starts.push(0);
+        for d in 0..self.u as u32 {
+            self.corpus.vector(self.first + d, &mut scratch.vectors);
+            scratch.starts.push(scratch.vectors.len());
+        }
+        match params.psa_scope {
+            PsaScope::Group => self.aggregate(rows, docs, returns, params.tau, scratch, out),
+            PsaScope::SameT => {
+                // Subsets by ascending position, each with its rows in the group's order.
+                let mut by_t = std::mem::take(&mut scratch.by_t);
+                let mut subset_rows = std::mem::take(&mut scratch.subset_rows);
+                let mut subset_docs = std::mem::take(&mut scratch.subset_docs);
+                by_t.clear();
+                by_t.extend(
+                    rows.iter()
+                        .zip(docs)
+                        .map(|(&r, &d)| (batch.position[r as usize], r, d)),
+                );
+                by_t.sort_by_key(|&(t, _, _)| t);
+                for part in by_t.chunk_by(|a, b| a.0 == b.0) {
+                    subset_rows.clear();
+                    subset_rows.extend(part.iter().map(|p| p.1));
+                    subset_docs.clear();
+                    subset_docs.extend(part.iter().map(|p| p.2));
+                    self.aggregate(
+                        &subset_rows,
+                        &subset_docs,
+                        returns,
+                        params.tau,
+                        scratch,
+                        out,
+                    );
+                }
+                (scratch.by_t, scratch.subset_rows, scratch.subset_docs) =
+                    (by_t, subset_rows, subset_docs);
+            }
         }
     }
-    let mut terms = 0;
-    for c in column.iter_mut().filter(|c| **c == 0) {
-        *c = terms;
-        terms += 1;
-    }
-    // `by_term[k * stride + b]`: distinct text b's weight of the group's k-th term (0 where absent,
-    // and in the padding up to `stride`, which the tiles below read).
-    let stride = u.next_multiple_of(TILE_COLUMNS);
-    let mut by_term = vec![0.0; terms as usize * stride];
-    for (b, d) in distinct.iter().enumerate() {
-        for &(t, w) in corpus.vector(d.0) {
-            by_term[column[t as usize] as usize * stride + b] = w;
+
+    /// B_i = Σ_j softmax_j(sim(i,j)/τ)·R_j over `rows`, computed over their distinct texts: rows
+    /// with the same text share similarities, so each distinct text carries its count and its
+    /// return sum. Pushes (row, B) for every row; `docs[i]` is the document of `rows[i]`.
+    fn aggregate(
+        &self,
+        rows: &[u32],
+        docs: &[u32],
+        returns: &[f64],
+        tau: f64,
+        s: &mut Scratch,
+        out: &mut Vec<(u32, f64)>,
+    ) {
+        s.slot.clear();
+        s.slot.resize(self.u, u32::MAX);
+        s.distinct.clear();
+        s.count.clear();
+        s.sum.clear();
+        s.slot_of_row.clear();
+        for (&r, &d) in rows.iter().zip(docs) {
+            let k = &mut s.slot[d as usize];
+            if *k == u32::MAX {
+                *k = s.distinct.len() as u32;
+                s.distinct.push(d);
+                s.count.push(0.0);
+                s.sum.push(0.0);
+            }
+            s.count[*k as usize] += 1.0;
+            s.sum[*k as usize] += returns[r as usize];
+            s.slot_of_row.push(*k);
         }
+        let u = s.distinct.len();
+        let vector = |d: u32| &s.vectors[s.starts[d as usize]..s.starts[d as usize + 1]];
+        // The subset's terms in ascending order: marked in a table over the term ids, then
+        // numbered.
+        let dim = s
+            .distinct
+            .iter()
+            .flat_map(|&d| vector(d).last().map(|e| e.0 as usize + 1))
+            .max()
+            .unwrap_or(0);
+        s.column.clear();
+        s.column.resize(dim, u32::MAX);
+        for &d in &s.distinct {
+            for &(t, _) in vector(d) {
+                s.column[t as usize] = 0;
+            }
+        }
+        let mut terms = 0;
+        for c in s.column.iter_mut().filter(|c| **c == 0) {
+            *c = terms;
+            terms += 1;
+        }
+        // `by_term[k * stride + b]`: distinct text b's weight of the subset's k-th term (0 where
+        // absent, and in the padding up to `stride`, which the tiles read).
+        let stride = u.next_multiple_of(TILE_COLUMNS);
+        s.by_term.clear();
+        s.by_term.resize(terms as usize * stride, 0.0);
+        for (b, &d) in s.distinct.iter().enumerate() {
+            for &(t, w) in vector(d) {
+                s.by_term[s.column[t as usize] as usize * stride + b] = w;
+            }
+        }
+        similarities(&s.by_term, stride, u, &mut s.active, &mut s.sims);
+        soft_values(&s.sims, stride, &s.count, &s.sum, tau, &mut s.value);
+        out.extend(
+            rows.iter()
+                .zip(&s.slot_of_row)
+                .map(|(&r, &k)| (r, s.value[k as usize])),
+        );
     }
-    let sims = similarities(&by_term, stride, u);
-    let count: Vec<f64> = distinct.iter().map(|d| d.1).collect();
-    let sum: Vec<f64> = distinct.iter().map(|d| d.2).collect();
-    let value = soft_values(&sims, stride, &count, &sum, tau);
-    out.extend(rows.iter().zip(&slot).map(|(&r, &k)| (r, value[k])));
 }
 
 /// For each distinct text a: Σ_b e^((sim(a,b) − max_b sim(a,b))/τ)·sum_b over the same with
 /// count_b, the sums taken over b in order. With AVX-512 (and [`super::exp`] agreeing with libm),
 /// eight texts a at once, one per lane: column a of the symmetric matrix is its row a, each lane
 /// adds its terms in the scalar loop's order, so every value is the scalar loop's to the bit.
-fn soft_values(sims: &[f64], stride: usize, count: &[f64], sum: &[f64], tau: f64) -> Vec<f64> {
+fn soft_values(
+    sims: &[f64],
+    stride: usize,
+    count: &[f64],
+    sum: &[f64],
+    tau: f64,
+    value: &mut Vec<f64>,
+) {
     let u = count.len();
+    value.clear();
     #[cfg(target_arch = "x86_64")]
     if super::exp::agrees() {
-        let mut value = vec![0.0; stride];
+        value.resize(stride, 0.0);
         // SAFETY: `agrees` found AVX-512F; `stride` is a multiple of 8, so the lanes stay in
         // `sims`' rows and `value`.
-        unsafe { soft_values_avx512(sims, stride, count, sum, tau, &mut value) };
+        unsafe { soft_values_avx512(sims, stride, count, sum, tau, value) };
         value.truncate(u);
-        return value;
+        return;
     }
-    (0..u)
-        .map(|a| soft_value(&sims[a * stride..a * stride + u], count, sum, tau))
-        .collect()
+    value.extend((0..u).map(|a| soft_value(&sims[a * stride..a * stride + u], count, sum, tau)));
 }
 
 /// [`soft_values`] of one text, from its row of similarities.
@@ -441,7 +566,7 @@ unsafe fn soft_values_avx512(
 const TILE_COLUMNS: usize = 16;
 
 /// The `u × stride` matrix of sim(a, b) = Σ_k w_a(k)·w_b(k) over the group's terms k, from the
-/// term-major weights `by_term` (`u` texts padded to `stride`).
+/// term-major weights `by_term` (`u` texts padded to `stride`), into `sims` (`active`: a buffer).
 ///
 /// Every sim(a, b) is the sparse dot product of the two texts' vectors to the last bit: its
 /// products w_a(k)·w_b(k) are added one by one in ascending term order, each a multiply then an add
@@ -450,10 +575,16 @@ const TILE_COLUMNS: usize = 16;
 /// runs over every term some row of it has, with its sums in registers (GEMM-like: each weight
 /// loaded once per tile, not once per pair). sim(a, b) = sim(b, a) to the bit (the same products
 /// in the same order), so tiles on and above the diagonal are computed and the rest mirrored.
-fn similarities(by_term: &[f64], stride: usize, u: usize) -> Vec<f64> {
+fn similarities(
+    by_term: &[f64],
+    stride: usize,
+    u: usize,
+    active: &mut Vec<u32>,
+    sims: &mut Vec<f64>,
+) {
     let terms = by_term.len() / stride.max(1);
-    let mut sims = vec![0.0; u * stride];
-    let mut active = Vec::with_capacity(terms);
+    sims.clear();
+    sims.resize(u * stride, 0.0);
     let mut block = |rows: usize, tile: &mut Tile| {
         for a0 in (0..u).step_by(rows) {
             // The terms some row of the block has: the others add +0 to every sum of its tiles.
@@ -463,7 +594,7 @@ fn similarities(by_term: &[f64], stride: usize, u: usize) -> Vec<f64> {
                 by_term[at..at + rows].iter().any(|&w| w != 0.0)
             }));
             for b0 in (a0 / TILE_COLUMNS * TILE_COLUMNS..u).step_by(TILE_COLUMNS) {
-                tile(&active, a0, b0, &mut sims);
+                tile(active, a0, b0, sims);
             }
         }
     };
@@ -474,25 +605,24 @@ fn similarities(by_term: &[f64], stride: usize, u: usize) -> Vec<f64> {
         block(8, &mut |active, a0, b0, sims| unsafe {
             tile_avx512(by_term, stride, u, active, a0, b0, sims)
         });
-        return mirrored(sims, stride, u);
+        return mirror(sims, stride, u);
     }
     block(4, &mut |active, a0, b0, sims| {
         tile_plain(by_term, stride, u, active, a0, b0, sims)
     });
-    mirrored(sims, stride, u)
+    mirror(sims, stride, u)
 }
 
 /// One tile's sums: (the terms its rows have, a0, b0, the matrix).
 type Tile<'a> = dyn FnMut(&[u32], usize, usize, &mut [f64]) + 'a;
 
 /// Fills sim(a, b) for b < a from sim(b, a).
-fn mirrored(mut sims: Vec<f64>, stride: usize, u: usize) -> Vec<f64> {
+fn mirror(sims: &mut [f64], stride: usize, u: usize) {
     for a in 1..u {
         for b in 0..a {
             sims[a * stride + b] = sims[b * stride + a];
         }
     }
-    sims
 }
 
 /// Rows a0..a0+4 × columns b0..b0+16 (the rows that exist) over the `active` terms, with AVX2
@@ -780,7 +910,8 @@ mod tests {
                     *w = next() / (1.0 + next() * 1e3);
                 }
             }
-            let sims = similarities(&by_term, stride, u);
+            let mut sims = Vec::new();
+            similarities(&by_term, stride, u, &mut Vec::new(), &mut sims);
             for a in 0..u {
                 for b in 0..u {
                     let mut dot = 0.0;
@@ -827,15 +958,167 @@ mod tests {
                     *w = next() * 0.4;
                 }
             }
-            let sims = similarities(&by_term, stride, u);
+            let mut sims = Vec::new();
+            similarities(&by_term, stride, u, &mut Vec::new(), &mut sims);
             let count: Vec<f64> = (0..u).map(|_| (1.0 + 4.0 * next()).floor()).collect();
             let sum: Vec<f64> = count.iter().map(|c| c * (20.0 * next() - 10.0)).collect();
-            let got = soft_values(&sims, stride, &count, &sum, tau);
+            let mut got = Vec::new();
+            soft_values(&sims, stride, &count, &sum, tau, &mut got);
             for (a, got) in got.iter().enumerate() {
                 let want = soft_value(&sims[a * stride..a * stride + u], &count, &sum, tau);
                 assert_eq!(got.to_bits(), want.to_bits(), "u={u} τ={tau} a={a}");
             }
         }
+    }
+
+    #[test]
+    fn baselines_from_interned_states_are_the_scope_fits_to_the_bit() {
+        // Two iterations (two fits); texts shared between groups and between iterations, missing
+        // and empty observations, multi-line texts, a logged next state that a later row has as
+        // its observation (a node named from `next_obs` first): every B must be the one from the
+        // fit over each scope's distinct texts (a missing text read as empty), each group's
+        // distinct texts in first-seen order, sparse dot products and the scalar softmax.
+        use crate::schema::columns::{GROUP_ID, NEXT_OBS, REWARD, STEP, TRAJ_ID, VALID};
+        use polars::prelude::{Column, DataFrame};
+        let room = "You are in the kitchen.\nYou see a fridge 1, a mug 2 and a knife 1.";
+        let texts = [
+            Some(room),
+            Some("You open the fridge 1.\nYou see a mug 2 and an egg 1."),
+            None,
+            Some(""),
+            Some("Nothing happens.\nYou see a fridge 1, a mug 2 and a knife 1."),
+            Some("You take the mug 2.\nYou are carrying: a mug 2."),
+            Some("You are in the hallway.\nA door 1."),
+        ];
+        /// (iteration, group, trajectory, step, text, next text, reward)
+        type Row = (
+            i64,
+            &'static str,
+            &'static str,
+            i64,
+            usize,
+            Option<usize>,
+            f64,
+        );
+        #[rustfmt::skip]
+        let rows: [Row; 18] = [
+            (1, "g1", "a", 0, 0, None, 0.0), (1, "g1", "a", 1, 1, None, 0.0),
+            (1, "g1", "a", 2, 2, Some(5), 0.0),
+            (1, "g1", "b", 0, 0, None, 0.0), (1, "g1", "b", 1, 3, None, 0.0),
+            (1, "g1", "b", 2, 5, None, 0.0),
+            (1, "g1", "c", 0, 2, None, 0.0), (1, "g1", "c", 1, 4, None, 1.0),
+            (1, "g2", "d", 0, 4, None, 0.0), (1, "g2", "d", 1, 0, None, 1.0),
+            (1, "g2", "e", 0, 6, None, 0.0), (1, "g2", "e", 1, 3, None, 0.0),
+            (2, "g3", "f", 0, 0, None, 0.0), (2, "g3", "f", 1, 6, None, 1.0),
+            (2, "g3", "g", 0, 1, None, 0.0), (2, "g3", "g", 1, 6, None, 0.0),
+            (2, "g3", "h", 0, 2, None, 0.0), (2, "g3", "h", 1, 2, None, 1.0),
+        ];
+        let column = |name: &str, values: Vec<Option<&str>>| Column::new(name.into(), values);
+        let frame = DataFrame::new(
+            rows.len(),
+            vec![
+                Column::new(ITERATION.into(), rows.map(|r| r.0).to_vec()),
+                Column::new(GROUP_ID.into(), rows.map(|r| r.1).to_vec()),
+                Column::new(TRAJ_ID.into(), rows.map(|r| r.2).to_vec()),
+                Column::new(STEP.into(), rows.map(|r| r.3).to_vec()),
+                column(OBS, rows.map(|r| texts[r.4]).to_vec()),
+                column(NEXT_OBS, rows.map(|r| r.5.and_then(|t| texts[t])).to_vec()),
+                Column::new(REWARD.into(), rows.map(|r| r.6).to_vec()),
+                Column::new(VALID.into(), vec![true; rows.len()]),
+            ],
+        )
+        .unwrap();
+        let b = StepBatch::new(frame, 0.5, 0.95).unwrap();
+        let obs = b.texts(OBS).unwrap();
+        for (psa_scope, tau) in [(PsaScope::Group, 0.1), (PsaScope::SameT, 0.05)] {
+            let params = Params {
+                psa_scope,
+                tau,
+                ..Params::paper()
+            };
+            let returns = step_returns(&b, &params.conv).unwrap();
+            let mut expected = vec![None; b.len()];
+            for iteration in [1, 2] {
+                let groups: Vec<usize> = (0..b.groups.len())
+                    .filter(|&g| b.groups[g].iteration == Some(iteration))
+                    .collect();
+                let scope: Vec<u32> = groups.iter().flat_map(|&g| b.group_rows(g)).collect();
+                let text = |r: u32| obs.get(r as usize).unwrap_or("");
+                let mut distinct: Vec<(&str, u64)> = Vec::new();
+                for &r in &scope {
+                    match distinct.iter().position(|d| d.0 == text(r)) {
+                        Some(d) => distinct[d].1 += 1,
+                        None => distinct.push((text(r), 1)),
+                    }
+                }
+                let corpus = fit(distinct.iter().copied(), 1024);
+                let vector = |r: u32| {
+                    let mut v = Vec::new();
+                    let d = distinct.iter().position(|d| d.0 == text(r)).unwrap();
+                    corpus.vector(d as u32, &mut v);
+                    v
+                };
+                for &g in &groups {
+                    let rows: Vec<u32> = b.group_rows(g).collect();
+                    let subsets: Vec<Vec<u32>> = match psa_scope {
+                        PsaScope::Group => vec![rows],
+                        PsaScope::SameT => {
+                            let mut by_t = std::collections::BTreeMap::<u32, Vec<u32>>::new();
+                            for r in rows {
+                                by_t.entry(b.position[r as usize]).or_default().push(r);
+                            }
+                            by_t.into_values().collect()
+                        }
+                    };
+                    for subset in subsets {
+                        let mut firsts: Vec<u32> = Vec::new();
+                        let (mut count, mut sum) = (Vec::new(), Vec::new());
+                        for &r in &subset {
+                            let k = match firsts.iter().position(|&f| text(f) == text(r)) {
+                                Some(k) => k,
+                                None => {
+                                    firsts.push(r);
+                                    count.push(0.0);
+                                    sum.push(0.0);
+                                    firsts.len() - 1
+                                }
+                            };
+                            count[k] += 1.0;
+                            sum[k] += returns[r as usize];
+                        }
+                        for &r in &subset {
+                            let row: Vec<f64> = firsts
+                                .iter()
+                                .map(|&f| sparse_dot(&vector(r), &vector(f)))
+                                .collect();
+                            expected[r as usize] = Some(soft_value(&row, &count, &sum, tau));
+                        }
+                    }
+                }
+            }
+            let (got, empty_fits) = soft_baselines(&b, &returns, &params).unwrap();
+            assert_eq!(empty_fits, 0);
+            let bits =
+                |v: &[Option<f64>]| v.iter().map(|x| x.map(f64::to_bits)).collect::<Vec<_>>();
+            assert_eq!(bits(&got), bits(&expected), "{psa_scope:?}");
+        }
+    }
+
+    /// The dot product of two sparse vectors sorted by term, in term order.
+    fn sparse_dot(a: &[(u32, f64)], b: &[(u32, f64)]) -> f64 {
+        let (mut i, mut j, mut s) = (0, 0, 0.0);
+        while i < a.len() && j < b.len() {
+            match a[i].0.cmp(&b[j].0) {
+                std::cmp::Ordering::Less => i += 1,
+                std::cmp::Ordering::Greater => j += 1,
+                std::cmp::Ordering::Equal => {
+                    s += a[i].1 * b[j].1;
+                    i += 1;
+                    j += 1;
+                }
+            }
+        }
+        s
     }
 
     #[test]

@@ -9,30 +9,45 @@
 //! - tf = raw count, idf(w) = ln((1 + n)/(1 + df(w))) + 1 (smooth_idf), v = tf·idf, L2-normalised,
 //!   then divided once more by (‖v‖ + 1e-8) as the ProxMO code does.
 //!
-//! Identical texts are tokenised once, and so are identical lines: a token never spans a newline
-//! (not a word character), and observations rendered from templates repeat most of their lines
-//! (room descriptions, inventories, task statements), so each distinct line of a fit is scanned
-//! once and its term counts are reused. Term ids are numbered in first-seen token order either
-//! way. Vectors are sparse and sorted by term id.
+//! The caller gives the distinct texts (ProxMO's, from the batch's interned states), each with its
+//! number of rows. Identical lines are tokenised once: a token never spans a newline (not a word
+//! character), and observations rendered from templates repeat most of their lines (room
+//! descriptions, inventories, task statements), so each distinct line of a fit is scanned once
+//! and its term counts are reused. Term ids are numbered in first-seen token order. A document's
+//! vector is made from its counts when asked for ([`Corpus::vector`]), sparse and sorted by term id.
 
 use polars::prelude::PlHashMap;
 
-/// A fitted corpus: one sparse vector per distinct text.
+/// A fitted corpus: each document's term counts, and the weights that make them vectors.
 pub struct Corpus {
-    /// The distinct texts' sparse L2-normalised vectors, (term, weight) sorted by term, one after
-    /// another: text d's is `entries[starts[d]..starts[d + 1]]`.
-    entries: Vec<(u32, f64)>,
+    /// The documents' (term, count) sorted by term, one after another: document d's is
+    /// `counts[starts[d]..starts[d + 1]]`.
+    counts: Vec<(u32, u32)>,
     starts: Vec<usize>,
-    /// For each input document (row), its distinct-text index.
-    pub doc_of_row: Vec<u32>,
+    /// Each term's idf, 0 for the terms `max_features` drops.
+    idf: Vec<f64>,
     /// Terms kept after `max_features`.
     pub vocabulary_size: usize,
 }
 
 impl Corpus {
-    /// The vector of distinct text `d`.
-    pub fn vector(&self, d: u32) -> &[(u32, f64)] {
-        &self.entries[self.starts[d as usize]..self.starts[d as usize + 1]]
+    /// Appends document `d`'s L2-normalised vector, (term, weight) sorted by term, to `out`.
+    pub fn vector(&self, d: u32, out: &mut Vec<(u32, f64)>) {
+        let start = out.len();
+        out.extend(
+            self.counts[self.starts[d as usize]..self.starts[d as usize + 1]]
+                .iter()
+                .map(|&(t, c)| (t, c as f64 * self.idf[t as usize]))
+                .filter(|&(_, w)| w != 0.0),
+        );
+        let v = &mut out[start..];
+        let norm = v.iter().map(|(_, w)| w * w).sum::<f64>().sqrt();
+        if norm > 0.0 {
+            let unit_norm = 1.0 + 1e-8;
+            for (_, w) in v {
+                *w /= norm * unit_norm;
+            }
+        }
     }
 }
 
@@ -92,6 +107,7 @@ struct Counts {
 }
 
 impl Counts {
+    #[inline]
     fn add(&mut self, term: u32, n: u32) {
         let t = term as usize;
         if t >= self.count.len() {
@@ -141,47 +157,34 @@ impl Counts {
     }
 }
 
-/// Fits on `documents` (every row a document; `None` is an empty document) and returns each
-/// document's vector.
-pub fn fit_transform<'a>(
-    documents: impl Iterator<Item = Option<&'a str>>,
-    max_features: usize,
-) -> Corpus {
-    let mut distinct: PlHashMap<&str, u32> = PlHashMap::default();
-    let mut texts: Vec<&str> = Vec::new();
-    let mut multiplicity: Vec<u64> = Vec::new();
-    let mut doc_of_row = Vec::new();
-    for doc in documents {
-        let text = doc.unwrap_or("");
-        let id = *distinct.entry(text).or_insert_with(|| {
-            texts.push(text);
-            multiplicity.push(0);
-            (texts.len() - 1) as u32
-        });
-        multiplicity[id as usize] += 1;
-        doc_of_row.push(id);
-    }
-    let n_docs = doc_of_row.len() as f64;
-
-    // Term counts per distinct text; corpus totals and document frequencies weighted by multiplicity.
+/// Fits on `documents`, each a text and the number of rows (the corpus's documents) it stands
+/// for; the corpus's document d is the d-th given. A text may be given more than once (once per
+/// group that has it): its terms are numbered when first seen, and its rows' counts add up to the
+/// same totals and document frequencies.
+pub fn fit<'a>(documents: impl Iterator<Item = (&'a str, u64)>, max_features: usize) -> Corpus {
+    let mut n_docs = 0;
+    // Term counts per document; corpus totals and document frequencies weighted by multiplicity.
     let mut term_ids: PlHashMap<String, u32> = PlHashMap::default();
     let mut terms: Vec<String> = Vec::new();
     let mut total: Vec<u64> = Vec::new();
     let mut df: Vec<u64> = Vec::new();
-    // Each distinct text's (term, count) in term order, one after another.
     let mut counts: Vec<(u32, u32)> = Vec::new();
-    let mut starts: Vec<usize> = Vec::with_capacity(texts.len() + 1);
-    starts.push(0);
+    let mut starts: Vec<usize> = vec![0];
     // Each distinct line's term counts, as a range of `line_counts`.
-    let mut lines: PlHashMap<&str, (usize, usize)> = PlHashMap::default();
+    let mut lines: PlHashMap<&str, (u32, u32)> = PlHashMap::default();
     let mut line_counts: Vec<(u32, u32)> = Vec::new();
     // Counts in dense buffers (per line, per document), with the touched terms listed.
     let mut in_line = Counts::default();
     let mut local = Counts::default();
     let mut scratch = String::new();
-    for (d, text) in texts.iter().enumerate() {
-        for line in text.split('\n') {
-            let (start, end) = *lines.entry(line).or_insert_with(|| {
+    for (text, m) in documents {
+        n_docs += m;
+        // Lines found with the memchr crate's vector search (`str::split`'s is a word at a time).
+        let mut from = 0;
+        for end in memchr::memchr_iter(b'\n', text.as_bytes()).chain([text.len()]) {
+            let line = &text[from..end];
+            from = end + 1;
+            let (first, last) = *lines.entry(line).or_insert_with(|| {
                 each_token(line, &mut scratch, |token| {
                     let id = match term_ids.get(token) {
                         Some(&id) => id,
@@ -196,15 +199,14 @@ pub fn fit_transform<'a>(
                     };
                     in_line.add(id, 1);
                 });
-                let start = line_counts.len();
+                let start = line_counts.len() as u32;
                 line_counts.extend(in_line.drain());
-                (start, line_counts.len())
+                (start, line_counts.len() as u32)
             });
-            for &(t, c) in &line_counts[start..end] {
+            for &(t, c) in &line_counts[first as usize..last as usize] {
                 local.add(t, c);
             }
         }
-        let m = multiplicity[d];
         let start = counts.len();
         local.drain_sorted(&mut counts);
         for &(t, c) in &counts[start..] {
@@ -224,40 +226,15 @@ pub fn fit_transform<'a>(
         });
         order.truncate(max_features);
     }
-    let mut keep = vec![false; terms.len()];
+    // idf ≥ 1 (df ≤ n), so a weight is 0 only for a dropped term.
+    let mut idf = vec![0.0; terms.len()];
     for &t in &order {
-        keep[t as usize] = true;
-    }
-    let idf: Vec<f64> = df
-        .iter()
-        .map(|&d| ((1.0 + n_docs) / (1.0 + d as f64)).ln() + 1.0)
-        .collect();
-
-    let mut entries: Vec<(u32, f64)> = Vec::with_capacity(counts.len());
-    let mut vector_starts = Vec::with_capacity(starts.len());
-    vector_starts.push(0);
-    for doc in starts.windows(2) {
-        let start = entries.len();
-        entries.extend(
-            counts[doc[0]..doc[1]]
-                .iter()
-                .filter(|&&(t, _)| keep[t as usize])
-                .map(|&(t, c)| (t, c as f64 * idf[t as usize])),
-        );
-        let v = &mut entries[start..];
-        let norm = v.iter().map(|(_, w)| w * w).sum::<f64>().sqrt();
-        if norm > 0.0 {
-            let unit_norm = 1.0 + 1e-8;
-            for (_, w) in v {
-                *w /= norm * unit_norm;
-            }
-        }
-        vector_starts.push(entries.len());
+        idf[t as usize] = ((1.0 + n_docs as f64) / (1.0 + df[t as usize] as f64)).ln() + 1.0;
     }
     Corpus {
-        entries,
-        starts: vector_starts,
-        doc_of_row,
+        counts,
+        starts,
+        idf,
         vocabulary_size: order.len(),
     }
 }
@@ -265,6 +242,33 @@ pub fn fit_transform<'a>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Every row a document (`None` an empty one): the fit over the distinct texts, in first-seen
+    /// order, and each row's distinct-text index.
+    fn fit_transform<'a>(
+        rows: impl Iterator<Item = Option<&'a str>>,
+        max_features: usize,
+    ) -> (Corpus, Vec<u32>) {
+        let mut distinct: PlHashMap<&str, u32> = PlHashMap::default();
+        let mut texts: Vec<(&str, u64)> = Vec::new();
+        let mut doc_of_row = Vec::new();
+        for row in rows {
+            let text = row.unwrap_or("");
+            let id = *distinct.entry(text).or_insert_with(|| {
+                texts.push((text, 0));
+                (texts.len() - 1) as u32
+            });
+            texts[id as usize].1 += 1;
+            doc_of_row.push(id);
+        }
+        (fit(texts.into_iter(), max_features), doc_of_row)
+    }
+
+    fn vector(corpus: &Corpus, d: u32) -> Vec<(u32, f64)> {
+        let mut v = Vec::new();
+        corpus.vector(d, &mut v);
+        v
+    }
 
     /// Dot product of two sparse vectors sorted by term.
     fn dot(a: &[(u32, f64)], b: &[(u32, f64)]) -> f64 {
@@ -298,7 +302,7 @@ mod tests {
     #[allow(clippy::needless_range_loop)] // a and b index the spec's table and its texts alike
     fn vector_4_2_cosine_similarities() {
         // spec-proxmo-gigpo.md §4.2 (checked there against scikit-learn 1.9.1).
-        let corpus = fit_transform(ROWS.iter().map(|&i| Some(TEXTS[i])), 1024);
+        let (corpus, doc_of_row) = fit_transform(ROWS.iter().map(|&i| Some(TEXTS[i])), 1024);
         let expected = [
             [1.0000, 0.0893, 0.1557, 0.0682, 0.4818, 0.1470],
             [0.0893, 1.0000, 0.2663, 0.7630, 0.1124, 0.1032],
@@ -310,8 +314,8 @@ mod tests {
         let first_row_of = |text: usize| ROWS.iter().position(|&r| r == text).unwrap();
         for a in 0..6 {
             for b in 0..6 {
-                let va = corpus.vector(corpus.doc_of_row[first_row_of(a)]);
-                let vb = corpus.vector(corpus.doc_of_row[first_row_of(b)]);
+                let va = &vector(&corpus, doc_of_row[first_row_of(a)]);
+                let vb = &vector(&corpus, doc_of_row[first_row_of(b)]);
                 assert!(
                     (dot(va, vb) - expected[a][b]).abs() < 1e-4,
                     "sim({a},{b}) = {}",
@@ -360,7 +364,8 @@ mod tests {
             "w1499 zz".to_string(),
         ];
         let rows = [0, 1, 2, 0, 3, 4, 5, 1, 4, 6];
-        let corpus = fit_transform(rows.iter().map(|&i| Some(texts[i].as_str())), 1024);
+        let (corpus, doc_of_row) =
+            fit_transform(rows.iter().map(|&i| Some(texts[i].as_str())), 1024);
 
         let mut ids: Vec<String> = Vec::new();
         let counts: Vec<Vec<(u32, u32)>> = texts
@@ -410,7 +415,7 @@ mod tests {
             for (_, w) in &mut v {
                 *w /= norm * (1.0 + 1e-8);
             }
-            let got = corpus.vector(corpus.doc_of_row[row]);
+            let got = vector(&corpus, doc_of_row[row]);
             assert_eq!(got.len(), v.len(), "text {r}");
             for ((gt, gw), (et, ew)) in got.iter().zip(&v) {
                 assert_eq!((gt, gw.to_bits()), (et, ew.to_bits()), "text {r}");
@@ -419,17 +424,58 @@ mod tests {
     }
 
     #[test]
+    fn a_text_given_once_per_group_gives_the_distinct_texts_vectors() {
+        // ProxMO gives each group's distinct texts, so a text two groups share comes twice, its
+        // rows split between the two: the same terms, totals, document frequencies and vectors,
+        // to the bit, as the text once with all its rows (and a vocabulary cut by max_features).
+        let texts = [
+            "You see a Mug 1.\nYou are carrying: nothing.",
+            "You open the fridge 1.\nYou see a mug 1 and an egg 2.",
+            "Nothing happens.\nYou are carrying: nothing.",
+            "",
+        ];
+        let once = [(texts[0], 3), (texts[1], 1), (texts[2], 2), (texts[3], 1)];
+        let split = [
+            (texts[0], 1),
+            (texts[1], 1),
+            (texts[3], 1),
+            (texts[2], 1),
+            (texts[0], 2),
+            (texts[2], 1),
+        ];
+        for max_features in [1024, 4] {
+            let (a, b) = (
+                fit(once.into_iter(), max_features),
+                fit(split.into_iter(), max_features),
+            );
+            assert_eq!(a.vocabulary_size, b.vocabulary_size);
+            for (d, e) in [(0, 0), (1, 1), (3, 2), (2, 3), (0, 4), (2, 5)] {
+                let bits = |v: Vec<(u32, f64)>| {
+                    v.into_iter()
+                        .map(|(t, w)| (t, w.to_bits()))
+                        .collect::<Vec<_>>()
+                };
+                assert_eq!(
+                    bits(vector(&a, d)),
+                    bits(vector(&b, e)),
+                    "{max_features}: {d}"
+                );
+            }
+        }
+    }
+
+    #[test]
     fn single_character_tokens_give_an_empty_vocabulary() {
         // §4.7: TF-IDF on ["", "a", "1 2"] has an empty vocabulary.
-        let corpus = fit_transform(["", "a", "1 2"].into_iter().map(Some), 1024);
+        let (corpus, _) = fit_transform(["", "a", "1 2"].into_iter().map(Some), 1024);
         assert_eq!(corpus.vocabulary_size, 0);
     }
 
     #[test]
     fn max_features_keeps_most_frequent_then_alphabetical() {
-        let corpus = fit_transform(["bb aa cc cc", "dd aa"].into_iter().map(Some), 2);
+        let (corpus, doc_of_row) = fit_transform(["bb aa cc cc", "dd aa"].into_iter().map(Some), 2);
         // totals: aa 2, cc 2, bb 1, dd 1 → keep aa, cc.
         assert_eq!(corpus.vocabulary_size, 2);
-        assert_eq!(corpus.vector(corpus.doc_of_row[1]).len(), 1);
+        assert_eq!(vector(&corpus, doc_of_row[1]).len(), 1);
     }
 }
