@@ -34,6 +34,9 @@ static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 pub static STOP_GRACEFULLY: AtomicBool = AtomicBool::new(false);
 /// A signal asked a command that stops gracefully to stop.
 pub static STOP: AtomicBool = AtomicBool::new(false);
+/// What a command wants said when a signal ends it (`credit train policy`: the step it reached
+/// and where its last checkpoint is); kept current as the command goes.
+pub static ON_INTERRUPT: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
 
 /// On SIGINT or SIGTERM: remove this run's temporary files, then exit as the signal asks (130,
 /// 143); or ask the command to stop ([`STOP_GRACEFULLY`]). (SIGKILL cannot be caught: the next
@@ -49,6 +52,9 @@ fn clean_up_on_signals() {
                 continue;
             }
             credit_output::remove_temporaries();
+            if let Some(note) = ON_INTERRUPT.lock().ok().filter(|n| !n.is_empty()) {
+                eprintln!("{note}");
+            }
             std::process::exit(128 + signal);
         }
     });

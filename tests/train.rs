@@ -767,3 +767,48 @@ fn a_run_that_skips_every_update_exits_2_without_a_checkpoint() {
     assert!(!ckpt.join("model.safetensors").exists());
     assert!(!ckpt.join("trainer_state.json").exists());
 }
+
+/// A training stopped by SIGINT says the step it reached and where its last checkpoint is, and
+/// exits as the signal asks (issue #55: it said nothing).
+#[test]
+fn an_interrupted_training_says_where_it_stopped() {
+    let run = Run::new();
+    let model = tiny_model(&run);
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_credit"))
+        .args(policy_args(
+            &run,
+            &model,
+            &["--steps", "100000", "--save-every", "2"],
+        ))
+        .current_dir(run.dir.path())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let metrics = run.path("ckpt").join("metrics.jsonl");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+    while !metrics.is_file() || read_jsonl(&metrics).len() < 3 {
+        assert!(std::time::Instant::now() < deadline, "no third step");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let output = child.wait_with_output().unwrap();
+    let err = stderr(&output);
+    assert_eq!(output.status.code(), Some(130), "{err}");
+    let line = err
+        .lines()
+        .find(|l| l.starts_with("interrupted after step "))
+        .unwrap_or_else(|| panic!("no interrupted line: {err}"));
+    assert!(
+        line.contains(" of 100000: the checkpoint of step "),
+        "{line}"
+    );
+    assert!(
+        line.ends_with(&format!(
+            "is in {}; continue it with the same command and --resume",
+            run.path("ckpt").display()
+        )),
+        "{line}"
+    );
+    assert!(run.path("ckpt").join("trainer_state.json").is_file());
+}

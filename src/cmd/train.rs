@@ -220,6 +220,8 @@ fn train_showing_progress(
     } else {
         ProgressBar::new_spinner()
     };
+    let (mut total, mut saved) = (0, None);
+    let out = policy.out.clone().unwrap_or_default();
     let trained = policy.train(read, prepared, &mut |event| match event {
         Event::Scoring { done, total } => {
             bar.set_message(format!("scoring with the initial model {done}/{total}"))
@@ -232,6 +234,7 @@ fn train_showing_progress(
                 ProgressStyle::with_template("{bar:30} {pos}/{len} steps · {msg} · ETA {eta}")
                     .unwrap_or_else(|_| ProgressStyle::default_bar()),
             );
+            total = total_steps;
             bar.set_length(total_steps);
             bar.set_position(start_step);
             bar.reset_eta();
@@ -239,6 +242,10 @@ fn train_showing_progress(
         Event::Step(m) => {
             bar.set_position(m.step);
             bar.set_message(m.progress());
+            let note = interrupted(m.step, total, saved, &out);
+            *crate::ON_INTERRUPT
+                .lock()
+                .unwrap_or_else(|p| p.into_inner()) = note;
         }
         Event::Checkpointing { needed, budget } => {
             let note =
@@ -249,10 +256,20 @@ fn train_showing_progress(
                 bar.println(format!("note: {note}"));
             }
         }
-        Event::Saved { .. } => {}
+        Event::Saved { step, .. } => saved = Some(step),
     })?;
     bar.finish_and_clear();
     Ok(trained)
+}
+
+/// What a training stopped by a signal after `step` of `total` says (`saved`: the step of its
+/// last checkpoint, in `out`).
+fn interrupted(step: u64, total: u64, saved: Option<u64>, out: &std::path::Path) -> String {
+    let out = out.display();
+    match saved {
+        Some(k) => format!("interrupted after step {step} of {total}: the checkpoint of step {k} is in {out}; continue it with the same command and --resume"),
+        None => format!("interrupted after step {step} of {total}, before the first checkpoint (--save-every N saves one every N steps): {out} keeps the steps' metrics.jsonl"),
+    }
 }
 
 /// The flags over `TrainConfig`'s defaults; `--seed` (shared with MGR's gate) seeds the shuffle
