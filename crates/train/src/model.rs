@@ -23,7 +23,7 @@
 
 use crate::arch::Config;
 use crate::error::{Context, Error, Result};
-use crate::fused::attach::attach;
+use crate::fused::attach::{attach, attach_all};
 use crate::fused::{attention::attention, rms_norm, rope::rope, swiglu::swiglu};
 use crate::lora::{LoraConfig, Target};
 use candle_core::backprop::GradStore;
@@ -657,31 +657,54 @@ fn linear(
     frozen: bool,
     mask: Option<&Tensor>,
 ) -> candle_core::Result<Tensor> {
-    let y = if frozen {
+    let low = match &l.adapter {
+        Some(adapter) => Some(low_rank(x, adapter, dtype, mask)?),
+        None => None,
+    };
+    if frozen {
+        // x Wᵀ + b + low off the graph, attached to x (through W) and to the adapter's output:
+        // the base's own output is not kept beside the sum.
         let mut y = x.detach().matmul(&l.weight.t()?)?;
         if let Some(b) = &l.bias {
             y = y.broadcast_add(b)?;
         }
         let w = l.weight.clone();
-        attach(x, y, move |_, _, grad| grad.matmul(&w))?
-    } else {
-        let y = x.matmul(&l.weight.to_dtype(dtype)?.t()?)?;
-        match &l.bias {
-            Some(b) => y.broadcast_add(&b.to_dtype(dtype)?)?,
-            None => y,
-        }
+        return match low {
+            None => attach(x, y, move |_, _, grad| grad.matmul(&w)),
+            Some(low) => attach_all(&[x, &low], (y + low.detach())?, move |xs, _, grad| {
+                let dx = match xs.first() {
+                    Some(x) if x.track_op() => Some(grad.matmul(&w)?),
+                    _ => None,
+                };
+                Ok(vec![dx, Some(grad.clone())])
+            }),
+        };
+    }
+    let y = x.matmul(&l.weight.to_dtype(dtype)?.t()?)?;
+    let y = match &l.bias {
+        Some(b) => y.broadcast_add(&b.to_dtype(dtype)?)?,
+        None => y,
     };
-    let Some(adapter) = &l.adapter else {
-        return Ok(y);
-    };
+    match low {
+        Some(low) => y + low,
+        None => Ok(y),
+    }
+}
+
+/// The adapter's (α/r)·(mask ⊙ x) Aᵀ Bᵀ, scaled at rank r, before B widens it: one fewer
+/// full-width tensor kept for the backward.
+fn low_rank(
+    x: &Tensor,
+    adapter: &Adapter,
+    dtype: DType,
+    mask: Option<&Tensor>,
+) -> candle_core::Result<Tensor> {
     let x = match mask {
         Some(m) => (x * m)?,
         None => x.clone(),
     };
-    // Scaled at rank r, before B widens it: one fewer full-width tensor kept for the backward.
-    let low = (x.matmul(&adapter.a.to_dtype(dtype)?.t()?)? * adapter.scale)?
-        .matmul(&adapter.b.to_dtype(dtype)?.t()?)?;
-    y + low
+    (x.matmul(&adapter.a.to_dtype(dtype)?.t()?)? * adapter.scale)?
+        .matmul(&adapter.b.to_dtype(dtype)?.t()?)
 }
 
 /// RMSNorm, w ⊙ x / √(mean(x²) + ε) ([`rms_norm::rms_norm`]).
