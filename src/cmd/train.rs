@@ -120,7 +120,7 @@ pub struct PolicyArgs {
     /// Recompute each transformer block in the backward pass instead of keeping its
     /// activations: less memory for long prompts, about a third more compute. Without it, a run
     /// does so by itself (and says so) when a micro-batch's activations would take more than
-    /// half the memory available.
+    /// half the memory free on the device in use (the GPU's, or the machine's).
     #[arg(long)]
     checkpoint_layers: bool,
 }

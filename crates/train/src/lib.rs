@@ -12,6 +12,8 @@
 //! - [`load`]: `config.json`, single or sharded `*.safetensors`, `tokenizer.json` and the chat
 //!   markup of `tokenizer_config.json`; or one GGUF file ([`gguf`]: Llama, dequantised, read
 //!   under Hugging Face names with its tokenizer rebuilt from the metadata).
+//! - [`fused`]: attention, RMSNorm, SwiGLU and RoPE with hand-written backward passes (CPU
+//!   kernels; the composed candle ops elsewhere).
 //! - [`lora`]: LoRA adapters over frozen base weights, saved as a PEFT adapter, and merging.
 //! - [`objective`]: the clipped PPO surrogate, the low-variance KL estimator, token-level mean.
 //! - [`optim`]: AdamW with global-norm clipping and linear warm-up, whose state is checkpointed.
@@ -46,6 +48,7 @@ pub mod data;
 mod device;
 mod error;
 pub mod folder_layout;
+pub mod fused;
 pub mod gguf;
 pub mod load;
 pub mod lora;

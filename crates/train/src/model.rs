@@ -23,13 +23,12 @@
 
 use crate::arch::Config;
 use crate::error::{Context, Error, Result};
+use crate::fused::attach::{attach, attach_all};
+use crate::fused::{attention::attention, rms_norm, rope::rope, swiglu::swiglu};
 use crate::lora::{LoraConfig, Target};
-use candle_core::backend::BackendStorage;
 use candle_core::backprop::GradStore;
-use candle_core::{
-    CpuStorage, CudaStorage, CustomOp1, DType, Device, Layout, Shape, Storage, Tensor, Var, D,
-};
-use candle_nn::{ops, rotary_emb};
+use candle_core::{DType, Device, Tensor, Var, D};
+use candle_nn::ops;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -189,7 +188,6 @@ struct Ctx {
     eps: f64,
     cos: Tensor,
     sin: Tensor,
-    mask: Tensor,
     dtype: DType,
     /// The base weights are frozen (LoRA).
     frozen: bool,
@@ -393,9 +391,6 @@ impl Model {
             .to_dtype(DType::F32)?
             .reshape((t, 1))?;
         let freqs = pos.broadcast_mul(&inv_freq)?;
-        let mask: Vec<f32> = (0..t)
-            .flat_map(|i| (0..t).map(move |j| if j > i { f32::NEG_INFINITY } else { 0.0 }))
-            .collect();
         let ctx = Ctx {
             b,
             t,
@@ -405,7 +400,6 @@ impl Model {
             eps: c.rms_norm_eps,
             cos: freqs.cos()?.to_dtype(self.dtype)?,
             sin: freqs.sin()?.to_dtype(self.dtype)?,
-            mask: Tensor::from_vec(mask, (1, 1, t, t), &self.device)?.to_dtype(self.dtype)?,
             dtype: self.dtype,
             frozen: !self.frozen.is_empty(),
         };
@@ -636,44 +630,23 @@ fn assemble(
     ))
 }
 
-/// One pre-norm decoder block on `h` `[B·T, H]`.
+/// One pre-norm decoder block on `h` `[B·T, H]`, from the fused ops ([`crate::fused`]).
 fn block(layer: &Layer, h: &Tensor, ctx: &Ctx, masks: &Masks) -> candle_core::Result<Tensor> {
     let (b, t, hd) = (ctx.b, ctx.t, ctx.head_dim);
     let (nh, nkv) = (ctx.heads, ctx.kv_heads);
     let proj =
         |x: &Tensor, l: &Linear, i: usize| linear(x, l, ctx.dtype, ctx.frozen, masks[i].as_ref());
     let x = rms_norm(h, &layer.input_norm, ctx)?;
-    let heads = |y: Tensor, n: usize| y.reshape((b, t, n, hd))?.transpose(1, 2)?.contiguous();
-    let q = heads(proj(&x, &layer.q, 0)?, nh)?;
-    let k = heads(proj(&x, &layer.k, 1)?, nkv)?;
+    // [B, T, heads, d]: the projections' rows, split into heads without a copy.
+    let heads = |y: Tensor, n: usize| y.reshape((b, t, n, hd));
+    let q = rope(&heads(proj(&x, &layer.q, 0)?, nh)?, &ctx.cos, &ctx.sin)?;
+    let k = rope(&heads(proj(&x, &layer.k, 1)?, nkv)?, &ctx.cos, &ctx.sin)?;
     let v = heads(proj(&x, &layer.v, 2)?, nkv)?;
-    let q = rotary_emb::rope_slow(&q, &ctx.cos, &ctx.sin)?;
-    let k = repeat_kv(rotary_emb::rope_slow(&k, &ctx.cos, &ctx.sin)?, nh / nkv)?;
-    let v = repeat_kv(v, nh / nkv)?;
-    let probs = attention_probs(&q.matmul(&k.t()?.contiguous()?)?, ctx)?;
-    let attn = probs
-        .matmul(&v)?
-        .transpose(1, 2)?
-        .reshape((b * t, nh * hd))?;
+    let attn = attention(&q, &k, &v)?.reshape((b * t, nh * hd))?;
     let h = (h + proj(&attn, &layer.o, 3)?)?;
     let x = rms_norm(&h, &layer.post_norm, ctx)?;
-    let gated = proj(&x, &layer.gate, 4)?.silu()?;
-    let up = proj(&x, &layer.up, 5)?;
-    h + proj(&(gated * up)?, &layer.down, 6)?
-}
-
-/// softmax(s/√d + causal mask) over the last dimension of the scores s = q kᵀ `[B, H, T, T]`,
-/// computed off the graph and attached with the backward of the output alone,
-/// ∂s = y ⊙ (∂y − Σ ∂y ⊙ y) / √d: the graph keeps s and y, not the four other `[B, H, T, T]`
-/// tensors of the composed ops, which dominate training memory on long prompts.
-fn attention_probs(scores: &Tensor, ctx: &Ctx) -> candle_core::Result<Tensor> {
-    let scale = 1.0 / (ctx.head_dim as f64).sqrt();
-    let masked = (scores.detach() * scale)?.broadcast_add(&ctx.mask)?;
-    let probs = ops::softmax(&masked, D::Minus1)?;
-    attach(scores, probs, move |_, y, grad| {
-        let dot = (grad * y)?.sum_keepdim(D::Minus1)?;
-        (grad.broadcast_sub(&dot)? * y)? * scale
-    })
+    let gated = swiglu(&proj(&x, &layer.gate, 4)?, &proj(&x, &layer.up, 5)?)?;
+    h + proj(&gated, &layer.down, 6)?
 }
 
 /// x Wᵀ + b, plus the adapter's (α/r)·(mask ⊙ x) Aᵀ Bᵀ.
@@ -684,140 +657,57 @@ fn linear(
     frozen: bool,
     mask: Option<&Tensor>,
 ) -> candle_core::Result<Tensor> {
-    let y = if frozen {
+    let low = match &l.adapter {
+        Some(adapter) => Some(low_rank(x, adapter, dtype, mask)?),
+        None => None,
+    };
+    if frozen {
+        // x Wᵀ + b + low off the graph, attached to x (through W) and to the adapter's output:
+        // the base's own output is not kept beside the sum.
         let mut y = x.detach().matmul(&l.weight.t()?)?;
         if let Some(b) = &l.bias {
             y = y.broadcast_add(b)?;
         }
         let w = l.weight.clone();
-        attach(x, y, move |_, _, grad| grad.matmul(&w))?
-    } else {
-        let y = x.matmul(&l.weight.to_dtype(dtype)?.t()?)?;
-        match &l.bias {
-            Some(b) => y.broadcast_add(&b.to_dtype(dtype)?)?,
-            None => y,
-        }
+        return match low {
+            None => attach(x, y, move |_, _, grad| grad.matmul(&w)),
+            Some(low) => attach_all(&[x, &low], (y + low.detach())?, move |xs, _, grad| {
+                let dx = match xs.first() {
+                    Some(x) if x.track_op() => Some(grad.matmul(&w)?),
+                    _ => None,
+                };
+                Ok(vec![dx, Some(grad.clone())])
+            }),
+        };
+    }
+    let y = x.matmul(&l.weight.to_dtype(dtype)?.t()?)?;
+    let y = match &l.bias {
+        Some(b) => y.broadcast_add(&b.to_dtype(dtype)?)?,
+        None => y,
     };
-    let Some(adapter) = &l.adapter else {
-        return Ok(y);
-    };
+    match low {
+        Some(low) => y + low,
+        None => Ok(y),
+    }
+}
+
+/// The adapter's (α/r)·(mask ⊙ x) Aᵀ Bᵀ, scaled at rank r, before B widens it: one fewer
+/// full-width tensor kept for the backward.
+fn low_rank(
+    x: &Tensor,
+    adapter: &Adapter,
+    dtype: DType,
+    mask: Option<&Tensor>,
+) -> candle_core::Result<Tensor> {
     let x = match mask {
         Some(m) => (x * m)?,
         None => x.clone(),
     };
-    // Scaled at rank r, before B widens it: one fewer full-width tensor kept for the backward.
-    let low = (x.matmul(&adapter.a.to_dtype(dtype)?.t()?)? * adapter.scale)?
-        .matmul(&adapter.b.to_dtype(dtype)?.t()?)?;
-    y + low
+    (x.matmul(&adapter.a.to_dtype(dtype)?.t()?)? * adapter.scale)?
+        .matmul(&adapter.b.to_dtype(dtype)?.t()?)
 }
 
-/// RMSNorm, w ⊙ x / √(mean(x²) + ε), computed in f32 for half-precision inputs as
-/// `candle_nn::RmsNorm::forward_diff` does; a frozen w enters through [`attach`].
+/// RMSNorm, w ⊙ x / √(mean(x²) + ε) ([`rms_norm::rms_norm`]).
 fn rms_norm(x: &Tensor, w: &Tensor, ctx: &Ctx) -> candle_core::Result<Tensor> {
-    let dtype = x.dtype();
-    let internal = match dtype {
-        DType::F16 | DType::BF16 => DType::F32,
-        d => d,
-    };
-    let xf = x.to_dtype(internal)?;
-    let mean_sq = xf.sqr()?.mean_keepdim(D::Minus1)?;
-    let normed = xf
-        .broadcast_div(&(mean_sq + ctx.eps)?.sqrt()?)?
-        .to_dtype(dtype)?;
-    if ctx.frozen {
-        let y = normed.detach().broadcast_mul(w)?;
-        let w = w.clone();
-        attach(&normed, y, move |_, _, grad| grad.broadcast_mul(&w))
-    } else {
-        normed.broadcast_mul(&w.to_dtype(ctx.dtype)?)
-    }
-}
-
-/// `out`, computed without a graph from `x` (and tensors that do not train), put on the graph as
-/// a function of `x` alone whose backward is `grad_x(x, out, grad_out)`.
-///
-/// candle's backward of `x·Wᵀ` (and of `x ⊙ w`) computes and stores the gradient of both
-/// operands, so a frozen weight entering the graph through a plain op would still get a
-/// full-size gradient every step. Here it is captured by the backward closure instead, and
-/// gradients flow only to `x`. The forward copies `out` once (a custom op must return fresh
-/// storage); when nothing upstream of `x` trains, `out` is returned as it is.
-fn attach<F>(x: &Tensor, out: Tensor, grad_x: F) -> candle_core::Result<Tensor>
-where
-    F: Fn(&Tensor, &Tensor, &Tensor) -> candle_core::Result<Tensor> + Send + Sync + 'static,
-{
-    if !x.track_op() {
-        return Ok(out);
-    }
-    x.apply_op1(Attached {
-        out: Mutex::new(Some(out)),
-        grad_x,
-    })
-}
-
-struct Attached<F> {
-    out: Mutex<Option<Tensor>>,
-    grad_x: F,
-}
-
-impl<F> Attached<F> {
-    /// The output, contiguous from offset 0, so that its storage is exactly its elements.
-    fn take(&self) -> candle_core::Result<Tensor> {
-        let out = self
-            .out
-            .lock()
-            .map_err(|_| poisoned())?
-            .take()
-            .ok_or_else(|| candle_core::Error::Msg("attached op run twice".into()))?;
-        if out.is_contiguous() && out.layout().start_offset() == 0 {
-            Ok(out)
-        } else {
-            out.force_contiguous()
-        }
-    }
-}
-
-impl<F> CustomOp1 for Attached<F>
-where
-    F: Fn(&Tensor, &Tensor, &Tensor) -> candle_core::Result<Tensor> + Send + Sync + 'static,
-{
-    fn name(&self) -> &'static str {
-        "credit-train-attached"
-    }
-
-    fn cpu_fwd(&self, _: &CpuStorage, _: &Layout) -> candle_core::Result<(CpuStorage, Shape)> {
-        let out = self.take()?;
-        let (storage, layout) = out.storage_and_layout();
-        match &*storage {
-            Storage::Cpu(s) => Ok((s.try_clone(layout)?, layout.shape().clone())),
-            _ => candle_core::bail!("attached op: output and input on different devices"),
-        }
-    }
-
-    fn cuda_fwd(&self, _: &CudaStorage, _: &Layout) -> candle_core::Result<(CudaStorage, Shape)> {
-        let out = self.take()?;
-        let (storage, layout) = out.storage_and_layout();
-        match &*storage {
-            Storage::Cuda(s) => Ok((s.try_clone(layout)?, layout.shape().clone())),
-            _ => candle_core::bail!("attached op: output and input on different devices"),
-        }
-    }
-
-    fn bwd(
-        &self,
-        arg: &Tensor,
-        res: &Tensor,
-        grad: &Tensor,
-    ) -> candle_core::Result<Option<Tensor>> {
-        (self.grad_x)(arg, res, grad).map(Some)
-    }
-}
-
-/// `[B, kv, T, d]` → `[B, kv·n, T, d]`, each key/value head serving `n` query heads in turn, as
-/// `repeat_kv` in transformers.
-fn repeat_kv(x: Tensor, n: usize) -> candle_core::Result<Tensor> {
-    if n == 1 {
-        return Ok(x);
-    }
-    let (b, kv, t, d) = x.dims4()?;
-    Tensor::cat(&vec![&x; n], 2)?.reshape((b, kv * n, t, d))
+    rms_norm::rms_norm(x, w, ctx.eps)
 }

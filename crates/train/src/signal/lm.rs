@@ -545,7 +545,7 @@ mod tests {
         let opts = BackboneTrain::new(PathBuf::from("model.gguf"));
         // An update: the 4 longest trajectories' steps, as long as the longest step.
         let big = examples(6, 20, 256);
-        let needed = memory::activation_bytes(&config, 4 * 20, 256, 4);
+        let needed = memory::activation_bytes(&config, 4 * 20, 256, DeviceKind::Cpu);
         let (checked, note) = checkpointing(&opts, &config, &big);
         assert_eq!(
             checked.checkpoint_layers,
