@@ -774,7 +774,7 @@ fn a_run_that_skips_every_update_exits_2_without_a_checkpoint() {
 fn an_interrupted_training_says_where_it_stopped() {
     let run = Run::new();
     let model = tiny_model(&run);
-    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_credit"))
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_credit"))
         .args(policy_args(
             &run,
             &model,
