@@ -531,6 +531,18 @@ pub struct Resolution {
     pub uses: Vec<ColumnUse>,
 }
 
+impl Resolution {
+    /// The required fields no column feeds, in [`FIELDS`] order.
+    pub fn missing_required(&self) -> Vec<&'static Field> {
+        FIELDS
+            .iter()
+            .zip(&self.feeds)
+            .filter(|(field, feed)| field.required && feed.is_none())
+            .map(|(field, _)| field)
+            .collect()
+    }
+}
+
 /// Which log column feeds a field, and what became of the other columns named for it.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, serde::Serialize)]
 pub struct ColumnUse {

@@ -1235,12 +1235,7 @@ impl Resolver<'_> {
             }
             Ok(Some(cell))
         };
-        let missing: Vec<&Field> = FIELDS
-            .iter()
-            .zip(&resolution.feeds)
-            .filter(|(field, feed)| field.required && feed.is_none())
-            .map(|(field, _)| field)
-            .collect();
+        let missing: Vec<&Field> = resolution.missing_required();
         if let Some(first) = missing.first() {
             return Err((
                 first.name.to_string(),

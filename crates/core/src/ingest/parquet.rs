@@ -150,12 +150,7 @@ pub(crate) fn plan(path: &Path, file: u32, size: u64, columns: &ColumnMap) -> Re
     for name in schema.iter_names() {
         noted.note(columns, name);
     }
-    let missing: Vec<&Field> = FIELDS
-        .iter()
-        .zip(&resolution.feeds)
-        .filter(|(field, feed)| field.required && feed.is_none())
-        .map(|(field, _)| field)
-        .collect();
+    let missing: Vec<&Field> = resolution.missing_required();
     if let Some(first) = missing.first() {
         let names: Vec<&str> = schema.iter_names().map(|n| n.as_str()).collect();
         return Err(Error::input(

@@ -1089,7 +1089,7 @@ mod tests {
                         for &r in &subset {
                             let row: Vec<f64> = firsts
                                 .iter()
-                                .map(|&f| sparse_dot(&vector(r), &vector(f)))
+                                .map(|&f| crate::methods::tfidf::tests::dot(&vector(r), &vector(f)))
                                 .collect();
                             expected[r as usize] = Some(soft_value(&row, &count, &sum, tau));
                         }
@@ -1102,23 +1102,6 @@ mod tests {
                 |v: &[Option<f64>]| v.iter().map(|x| x.map(f64::to_bits)).collect::<Vec<_>>();
             assert_eq!(bits(&got), bits(&expected), "{psa_scope:?}");
         }
-    }
-
-    /// The dot product of two sparse vectors sorted by term, in term order.
-    fn sparse_dot(a: &[(u32, f64)], b: &[(u32, f64)]) -> f64 {
-        let (mut i, mut j, mut s) = (0, 0, 0.0);
-        while i < a.len() && j < b.len() {
-            match a[i].0.cmp(&b[j].0) {
-                std::cmp::Ordering::Less => i += 1,
-                std::cmp::Ordering::Greater => j += 1,
-                std::cmp::Ordering::Equal => {
-                    s += a[i].1 * b[j].1;
-                    i += 1;
-                    j += 1;
-                }
-            }
-        }
-        s
     }
 
     #[test]

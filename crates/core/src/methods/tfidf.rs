@@ -240,7 +240,7 @@ pub fn fit<'a>(documents: impl Iterator<Item = (&'a str, u64)>, max_features: us
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// Every row a document (`None` an empty one): the fit over the distinct texts, in first-seen
@@ -270,8 +270,8 @@ mod tests {
         v
     }
 
-    /// Dot product of two sparse vectors sorted by term.
-    fn dot(a: &[(u32, f64)], b: &[(u32, f64)]) -> f64 {
+    /// Dot product of two sparse vectors sorted by term, in term order (ProxMO's tests too).
+    pub(crate) fn dot(a: &[(u32, f64)], b: &[(u32, f64)]) -> f64 {
         let (mut i, mut j, mut s) = (0, 0, 0.0);
         while i < a.len() && j < b.len() {
             match a[i].0.cmp(&b[j].0) {
