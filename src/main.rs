@@ -23,45 +23,12 @@ mod cmd;
 mod exit;
 
 use clap::Parser;
-use std::sync::atomic::{AtomicBool, Ordering};
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-/// Set by a command that stops by itself at a safe point (`credit watch` after the report it is
-/// writing): SIGINT or SIGTERM then set [`STOP`] instead of ending the run, and a second signal
-/// ends it.
-pub static STOP_GRACEFULLY: AtomicBool = AtomicBool::new(false);
-/// A signal asked a command that stops gracefully to stop.
-pub static STOP: AtomicBool = AtomicBool::new(false);
-/// What a command wants said when a signal ends it (`credit train policy`: the step it reached
-/// and where its last checkpoint is); kept current as the command goes.
-pub static ON_INTERRUPT: std::sync::Mutex<String> = std::sync::Mutex::new(String::new());
-
-/// On SIGINT or SIGTERM: remove this run's temporary files, then exit as the signal asks (130,
-/// 143); or ask the command to stop ([`STOP_GRACEFULLY`]). (SIGKILL cannot be caught: the next
-/// run removes what it leaves.)
-fn clean_up_on_signals() {
-    use signal_hook::consts::{SIGINT, SIGTERM};
-    let Ok(mut signals) = signal_hook::iterator::Signals::new([SIGINT, SIGTERM]) else {
-        return;
-    };
-    std::thread::spawn(move || {
-        for signal in signals.forever() {
-            if STOP_GRACEFULLY.load(Ordering::SeqCst) && !STOP.swap(true, Ordering::SeqCst) {
-                continue;
-            }
-            credit_output::remove_temporaries();
-            if let Some(note) = ON_INTERRUPT.lock().ok().filter(|n| !n.is_empty()) {
-                eprintln!("{note}");
-            }
-            std::process::exit(128 + signal);
-        }
-    });
-}
-
 fn main() -> std::process::ExitCode {
-    clean_up_on_signals();
+    credit_output::interrupt::install();
     let cli = cmd::Cli::parse();
     let json = cli.json();
     match cmd::run(cli) {

@@ -90,7 +90,7 @@ pub struct MethodArgs {
     /// code computes [default: credit.toml's `preset`, else paper; the run says when logs with
     /// verl-agent's columns are read under `paper`].
     #[arg(long, value_enum, value_name = "PRESET")]
-    pub preset: Option<Preset>,
+    pub preset: Option<Profile>,
     /// Invalid-action penalty c for every method that has one [paper: 0, verl: 0.1].
     #[arg(long, value_name = "X")]
     pub invalid_penalty: Option<f64>,
@@ -161,28 +161,15 @@ pub fn reading<T>(
     run: impl FnOnce(OnProgress) -> Result<Finished<T>>,
 ) -> Result<Finished<T>> {
     let bar = crate::bars::reading(globals.format == Format::Json);
-    let finished = run(&|p| crate::bars::update(&bar, p)).map_err(stage)?;
+    let finished = run(&|p| crate::bars::update(&bar, p)).map_err(|error| {
+        match error.chain().any(credit_report::names_its_stage) {
+            true => error,
+            false => error.context("reading the logs"),
+        }
+    })?;
     bar.finish_and_clear();
     warn_skips(&finished.report);
     Ok(finished)
-}
-
-/// An error met while the logs are streamed, said as one of reading them; an error that already
-/// names its own stage (writing an output, drawing a graph) keeps it.
-fn stage(error: anyhow::Error) -> anyhow::Error {
-    let staged = error.chain().any(|cause| {
-        cause.is::<credit_output::Error>()
-            || cause.is::<credit_report::Error>()
-            || matches!(
-                cause.downcast_ref::<credit_core::Error>(),
-                Some(credit_core::Error::Output(_))
-            )
-    });
-    if staged {
-        error
-    } else {
-        error.context("reading the logs")
-    }
 }
 
 /// `--methods`' help with the command's default list in it, for `#[command(mut_arg(…))]`.
@@ -202,7 +189,7 @@ impl MethodArgs {
             lenient: globals.lenient,
             success_threshold: globals.success_threshold,
             methods: self.methods.clone(),
-            preset: self.preset.map(Profile::from),
+            preset: self.preset,
             invalid_penalty: self.invalid_penalty,
             gamma: self.gamma,
             seed: self.seed,
@@ -220,24 +207,6 @@ pub fn say_methods(resolved: &Resolved, report: &IngestReport) -> Result<()> {
         eprintln!("note: {note}");
     }
     Ok(())
-}
-
-/// `--preset`: the profile every method follows ([`Profile`]).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
-pub enum Preset {
-    /// The papers' equations.
-    Paper,
-    /// What the public reference training code (verl-agent) computes.
-    Verl,
-}
-
-impl From<Preset> for Profile {
-    fn from(preset: Preset) -> Profile {
-        match preset {
-            Preset::Paper => Profile::Paper,
-            Preset::Verl => Profile::Verl,
-        }
-    }
 }
 
 /// The figures of `scope` as PNG and SVG files in the folder output `dir` (`--plots DIR`).

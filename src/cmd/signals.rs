@@ -6,73 +6,26 @@
 
 use super::{load, Format, Globals, MethodArgs};
 use crate::exit::ExitCode;
-use anyhow::{bail, Result};
+use anyhow::Result;
 use credit_core::methods::hisr;
 use credit_learn::signals::{trajectories, Signals};
 use credit_output::{Commit, OutputDir, Stale};
-use credit_train::load::model_dir_problem;
-use credit_train::signal::lm::BackboneTrain;
-use credit_train::signal::ngram::ProgressTrain;
-use credit_train::signal::{Estimator, Readout};
-use credit_train::DeviceKind;
+use credit_train::flags::EstimatorFlags;
+use credit_train::signal::Readout;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, clap::Args)]
 pub struct ProgressArgs {
     #[command(flatten)]
-    globals: Globals,
+    pub globals: Globals,
     /// Folder for model.safetensors and config.json (created if missing).
     #[arg(long, value_name = "DIR")]
     out: PathBuf,
-    /// Passes over the training trajectories [default: 20].
-    #[arg(long, value_name = "N")]
-    epochs: Option<usize>,
-    /// AdamW learning rate [default: 1e-3].
-    #[arg(long, value_name = "X")]
-    lr: Option<f64>,
-    /// Trajectories per update [default: 4].
-    #[arg(long, value_name = "N")]
-    batch_size: Option<usize>,
-    /// Share of input features dropped per update [default: 0.5].
-    #[arg(long, value_name = "P")]
-    dropout: Option<f64>,
-    /// Width of the step encoder [default: 64].
-    #[arg(long, value_name = "H")]
-    hidden: Option<usize>,
-    /// Hash buckets per text field [default: 4096].
-    #[arg(long, value_name = "N")]
-    buckets: Option<usize>,
-    /// Cross-validation folds by task for the held-out calibration; 1 skips it [default: 5].
-    #[arg(long, value_name = "K")]
-    folds: Option<usize>,
-    /// Seed of the initial weights, the shuffling and the dropout [default: 0].
-    #[arg(long, value_name = "S")]
-    seed: Option<u64>,
     /// HISR parameters that place the segments (`sprm`): `--set hisr.segments=rule`.
     #[arg(long = "set", value_name = "hisr.PARAM=VALUE")]
     set: Vec<String>,
-    /// Train the estimator on this Hugging Face LM folder or llama .gguf file (LoRA + a
-    /// regression head on each step's last token) instead of the small model [defaults then:
-    /// --epochs 5, --lr 1e-4].
-    #[arg(long, value_name = "MODEL_DIR|FILE.gguf", conflicts_with_all = ["hidden", "buckets", "dropout"])]
-    backbone: Option<PathBuf>,
-    /// LoRA rank of the backbone's adapters (α = 2r, every projection) [default: 8].
-    #[arg(long, value_name = "R", requires = "backbone")]
-    lora_rank: Option<usize>,
-    /// A step's text keeps its last N tokens on the backbone [default: 256].
-    #[arg(long, value_name = "N", requires = "backbone")]
-    max_step_tokens: Option<usize>,
-    /// `cpu`, or `cuda` in a build with `--features cuda`, for the backbone.
-    #[arg(
-        long,
-        value_name = "DEVICE",
-        default_value = "cpu",
-        requires = "backbone"
-    )]
-    device: String,
-    /// Recompute each backbone block in the backward pass (less memory, more compute).
-    #[arg(long, requires = "backbone")]
-    checkpoint_layers: bool,
+    #[command(flatten)]
+    estimator: EstimatorFlags,
 }
 
 pub fn train(args: ProgressArgs, readout: Readout) -> Result<ExitCode> {
@@ -81,7 +34,7 @@ pub fn train(args: ProgressArgs, readout: Readout) -> Result<ExitCode> {
         Readout::Step => ("train progress", "the progress estimator"),
         Readout::SegmentEnd => ("train sprm", "the segment reward model"),
     };
-    let backbone: Vec<&Path> = args.backbone.iter().map(PathBuf::as_path).collect();
+    let backbone: Vec<&Path> = args.estimator.backbone.iter().map(PathBuf::as_path).collect();
     let methods = MethodArgs {
         set: args.set.clone(),
         ..MethodArgs::default()
@@ -90,12 +43,7 @@ pub fn train(args: ProgressArgs, readout: Readout) -> Result<ExitCode> {
     let resolved = request.resolve(None)?;
     let read = resolved.inputs(&request)?;
     OutputDir::check(&args.out, command, &read)?;
-    // The flags are checked before the logs are read, which can take a while.
-    let estimator = match &args.backbone {
-        Some(dir) => Estimator::Backbone(backbone_opts(&args, dir, readout)?),
-        None => Estimator::Small(small_model_opts(&args, readout)),
-    };
-    estimator.check()?;
+    let estimator = args.estimator.estimator(readout)?;
     let ingested = load(&resolved.run, json)?;
     let trajs = trajectories(&ingested.batch, readout, &resolved.run.hisr)?;
     let bar = crate::bars::passes(&format!("training {what}"), json);
@@ -115,55 +63,6 @@ pub fn train(args: ProgressArgs, readout: Readout) -> Result<ExitCode> {
     }
     outln!("{}\nsaved to {}", report.text(what), args.out.display());
     Ok(ExitCode::Ok)
-}
-
-/// The backbone estimator's flags over its defaults.
-fn backbone_opts(args: &ProgressArgs, dir: &Path, readout: Readout) -> Result<BackboneTrain> {
-    if let Some(problem) = model_dir_problem(dir) {
-        bail!("`--backbone {}`: {problem}", dir.display());
-    }
-    let d = BackboneTrain::new(dir.to_path_buf());
-    let rank = args.lora_rank.unwrap_or(d.lora.rank);
-    Ok(BackboneTrain {
-        readout,
-        lora: credit_train::lora::LoraConfig {
-            rank,
-            alpha: 2.0 * rank as f64,
-            ..d.lora.clone()
-        },
-        epochs: args.epochs.unwrap_or(d.epochs),
-        lr: args.lr.unwrap_or(d.lr),
-        batch: args.batch_size.unwrap_or(d.batch),
-        max_step_tokens: args.max_step_tokens.unwrap_or(d.max_step_tokens),
-        folds: args.folds.unwrap_or(d.folds),
-        seed: args.seed.unwrap_or(d.seed),
-        device: args.device.parse::<DeviceKind>()?,
-        checkpoint_layers: args.checkpoint_layers,
-        ..d
-    })
-}
-
-/// The small model's flags over its defaults.
-fn small_model_opts(args: &ProgressArgs, readout: Readout) -> ProgressTrain {
-    let defaults = ProgressTrain::default();
-    ProgressTrain {
-        readout,
-        epochs: args.epochs.unwrap_or(defaults.epochs),
-        lr: args.lr.unwrap_or(defaults.lr),
-        batch: args.batch_size.unwrap_or(defaults.batch),
-        dropout: args.dropout.unwrap_or(defaults.dropout),
-        hidden: args.hidden.unwrap_or(defaults.hidden),
-        buckets: args.buckets.unwrap_or(defaults.buckets),
-        folds: args.folds.unwrap_or(defaults.folds),
-        seed: args.seed.unwrap_or(defaults.seed),
-        ..defaults
-    }
-}
-
-impl ProgressArgs {
-    pub fn globals(&self) -> &Globals {
-        &self.globals
-    }
 }
 
 /// Trained signal models that fill missing columns before any method or analysis reads them.

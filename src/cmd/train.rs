@@ -6,12 +6,10 @@
 use super::{load, Format, Globals, MethodArgs};
 use crate::exit::ExitCode;
 use anyhow::{bail, Result};
-use credit_core::project::ProjectFile;
 use credit_learn::policy::{Policy, Prepared, Trained};
-use credit_train::lora::LoraConfig;
+use credit_train::flags::PolicyFlags;
 use credit_train::signal::Readout;
 use credit_train::train::Event;
-use credit_train::TrainConfig;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
 use std::path::PathBuf;
@@ -55,36 +53,6 @@ pub struct PolicyArgs {
     /// Checkpoint folder (new or empty; with --resume, the checkpoint to continue).
     #[arg(long, value_name = "DIR", required_unless_present = "handoff")]
     out: Option<PathBuf>,
-    /// Peak learning rate [default: 1e-6].
-    #[arg(long, value_name = "X")]
-    lr: Option<f64>,
-    /// Passes over the samples [default: 1].
-    #[arg(long, value_name = "N", conflicts_with = "steps")]
-    epochs: Option<u64>,
-    /// Optimizer steps in total, instead of --epochs.
-    #[arg(long, value_name = "N")]
-    steps: Option<u64>,
-    /// Samples per forward/backward pass [default: 4].
-    #[arg(long, value_name = "N")]
-    batch_size: Option<usize>,
-    /// Micro-batches accumulated into one optimizer step [default: 1].
-    #[arg(long, value_name = "N")]
-    grad_accum: Option<usize>,
-    /// PPO clip range ε [default: 0.2].
-    #[arg(long, value_name = "X")]
-    clip_eps: Option<f64>,
-    /// β of the low-variance KL penalty to the initial model; 0 turns it off [default: 0.01].
-    #[arg(long, value_name = "X")]
-    kl_coef: Option<f64>,
-    /// Optimizer steps of linear learning-rate warm-up [default: 0].
-    #[arg(long, value_name = "N")]
-    warmup: Option<u64>,
-    /// Global gradient-norm clip [default: 1.0].
-    #[arg(long, value_name = "X")]
-    max_grad_norm: Option<f64>,
-    /// Also save a checkpoint every N optimizer steps (always at the end).
-    #[arg(long, value_name = "N")]
-    save_every: Option<u64>,
     /// Continue the checkpoint in --out (same logs, method and flags; --steps/--epochs may grow).
     #[arg(long)]
     resume: bool,
@@ -101,28 +69,8 @@ pub struct PolicyArgs {
     /// (e.g. on a GPU machine) instead of training here.
     #[arg(long, value_name = "FILE")]
     handoff: Option<PathBuf>,
-    /// Train LoRA adapters of rank R over the frozen model instead of every weight; the
-    /// checkpoint is a PEFT adapter (adapter_config.json, adapter_model.safetensors).
-    #[arg(long, value_name = "R")]
-    lora_rank: Option<usize>,
-    /// LoRA's α: the update is scaled by α/r [default: 16].
-    #[arg(long, value_name = "A", requires = "lora_rank")]
-    lora_alpha: Option<f64>,
-    /// Dropout on the adapters' input while training [default: 0.05].
-    #[arg(long, value_name = "P", requires = "lora_rank")]
-    lora_dropout: Option<f64>,
-    /// The projections to adapt [default: q,k,v,o,gate,up,down].
-    #[arg(long, value_name = "LIST", requires = "lora_rank")]
-    lora_targets: Option<String>,
-    /// Also write the base weights with the adapter folded in (W + B·A·α/r) to OUT/merged/.
-    #[arg(long, requires = "lora_rank")]
-    merge: bool,
-    /// Recompute each transformer block in the backward pass instead of keeping its
-    /// activations: less memory for long prompts, about a third more compute. Without it, a run
-    /// does so by itself (and says so) when a micro-batch's activations would take more than
-    /// half the memory free on the device in use (the GPU's, or the machine's).
-    #[arg(long)]
-    checkpoint_layers: bool,
+    #[command(flatten)]
+    train: PolicyFlags,
 }
 
 const DEFAULT_MAX_PROMPT_TOKENS: usize = 1024;
@@ -132,7 +80,7 @@ impl Args {
     pub fn json(&self) -> bool {
         let globals = match &self.command {
             TrainCommand::Policy(a) => &a.globals,
-            TrainCommand::Progress(a) | TrainCommand::Sprm(a) => a.globals(),
+            TrainCommand::Progress(a) | TrainCommand::Sprm(a) => &a.globals,
         };
         globals.format == Format::Json
     }
@@ -161,7 +109,7 @@ fn policy(mut args: PolicyArgs) -> Result<ExitCode> {
         bail!("`credit train policy` trains on one method's advantages, got {}: pass a single `--method NAME`", plan.methods.len());
     };
     let policy = Policy {
-        config: train_config(&args, &resolved.project)?,
+        config: args.train.config(args.methods.seed.or(resolved.project.seed))?,
         device: args.device.parse()?,
         max_prompt_tokens: args.max_prompt_tokens.unwrap_or(DEFAULT_MAX_PROMPT_TOKENS),
         max_samples: args.max_samples,
@@ -220,8 +168,6 @@ fn train_showing_progress(
     } else {
         ProgressBar::new_spinner()
     };
-    let (mut total, mut saved) = (0, None);
-    let out = policy.out.clone().unwrap_or_default();
     let trained = policy.train(read, prepared, &mut |event| match event {
         Event::Scoring { done, total } => {
             bar.set_message(format!("scoring with the initial model {done}/{total}"))
@@ -234,7 +180,6 @@ fn train_showing_progress(
                 ProgressStyle::with_template("{bar:30} {pos}/{len} steps · {msg} · ETA {eta}")
                     .unwrap_or_else(|_| ProgressStyle::default_bar()),
             );
-            total = total_steps;
             bar.set_length(total_steps);
             bar.set_position(start_step);
             bar.reset_eta();
@@ -242,10 +187,6 @@ fn train_showing_progress(
         Event::Step(m) => {
             bar.set_position(m.step);
             bar.set_message(m.progress());
-            let note = interrupted(m.step, total, saved, &out);
-            *crate::ON_INTERRUPT
-                .lock()
-                .unwrap_or_else(|p| p.into_inner()) = note;
         }
         Event::Checkpointing { needed, budget } => {
             let note =
@@ -256,56 +197,8 @@ fn train_showing_progress(
                 bar.println(format!("note: {note}"));
             }
         }
-        Event::Saved { step, .. } => saved = Some(step),
+        Event::Saved { .. } => {}
     })?;
     bar.finish_and_clear();
     Ok(trained)
-}
-
-/// What a training stopped by a signal after `step` of `total` says (`saved`: the step of its
-/// last checkpoint, in `out`).
-fn interrupted(step: u64, total: u64, saved: Option<u64>, out: &std::path::Path) -> String {
-    let out = out.display();
-    match saved {
-        Some(k) => format!("interrupted after step {step} of {total}: the checkpoint of step {k} is in {out}; continue it with the same command and --resume"),
-        None => format!("interrupted after step {step} of {total}, before the first checkpoint (--save-every N saves one every N steps): {out} keeps the steps' metrics.jsonl"),
-    }
-}
-
-/// The flags over `TrainConfig`'s defaults; `--seed` (shared with MGR's gate) seeds the shuffle
-/// (and LoRA's initial A).
-fn train_config(args: &PolicyArgs, project: &ProjectFile) -> Result<TrainConfig> {
-    let d = TrainConfig::default();
-    let lora = match args.lora_rank {
-        None => None,
-        Some(rank) => {
-            let l = LoraConfig::default();
-            Some(LoraConfig {
-                rank,
-                alpha: args.lora_alpha.unwrap_or(l.alpha),
-                dropout: args.lora_dropout.unwrap_or(l.dropout),
-                targets: match &args.lora_targets {
-                    Some(list) => credit_train::lora::parse_targets(list)?,
-                    None => l.targets,
-                },
-                merge: args.merge,
-            })
-        }
-    };
-    Ok(TrainConfig {
-        lr: args.lr.unwrap_or(d.lr),
-        epochs: args.epochs.unwrap_or(d.epochs),
-        steps: args.steps,
-        batch_size: args.batch_size.unwrap_or(d.batch_size),
-        grad_accum: args.grad_accum.unwrap_or(d.grad_accum),
-        clip_eps: args.clip_eps.unwrap_or(d.clip_eps),
-        kl_coef: args.kl_coef.unwrap_or(d.kl_coef),
-        warmup_steps: args.warmup.unwrap_or(d.warmup_steps),
-        max_grad_norm: args.max_grad_norm.unwrap_or(d.max_grad_norm),
-        seed: args.methods.seed.or(project.seed).unwrap_or(d.seed),
-        save_every: args.save_every,
-        adamw: d.adamw,
-        lora,
-        checkpoint_layers: args.checkpoint_layers,
-    })
 }

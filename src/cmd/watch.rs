@@ -11,7 +11,6 @@ use anyhow::{Context, Result};
 use credit_output::OutputDir;
 use credit_report::follow::{self, Pacing};
 use credit_report::watch::Watch;
-use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 #[derive(Debug, clap::Args)]
@@ -52,8 +51,7 @@ pub fn run(args: Args) -> Result<ExitCode> {
         interval: Duration::from_secs_f64(args.interval),
     };
     // SIGINT/SIGTERM ask the loop to stop after the report it is writing (see `main`).
-    crate::STOP_GRACEFULLY.store(true, Ordering::SeqCst);
-    let stop = || crate::STOP.load(Ordering::SeqCst);
+    let stop = credit_output::interrupt::stop_gracefully();
     let stopped = |logs: &[std::path::PathBuf]| {
         eprintln!(
             "stopped: no step rows were read from {}; nothing written",

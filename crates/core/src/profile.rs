@@ -9,11 +9,14 @@
 
 use serde::{Deserialize, Serialize};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
+/// The profile every method follows (`--preset`, with these words as its help).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default, clap::ValueEnum)]
 #[serde(rename_all = "snake_case")]
 pub enum Profile {
+    /// The papers' equations.
     #[default]
     Paper,
+    /// What the public reference training code (verl-agent) computes.
     Verl,
 }
 

@@ -8,6 +8,7 @@ use anyhow::{bail, Context, Result};
 use credit_core::methods::Method;
 use credit_core::profile::Profile;
 use credit_core::StepBatch;
+use credit_output::interrupt::say_when_interrupted;
 use credit_output::{Commit, Inputs, OutputDir, Stale};
 use credit_train::data::Sample;
 use credit_train::load::{model_dir_problem, Tokenizer};
@@ -111,7 +112,8 @@ impl Policy {
     }
 
     /// Trains into the checkpoint folder (`read`: what the run reads), telling `on_event` how
-    /// it goes. Checkpoints land as they are made: a stopped run keeps them for `--resume`.
+    /// it goes. Checkpoints land as they are made: a stopped run keeps them for `--resume`, and
+    /// a signal's note says where it stopped ([`interrupted`]).
     pub fn train(
         &self,
         read: &Inputs,
@@ -128,8 +130,18 @@ impl Policy {
             device: self.device,
             resume: self.resume,
         };
+        let (mut total, mut saved) = (0, None);
+        let mut on_event = |event: Event| {
+            match &event {
+                Event::Started { total_steps, .. } => total = *total_steps,
+                Event::Step(m) => say_when_interrupted(interrupted(m.step, total, saved, &out)),
+                Event::Saved { step, .. } => saved = Some(*step),
+                _ => {}
+            }
+            on_event(event)
+        };
         let summary =
-            credit_train::train::train(&options, &self.config, &prepared.samples, on_event)
+            credit_train::train::train(&options, &self.config, &prepared.samples, &mut on_event)
                 .with_context(|| format!("training on {}", self.model.display()))?;
         out_dir.finish(Stale::Remove)?;
         Ok(Trained {
@@ -262,5 +274,15 @@ impl Trained {
             self.metrics.display()
         ));
         lines.join("\n")
+    }
+}
+
+/// What a training stopped by a signal after `step` of `total` says (`saved`: the step of its
+/// last checkpoint, in `out`).
+fn interrupted(step: u64, total: u64, saved: Option<u64>, out: &Path) -> String {
+    let out = out.display();
+    match saved {
+        Some(k) => format!("interrupted after step {step} of {total}: the checkpoint of step {k} is in {out}; continue it with the same command and --resume"),
+        None => format!("interrupted after step {step} of {total}, before the first checkpoint (--save-every N saves one every N steps): {out} keeps the steps' metrics.jsonl"),
     }
 }

@@ -12,10 +12,12 @@
 //!   file is never renamed aside, nothing is written or removed through a link inside the
 //!   folder, one run at a time writes it ([`hold`]), and a report's folder receives its files
 //!   all together at the end ([`Commit::Whole`]).
+//! - [`interrupt`]: SIGINT and SIGTERM remove a run's temporaries before it exits.
 
 mod atomic;
 mod error;
 mod folder;
+pub mod interrupt;
 mod rule;
 mod temporaries;
 

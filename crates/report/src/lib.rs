@@ -48,6 +48,17 @@ pub enum Error {
     Graphviz { what: String, message: String },
 }
 
+/// Whether `cause` names the stage it failed in (writing an output, drawing a figure or a
+/// graph): an error met while the logs stream through a run is otherwise one of reading them.
+pub fn names_its_stage(cause: &(dyn std::error::Error + 'static)) -> bool {
+    cause.is::<credit_output::Error>()
+        || cause.is::<Error>()
+        || matches!(
+            cause.downcast_ref::<credit_core::Error>(),
+            Some(credit_core::Error::Output(_))
+        )
+}
+
 /// Everything a report is made of.
 pub struct Inputs<'a> {
     pub summary: &'a Summary,

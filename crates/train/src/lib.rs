@@ -21,6 +21,7 @@
 //! - [`train`]: the loop (micro-batches, gradient accumulation, metrics JSONL, progress events).
 //! - [`signal`]: the signal models, SPA's progress estimator and HISR's segment reward model,
 //!   over hashed step n-grams ([`signal::ngram`]) or on the LM backbone ([`signal::lm`]).
+//! - [`flags`]: the command-line flags of `credit train`, beside the options they fill.
 //! - [`rng`]: SplitMix64, the one seeded random stream (initial weights, shuffles, dropout).
 //! - `test_support` (feature `test-support`): random-weight model folders for tests, benchmarks
 //!   and smoke runs.
@@ -45,6 +46,7 @@ pub mod arch;
 pub mod checkpoint;
 pub mod config;
 pub mod data;
+pub mod flags;
 mod device;
 mod error;
 pub mod folder_layout;

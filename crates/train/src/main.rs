@@ -3,72 +3,39 @@
 //! `scripts/build-cuda.sh` and carry it, or there with
 //! `cargo build --release -p credit-train --features cuda`.
 
+use clap::Parser;
 use credit_train::train::{train, Event};
 use credit_train::{DeviceKind, RunOptions};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-const USAGE: &str =
-    "usage: credit-train HANDOFF.jsonl --model DIR|FILE.gguf --out DIR [--device cpu|cuda] [--resume]
-
-Trains a Hugging Face causal LM (Qwen2/Llama family; or a llama .gguf file) on the samples and hyper-parameters of a
-hand-off file written by `credit train policy … --handoff HANDOFF.jsonl`, and writes a checkpoint
-in the Hugging Face layout to --out (with metrics.jsonl), or a PEFT adapter when the hand-off asks
-for LoRA (`--lora-rank`). --resume continues that checkpoint.";
-
+/// Trains a Hugging Face causal LM (Qwen2/Llama family; or a llama .gguf file) on the samples and
+/// hyper-parameters of a hand-off file written by `credit train policy … --handoff HANDOFF.jsonl`,
+/// and writes a checkpoint in the Hugging Face layout to --out (with metrics.jsonl), or a PEFT
+/// adapter when the hand-off asks for LoRA (`--lora-rank`).
+#[derive(Parser)]
+#[command(name = "credit-train", version, about, max_term_width = 100)]
 struct Args {
+    /// The hand-off file (one per run).
+    #[arg(value_name = "HANDOFF.jsonl")]
     handoff: PathBuf,
+    /// Hugging Face model directory, or a llama-architecture .gguf file.
+    #[arg(long, value_name = "DIR|FILE.gguf")]
     model: PathBuf,
+    /// Checkpoint folder (new or empty; with --resume, the checkpoint to continue).
+    #[arg(long, value_name = "DIR")]
     out: PathBuf,
+    /// `cpu`, or `cuda` in a build with `--features cuda`.
+    #[arg(long, value_name = "DEVICE", default_value = "cpu")]
     device: DeviceKind,
+    /// Continue the checkpoint in --out.
+    #[arg(long)]
     resume: bool,
 }
 
-fn parse(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
-    let (mut handoff, mut model, mut out, mut device, mut resume) =
-        (None, None, None, DeviceKind::Cpu, false);
-    while let Some(arg) = args.next() {
-        let mut value = |flag: &str| args.next().ok_or_else(|| format!("`{flag}` needs a value"));
-        match arg.as_str() {
-            "--model" => model = Some(PathBuf::from(value("--model")?)),
-            "--out" => out = Some(PathBuf::from(value("--out")?)),
-            "--device" => {
-                device = value("--device")?
-                    .parse()
-                    .map_err(|e: credit_train::Error| e.to_string())?
-            }
-            "--resume" => resume = true,
-            "-h" | "--help" => return Err(String::new()),
-            flag if flag.starts_with('-') => return Err(format!("unknown flag `{flag}`")),
-            path if handoff.is_none() => handoff = Some(PathBuf::from(path)),
-            extra => {
-                return Err(format!(
-                    "unexpected argument `{extra}`: one hand-off file per run"
-                ))
-            }
-        }
-    }
-    Ok(Args {
-        handoff: handoff.ok_or("missing the hand-off file")?,
-        model: model.ok_or("missing `--model DIR|FILE.gguf`")?,
-        out: out.ok_or("missing `--out DIR`")?,
-        device,
-        resume,
-    })
-}
-
 fn main() -> ExitCode {
-    let args = match parse(std::env::args().skip(1)) {
-        Ok(a) => a,
-        Err(e) if e.is_empty() => {
-            println!("{USAGE}");
-            return ExitCode::SUCCESS;
-        }
-        Err(e) => {
-            eprintln!("error: {e}\n\n{USAGE}");
-            return ExitCode::from(2);
-        }
-    };
+    let args = Args::parse();
+    credit_output::interrupt::install();
     let run = || -> credit_train::Result<()> {
         if let Some(problem) = credit_train::load::model_dir_problem(&args.model) {
             return Err(credit_train::Error::Params(format!(

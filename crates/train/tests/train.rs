@@ -364,5 +364,5 @@ fn binary_trains_from_a_handoff_file() {
         .output()
         .unwrap();
     assert_eq!(o.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&o.stderr).contains("`--model` needs a value"));
+    assert!(String::from_utf8_lossy(&o.stderr).contains("a value is required for '--model"));
 }
