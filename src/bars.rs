@@ -7,7 +7,7 @@ use std::io::IsTerminal;
 use std::time::Duration;
 
 /// Whether to show progress: on a terminal, and not when printing JSON.
-fn shown(json: bool) -> bool {
+pub fn shown(json: bool) -> bool {
     !json && std::io::stderr().is_terminal()
 }
 

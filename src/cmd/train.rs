@@ -11,7 +11,6 @@ use credit_train::flags::PolicyFlags;
 use credit_train::signal::Readout;
 use credit_train::train::Event;
 use indicatif::{ProgressBar, ProgressStyle};
-use std::io::IsTerminal;
 use std::path::PathBuf;
 
 #[derive(Debug, clap::Args)]
@@ -162,7 +161,7 @@ fn train_showing_progress(
     prepared: &Prepared,
     json: bool,
 ) -> Result<Trained> {
-    let hidden = json || !std::io::stderr().is_terminal();
+    let hidden = !crate::bars::shown(json);
     let bar = if hidden {
         ProgressBar::hidden()
     } else {
