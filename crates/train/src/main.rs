@@ -14,7 +14,7 @@ use std::process::ExitCode;
 /// and writes a checkpoint in the Hugging Face layout to --out (with metrics.jsonl), or a PEFT
 /// adapter when the hand-off asks for LoRA (`--lora-rank`).
 #[derive(Parser)]
-#[command(name = "credit-train", version, about, max_term_width = 100)]
+#[command(name = "credit-train", version, max_term_width = 100)]
 struct Args {
     /// The hand-off file (one per run).
     #[arg(value_name = "HANDOFF.jsonl")]
