@@ -224,6 +224,8 @@ impl OutputDir {
     /// manifest written before any file.
     pub fn open(path: &Path, command: &str, inputs: &Inputs, commit: Commit) -> Result<OutputDir> {
         inputs.check(path)?;
+        // Created and listed under one lock: an interrupted run's clean-up sees the folder.
+        let mut folders = open_folders();
         let given = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
         let mut created = None;
         if !path.exists() {
@@ -252,7 +254,7 @@ impl OutputDir {
         };
         open.write_manifest(open.listed())?;
         let id = open.id;
-        open_folders().push(open);
+        folders.push(open);
         Ok(OutputDir {
             id,
             path: path.to_path_buf(),
@@ -330,11 +332,13 @@ impl Drop for OutputDir {
 }
 
 /// Abandons every folder output still open (a run interrupted by a signal, which ends it
-/// without unwinding): the folders it created and left holding only their manifest are removed,
-/// and said so on stderr.
-pub(crate) fn abandon_open() {
-    let open: Vec<Open> = open_folders().drain(..).collect();
-    for folder in open {
+/// without unwinding), once `first` has run with the list locked (no folder opens meanwhile):
+/// the folders it created and left holding only their manifest are removed, and said so on
+/// stderr. The list stays locked until the exit that follows.
+pub(crate) fn abandon_open_after(first: impl FnOnce()) {
+    let mut open = open_folders();
+    first();
+    for folder in open.drain(..) {
         let path = folder.given.clone();
         if folder.abandon() {
             eprintln!(
@@ -343,6 +347,7 @@ pub(crate) fn abandon_open() {
             );
         }
     }
+    std::mem::forget(open);
 }
 
 fn persist(mut file: Staged) -> Result<()> {

@@ -1,5 +1,5 @@
 //! What SIGINT and SIGTERM do to a run ([`install`]): its temporaries removed and the folder
-//! outputs it created but wrote nothing into removed ([`crate::remove_temporaries`]), a note of
+//! outputs it created but wrote nothing into removed ([`crate::clean_up_before_exit`]), a note of
 //! where it stopped said ([`say_when_interrupted`]), then the exit the signal asks for (130,
 //! 143). A command that stops by itself at a safe point asks to be told instead
 //! ([`stop_gracefully`]); a second signal then ends it. (SIGKILL cannot be caught: the next run
@@ -26,7 +26,7 @@ pub fn install() {
             if STOP_GRACEFULLY.load(Ordering::SeqCst) && !STOP.swap(true, Ordering::SeqCst) {
                 continue;
             }
-            crate::remove_temporaries();
+            crate::clean_up_before_exit();
             if let Some(note) = ON_INTERRUPT.lock().ok().filter(|n| !n.is_empty()) {
                 eprintln!("{note}");
             }

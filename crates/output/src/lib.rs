@@ -28,8 +28,9 @@ pub use rule::{file_id, Inputs};
 
 /// What a run interrupted by a signal (SIGINT, SIGTERM) leaves of its output: its temporaries
 /// deleted (once a folder output being committed is whole), then the folder outputs it created
-/// and wrote nothing into removed.
-pub fn remove_temporaries() {
-    temporaries::remove_temporaries();
-    folder::abandon_open();
+/// and wrote nothing into removed. The locks are taken in the order the writers take them and
+/// kept until the exit that must follow: no thread opens a folder, makes a temporary or renames
+/// one into place after this.
+fn clean_up_before_exit() {
+    folder::abandon_open_after(temporaries::remove_all_before_exit);
 }

@@ -1,5 +1,5 @@
 //! The hidden temporaries of this run: created beside their targets, registered while they exist
-//! so that [`remove_temporaries`] can delete them when the run is interrupted (SIGINT, SIGTERM),
+//! so that [`remove_all_before_exit`] can delete them when the run is interrupted (SIGINT, SIGTERM),
 //! and cleared from a folder when a run that was killed outright (SIGKILL) left some.
 //!
 //! A temporary's name says which run made it: `.credit-PID-MACHINE-XXXXXX.tmp`, where MACHINE
@@ -15,7 +15,8 @@ use std::sync::Mutex;
 
 const PREFIX: &str = ".credit-";
 
-static TEMPORARIES: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
+/// `None` once an interrupted run has removed them ([`remove_all_before_exit`]).
+static TEMPORARIES: Mutex<Option<Vec<PathBuf>>> = Mutex::new(Some(Vec::new()));
 /// Folders already cleared of stale temporaries by this run (a `graph --all` writes thousands of
 /// files into one folder: clear it once, not once per file).
 static CLEARED: Mutex<Option<HashSet<PathBuf>>> = Mutex::new(None);
@@ -42,10 +43,18 @@ pub(crate) fn create(dir: &Path, target: &Path) -> std::io::Result<tempfile::Nam
     // An output is the user's file like any other: 0666 less the umask, not a temporary's 0600.
     #[cfg(unix)]
     builder.permissions(std::os::unix::fs::PermissionsExt::from_mode(0o666));
+    // Made and listed under one lock: an interrupted run's clean-up sees every temporary that
+    // exists, and none is made after it.
+    let mut guard = temporaries();
+    let Some(list) = guard.as_mut() else {
+        // The run is ending on a signal: this thread waits for the exit.
+        drop(guard);
+        loop {
+            std::thread::park();
+        }
+    };
     let file = builder.tempfile_in(dir)?;
-    if let Ok(mut list) = TEMPORARIES.lock() {
-        list.push(file.path().to_path_buf());
-    }
+    list.push(file.path().to_path_buf());
     Ok(file)
 }
 
@@ -86,12 +95,18 @@ pub(crate) fn rename_into_place(temporary: tempfile::TempPath, target: &Path) ->
 
 /// Forgets a temporary that was renamed into place or removed.
 pub(crate) fn forget(path: &Path) {
-    if let Ok(mut list) = TEMPORARIES.lock() {
+    if let Some(list) = temporaries().as_mut() {
         list.retain(|p| p != path);
     }
 }
 
-/// Taken while a folder output's files are renamed into place: [`remove_temporaries`] waits for
+fn temporaries() -> std::sync::MutexGuard<'static, Option<Vec<PathBuf>>> {
+    TEMPORARIES
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+/// Taken while a folder output's files are renamed into place: [`remove_all_before_exit`] waits for
 /// it, so a signal ends the run before the renames or after them, never among them.
 static COMMITTING: Mutex<()> = Mutex::new(());
 
@@ -102,13 +117,12 @@ pub(crate) fn committing() -> std::sync::MutexGuard<'static, ()> {
 }
 
 /// Deletes every temporary file of this run (when it is interrupted), once a folder output being
-/// committed is whole.
-pub(crate) fn remove_temporaries() {
-    let _committed = committing();
-    if let Ok(list) = TEMPORARIES.lock() {
-        for path in list.iter() {
-            let _ = std::fs::remove_file(path);
-        }
+/// committed is whole. Until the process exits, no thread makes another temporary or renames
+/// one into place (the commit lock is kept).
+pub(crate) fn remove_all_before_exit() {
+    std::mem::forget(committing());
+    for path in temporaries().take().into_iter().flatten() {
+        let _ = std::fs::remove_file(path);
     }
 }
 
@@ -205,13 +219,11 @@ mod tests {
         );
         assert!(name.ends_with(".tmp.png") && name.len() < 48, "{name}");
         assert_eq!(owner(&name), Some((std::process::id(), machine)));
-        assert!(TEMPORARIES
-            .lock()
-            .unwrap()
-            .contains(&file.path().to_path_buf()));
+        let listed = |path: &Path| temporaries().as_ref().unwrap().iter().any(|p| p == path);
+        assert!(listed(file.path()));
         let path = file.path().to_path_buf();
         forget(&path);
-        assert!(!TEMPORARIES.lock().unwrap().contains(&path));
+        assert!(!listed(&path));
     }
 
     #[test]
