@@ -70,13 +70,10 @@ fn main() -> ExitCode {
                 samples.len()
             ),
             Event::Step(m) => eprintln!(
-                "step {} loss {:.4} kl {} clip {:.3} grad-norm {:.3} {:.0} tokens/s",
+                "step {}: {} · grad-norm {:.3}",
                 m.step,
-                m.loss,
-                m.kl.map_or("-".into(), |k| format!("{k:.4}")),
-                m.clip_frac,
-                m.grad_norm,
-                m.tokens_per_s
+                m.progress(),
+                m.grad_norm
             ),
             Event::Checkpointing { needed, budget } => {
                 eprintln!(

@@ -357,6 +357,14 @@ fn binary_trains_from_a_handoff_file() {
     assert!(o.status.success(), "{stderr}");
     assert!(String::from_utf8_lossy(&o.stdout).contains("trained 2 steps"));
     assert_eq!(metrics(&out).len(), 2);
+    // Each step's line is the progress bar's text (`StepMetrics::progress`) and its gradient norm.
+    let steps: Vec<&str> = stderr.lines().filter(|l| l.starts_with("step ")).collect();
+    assert_eq!(steps.len(), 2, "{stderr}");
+    assert!(
+        steps[1].starts_with("step 2: loss ")
+            && steps[1].contains(" tok/s · grad-norm "),
+        "{stderr}"
+    );
 
     let o = std::process::Command::new(env!("CARGO_BIN_EXE_credit-train"))
         .arg(&handoff)
