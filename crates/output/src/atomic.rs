@@ -168,7 +168,12 @@ where
     E: From<Error>,
 {
     let file = AtomicFile::create(target)?;
-    write(file.temporary())?;
+    {
+        // A signal's clean-up waits for the tool: removed before the tool opens it by name, the
+        // temporary would be made again after the clean-up.
+        let _writing = temporaries::writing_by_name();
+        write(file.temporary())?;
+    }
     Ok(file.commit()?)
 }
 

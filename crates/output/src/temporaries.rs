@@ -11,7 +11,7 @@
 
 use std::collections::HashSet;
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Mutex, RwLock};
 
 const PREFIX: &str = ".credit-";
 
@@ -116,11 +116,26 @@ pub(crate) fn committing() -> std::sync::MutexGuard<'static, ()> {
         .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
+/// Held (shared) while a tool writes a temporary by its name ([`crate::write_file_at`]).
+static WRITING_BY_NAME: RwLock<()> = RwLock::new(());
+
+pub(crate) fn writing_by_name() -> std::sync::RwLockReadGuard<'static, ()> {
+    WRITING_BY_NAME
+        .read()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// Deletes every temporary file of this run (when it is interrupted), once a folder output being
-/// committed is whole. Until the process exits, no thread makes another temporary or renames
-/// one into place (the commit lock is kept).
+/// committed is whole and the tools writing temporaries by name are done. Until the process
+/// exits, no thread makes another temporary, renames one into place or hands one to a tool (the
+/// locks are kept).
 pub(crate) fn remove_all_before_exit() {
     std::mem::forget(committing());
+    std::mem::forget(
+        WRITING_BY_NAME
+            .write()
+            .unwrap_or_else(|poisoned| poisoned.into_inner()),
+    );
     for path in temporaries().take().into_iter().flatten() {
         let _ = std::fs::remove_file(path);
     }
