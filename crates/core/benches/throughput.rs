@@ -5,6 +5,8 @@
 //! cargo bench -p credit-core --bench throughput -- /tmp/synth_1m.jsonl /tmp/synth_1m.parquet
 //! ```
 //! Prints rows/s per stage and the process's peak resident memory (VmHWM) after each stage.
+//! `--methods LIST` times those methods only; `--repeat N` runs each N times and prints the
+//! fastest (a shared machine's noise is mostly slower runs).
 
 use credit_core::ingest::{read_paths, IngestOptions};
 use credit_core::methods::{parse_list, Method};
@@ -29,11 +31,22 @@ fn peak_rss_mib() -> f64 {
 }
 
 fn main() {
-    let paths: Vec<PathBuf> = std::env::args()
-        .skip(1)
-        .filter(|a| !a.starts_with("--"))
-        .map(PathBuf::from)
-        .collect();
+    let (mut paths, mut methods, mut repeat) = (Vec::new(), "all".to_string(), 1);
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--methods" => methods = args.next().expect("--methods LIST"),
+            "--repeat" => {
+                repeat = args
+                    .next()
+                    .and_then(|n| n.parse().ok())
+                    .expect("--repeat N")
+            }
+            // cargo bench passes --bench.
+            flag if flag.starts_with("--") => {}
+            path => paths.push(PathBuf::from(path)),
+        }
+    }
     if paths.is_empty() {
         eprintln!(
             "usage: cargo bench -p credit-core --bench throughput -- LOG.jsonl [LOG.parquet …]"
@@ -59,12 +72,15 @@ fn main() {
     for profile in [Profile::Paper, Profile::Verl] {
         let all = Instant::now();
         // `all`: every method that needs no extra logged signal (SPA and HISR need `progress` etc.).
-        for name in parse_list("all").unwrap() {
+        for name in parse_list(&methods).unwrap() {
             let method = Method::preset(&name, profile).unwrap();
-            let start = Instant::now();
-            let result = method.advantages(&batch).expect("method");
-            let secs = start.elapsed().as_secs_f64();
-            std::hint::black_box(result);
+            let mut secs = f64::INFINITY;
+            for _ in 0..repeat {
+                let start = Instant::now();
+                let result = method.advantages(&batch).expect("method");
+                secs = secs.min(start.elapsed().as_secs_f64());
+                std::hint::black_box(result);
+            }
             println!(
                 "{profile:?} {name:<8} {secs:>7.2} s {:>12.0} rows/s",
                 batch.len() as f64 / secs

@@ -21,7 +21,7 @@
 //!   success = row score > 0.5, invalid penalty 0.1 after discounting, τ = 0.1.
 
 use super::group_stats::{episode_advantages, episode_scores, episode_stats, step_returns, Norm};
-use super::tfidf::{fit, Corpus};
+use super::tfidf::{fit, Corpus, UNIT_NORM};
 use super::{Advantages, Values};
 use crate::batch::StepBatch;
 use crate::error::{Error, Result};
@@ -339,9 +339,6 @@ struct Group<'a> {
 /// Buffers a worker reuses from one group (and same-t subset) to the next.
 #[derive(Default)]
 struct Scratch {
-    /// The group's vectors, one after another: document d's is `vectors[starts[d]..starts[d + 1]]`.
-    vectors: Vec<(u32, f64)>,
-    starts: Vec<usize>,
     /// The group's (step position, row, document), ordered by position (`same_t`).
     by_t: Vec<(u32, u32, u32)>,
     subset_rows: Vec<u32>,
@@ -353,10 +350,15 @@ struct Scratch {
     count: Vec<f64>,
     sum: Vec<f64>,
     slot_of_row: Vec<u32>,
-    /// The subset's terms numbered in ascending order, its term-major weights and the matrix
-    /// [`similarities`] and [`soft_values`] work in.
+    /// The subset's terms numbered in ascending order (each term's number, each number's term),
+    /// its term-major weights, each text's norm and the matrix [`similarities`] and
+    /// [`soft_values`] work in.
     column: Vec<u32>,
+    term_of: Vec<u32>,
+    /// (line, distinct text) for every line of every distinct text, sorted by line.
+    line_texts: Vec<((u32, u32), u32)>,
     by_term: Vec<f64>,
+    norm: Vec<f64>,
     active: Vec<u32>,
     sims: Vec<f64>,
     value: Vec<f64>,
@@ -376,14 +378,6 @@ impl Group<'_> {
         scratch: &mut Scratch,
         out: &mut Vec<(u32, f64)>,
     ) {
-        // Each vector computed once, however many same-t subsets read it.
-        scratch.vectors.clear();
-        scratch.starts.clear();
-        scratch.starts.push(0);
-        for d in 0..self.u as u32 {
-            self.corpus.vector(self.first + d, &mut scratch.vectors);
-            scratch.starts.push(scratch.vectors.len());
-        }
         match params.psa_scope {
             PsaScope::Group => self.aggregate(rows, docs, returns, params.tau, scratch, out),
             PsaScope::SameT => {
@@ -449,36 +443,51 @@ impl Group<'_> {
             s.slot_of_row.push(*k);
         }
         let u = s.distinct.len();
-        let vector = |d: u32| &s.vectors[s.starts[d as usize]..s.starts[d as usize + 1]];
-        // The subset's terms in ascending order: marked in a table over the term ids, then
-        // numbered.
-        let dim = s
-            .distinct
-            .iter()
-            .flat_map(|&d| vector(d).last().map(|e| e.0 as usize + 1))
-            .max()
-            .unwrap_or(0);
-        s.column.clear();
-        s.column.resize(dim, u32::MAX);
-        for &d in &s.distinct {
-            for &(t, _) in vector(d) {
-                s.column[t as usize] = 0;
+        // Each distinct line of the subset with the texts that have it (most texts of a group
+        // share most of their lines: a room, an inventory, the task).
+        s.line_texts.clear();
+        for (b, &d) in s.distinct.iter().enumerate() {
+            let lines = self.corpus.lines(self.first + d);
+            s.line_texts
+                .extend(lines.iter().map(|&line| (line, b as u32)));
+        }
+        s.line_texts.sort_unstable();
+        // The subset's terms, numbered in ascending order (`column` is all unnumbered between
+        // subsets: only the terms marked here are reset at the end).
+        s.term_of.clear();
+        for run in s.line_texts.chunk_by(|x, y| x.0 == y.0) {
+            for &(t, _) in self.corpus.counts(run[0].0) {
+                let t = t as usize;
+                if t >= s.column.len() {
+                    s.column.resize(t + 1, u32::MAX);
+                }
+                if s.column[t] == u32::MAX {
+                    s.column[t] = 0;
+                    s.term_of.push(t as u32);
+                }
             }
         }
-        let mut terms = 0;
-        for c in s.column.iter_mut().filter(|c| **c == 0) {
-            *c = terms;
-            terms += 1;
+        s.term_of.sort_unstable();
+        for (k, &t) in s.term_of.iter().enumerate() {
+            s.column[t as usize] = k as u32;
         }
         // `by_term[k * stride + b]`: distinct text b's weight of the subset's k-th term (0 where
-        // absent, and in the padding up to `stride`, which the tiles read).
+        // absent, and in the padding up to `stride`, which the tiles read); its count first,
+        // added up line by line (integers: exact in any order), a term's row at a time.
         let stride = u.next_multiple_of(TILE_COLUMNS);
         s.by_term.clear();
-        s.by_term.resize(terms as usize * stride, 0.0);
-        for (b, &d) in s.distinct.iter().enumerate() {
-            for &(t, w) in vector(d) {
-                s.by_term[s.column[t as usize] as usize * stride + b] = w;
+        s.by_term.resize(s.term_of.len() * stride, 0.0);
+        for run in s.line_texts.chunk_by(|x, y| x.0 == y.0) {
+            for &(t, c) in self.corpus.counts(run[0].0) {
+                let row = &mut s.by_term[s.column[t as usize] as usize * stride..][..stride];
+                for &(_, b) in run {
+                    row[b as usize] += c as f64;
+                }
             }
+        }
+        weights(&mut s.by_term, stride, &s.term_of, self.corpus, &mut s.norm);
+        for &t in &s.term_of {
+            s.column[t as usize] = u32::MAX;
         }
         similarities(&s.by_term, stride, u, &mut s.active, &mut s.sims);
         soft_values(&s.sims, stride, &s.count, &s.sum, tau, &mut s.value);
@@ -487,6 +496,37 @@ impl Group<'_> {
                 .zip(&s.slot_of_row)
                 .map(|(&r, &k)| (r, s.value[k as usize])),
         );
+    }
+}
+
+/// Turns the term-major counts into the texts' vectors: w = count·idf, divided by ‖w‖·(1 + 1e-8)
+/// (the weights of `Corpus::vector`, the tests' definition, to the bit). Each ‖w‖² is summed in ascending term order, a
+/// multiply then an add, as the vector's are; the terms a text lacks add +0, which leaves it
+/// unchanged, and a text without terms keeps its zeros.
+fn weights(
+    by_term: &mut [f64],
+    stride: usize,
+    term_of: &[u32],
+    corpus: &Corpus,
+    norm: &mut Vec<f64>,
+) {
+    norm.clear();
+    norm.resize(stride, 0.0);
+    for (row, &t) in by_term.chunks_exact_mut(stride).zip(term_of) {
+        let idf = corpus.idf(t);
+        for (w, n) in row.iter_mut().zip(norm.iter_mut()) {
+            *w *= idf;
+            *n += *w * *w;
+        }
+    }
+    for n in norm.iter_mut() {
+        let r = n.sqrt();
+        *n = if r > 0.0 { r * UNIT_NORM } else { 1.0 };
+    }
+    for row in by_term.chunks_exact_mut(stride) {
+        for (w, n) in row.iter_mut().zip(norm.iter()) {
+            *w /= n;
+        }
     }
 }
 
@@ -1053,10 +1093,8 @@ mod tests {
                 }
                 let corpus = fit(distinct.iter().copied(), 1024);
                 let vector = |r: u32| {
-                    let mut v = Vec::new();
                     let d = distinct.iter().position(|d| d.0 == text(r)).unwrap();
-                    corpus.vector(d as u32, &mut v);
-                    v
+                    corpus.vector(d as u32)
                 };
                 for &g in &groups {
                     let rows: Vec<u32> = b.group_rows(g).collect();

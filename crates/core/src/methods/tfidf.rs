@@ -13,16 +13,22 @@
 //! number of rows. Identical lines are tokenised once: a token never spans a newline (not a word
 //! character), and observations rendered from templates repeat most of their lines (room
 //! descriptions, inventories, task statements), so each distinct line of a fit is scanned once
-//! and its term counts are reused. Term ids are numbered in first-seen token order. A document's
-//! vector is made from its counts when asked for ([`Corpus::vector`]), sparse and sorted by term id.
+//! and its term counts are kept once. A document is the list of its lines: the fit adds their
+//! counts to the totals and document frequencies, and whoever makes the vectors adds them up
+//! ([`Corpus::lines`]; ProxMO's PSA, straight into its term-major matrix), never merged into
+//! per-document lists. Term ids are numbered in first-seen token order.
 
 use polars::prelude::PlHashMap;
 
-/// A fitted corpus: each document's term counts, and the weights that make them vectors.
+/// A fitted corpus: each document as the lines it is made of (each distinct line's term counts
+/// kept once), and the weights that make them vectors.
 pub struct Corpus {
-    /// The documents' (term, count) sorted by term, one after another: document d's is
-    /// `counts[starts[d]..starts[d + 1]]`.
-    counts: Vec<(u32, u32)>,
+    /// Each distinct line's (term, count), one line after another.
+    line_counts: Vec<(u32, u32)>,
+    /// The documents' lines with a term, as ranges of `line_counts` (of the kept terms), one
+    /// document after another:
+    /// document d's are `lines[starts[d]..starts[d + 1]]` (a line as often as it is in it).
+    lines: Vec<(u32, u32)>,
     starts: Vec<usize>,
     /// Each term's idf, 0 for the terms `max_features` drops.
     idf: Vec<f64>,
@@ -31,25 +37,48 @@ pub struct Corpus {
 }
 
 impl Corpus {
-    /// Appends document `d`'s L2-normalised vector, (term, weight) sorted by term, to `out`.
-    pub fn vector(&self, d: u32, out: &mut Vec<(u32, f64)>) {
-        let start = out.len();
-        out.extend(
-            self.counts[self.starts[d as usize]..self.starts[d as usize + 1]]
-                .iter()
-                .map(|&(t, c)| (t, c as f64 * self.idf[t as usize]))
-                .filter(|&(_, w)| w != 0.0),
-        );
-        let v = &mut out[start..];
+    /// Document `d`'s lines (a line as often as it is in the document), each named by the range
+    /// of its counts ([`Corpus::counts`]): two lines with the same range are the same line.
+    pub fn lines(&self, d: u32) -> &[(u32, u32)] {
+        &self.lines[self.starts[d as usize]..self.starts[d as usize + 1]]
+    }
+
+    /// A line's (term, count) of the kept terms: a term's counts over a document's lines add up
+    /// to its count in the document.
+    pub fn counts(&self, (first, last): (u32, u32)) -> &[(u32, u32)] {
+        &self.line_counts[first as usize..last as usize]
+    }
+
+    /// Term `t`'s idf (0 for a term `max_features` drops).
+    pub fn idf(&self, t: u32) -> f64 {
+        self.idf[t as usize]
+    }
+
+    /// Document `d`'s vector, (term, weight) sorted by term: weight = count·idf, L2-normalised,
+    /// then divided once more by (‖v‖ + 1e-8) as the ProxMO code does. (ProxMO's PSA makes the
+    /// same weights in its term-major matrix; its tests hold the two together to the bit.)
+    #[cfg(test)]
+    pub fn vector(&self, d: u32) -> Vec<(u32, f64)> {
+        let mut counts = std::collections::BTreeMap::<u32, u32>::new();
+        for &(t, c) in self.lines(d).iter().flat_map(|&line| self.counts(line)) {
+            *counts.entry(t).or_default() += c;
+        }
+        let mut v: Vec<(u32, f64)> = counts
+            .into_iter()
+            .map(|(t, c)| (t, c as f64 * self.idf(t)))
+            .collect();
         let norm = v.iter().map(|(_, w)| w * w).sum::<f64>().sqrt();
         if norm > 0.0 {
-            let unit_norm = 1.0 + 1e-8;
-            for (_, w) in v {
-                *w /= norm * unit_norm;
+            for (_, w) in &mut v {
+                *w /= norm * UNIT_NORM;
             }
         }
+        v
     }
 }
+
+/// The ProxMO code's second normalisation: v / (‖v‖ + 1e-8), with ‖v‖ = 1.
+pub const UNIT_NORM: f64 = 1.0 + 1e-8;
 
 /// Maximal runs of word characters at least two characters long, of already lower-cased text.
 fn tokens(lower: &str) -> impl Iterator<Item = &str> + '_ {
@@ -96,14 +125,12 @@ fn each_token(text: &str, scratch: &mut String, mut each: impl FnMut(&str)) {
     }
 }
 
-/// Term counts in a dense buffer over the term ids, with the touched terms listed (and marked in a
-/// bitmap, for draining in term order): no hashing per token, and draining costs only what was
-/// touched.
+/// Term counts in a dense buffer over the term ids, with the touched terms listed: no hashing
+/// per token, and draining costs only what was touched.
 #[derive(Default)]
 struct Counts {
     count: Vec<u32>,
     touched: Vec<u32>,
-    bits: Vec<u64>,
 }
 
 impl Counts {
@@ -112,48 +139,19 @@ impl Counts {
         let t = term as usize;
         if t >= self.count.len() {
             self.count.resize(t + 1, 0);
-            self.bits.resize(t / 64 + 1, 0);
         }
         if self.count[t] == 0 {
             self.touched.push(term);
-            self.bits[t / 64] |= 1 << (t % 64);
         }
         self.count[t] += n;
     }
 
     /// (term, count) in first-touched order; leaves the buffer empty.
     fn drain(&mut self) -> impl Iterator<Item = (u32, u32)> + '_ {
-        for &t in &self.touched {
-            self.bits[t as usize / 64] = 0;
-        }
         let count = &mut self.count;
         self.touched
             .drain(..)
             .map(move |t| (t, std::mem::take(&mut count[t as usize])))
-    }
-
-    /// Appends (term, count) to `out` in ascending term order; leaves the buffer empty. Reads the
-    /// bitmap up to the largest touched term where that is shorter than sorting the touched list.
-    fn drain_sorted(&mut self, out: &mut Vec<(u32, u32)>) {
-        let Some(&last) = self.touched.iter().max() else {
-            return;
-        };
-        let words = last as usize / 64 + 1;
-        if words > 4 * self.touched.len() {
-            let start = out.len();
-            out.extend(self.drain());
-            out[start..].sort_unstable_by_key(|&(t, _)| t);
-            return;
-        }
-        for (w, word) in self.bits[..words].iter_mut().enumerate() {
-            let mut bits = std::mem::take(word);
-            while bits != 0 {
-                let t = w * 64 + bits.trailing_zeros() as usize;
-                out.push((t as u32, std::mem::take(&mut self.count[t])));
-                bits &= bits - 1;
-            }
-        }
-        self.touched.clear();
     }
 }
 
@@ -163,28 +161,29 @@ impl Counts {
 /// same totals and document frequencies.
 pub fn fit<'a>(documents: impl Iterator<Item = (&'a str, u64)>, max_features: usize) -> Corpus {
     let mut n_docs = 0;
-    // Term counts per document; corpus totals and document frequencies weighted by multiplicity.
+    // Corpus totals and document frequencies weighted by multiplicity.
     let mut term_ids: PlHashMap<String, u32> = PlHashMap::default();
     let mut terms: Vec<String> = Vec::new();
     let mut total: Vec<u64> = Vec::new();
     let mut df: Vec<u64> = Vec::new();
-    let mut counts: Vec<(u32, u32)> = Vec::new();
+    // The last document (numbered from 1) that counted each term in `df`.
+    let mut counted_in: Vec<u32> = Vec::new();
+    let mut lines: Vec<(u32, u32)> = Vec::new();
     let mut starts: Vec<usize> = vec![0];
     // Each distinct line's term counts, as a range of `line_counts`.
-    let mut lines: PlHashMap<&str, (u32, u32)> = PlHashMap::default();
+    let mut line_ranges: PlHashMap<&str, (u32, u32)> = PlHashMap::default();
     let mut line_counts: Vec<(u32, u32)> = Vec::new();
-    // Counts in dense buffers (per line, per document), with the touched terms listed.
     let mut in_line = Counts::default();
-    let mut local = Counts::default();
     let mut scratch = String::new();
-    for (text, m) in documents {
+    for (doc, (text, m)) in documents.enumerate() {
         n_docs += m;
+        let doc = doc as u32 + 1;
         // Lines found with the memchr crate's vector search (`str::split`'s is a word at a time).
         let mut from = 0;
         for end in memchr::memchr_iter(b'\n', text.as_bytes()).chain([text.len()]) {
             let line = &text[from..end];
             from = end + 1;
-            let (first, last) = *lines.entry(line).or_insert_with(|| {
+            let (first, last) = *line_ranges.entry(line).or_insert_with(|| {
                 each_token(line, &mut scratch, |token| {
                     let id = match term_ids.get(token) {
                         Some(&id) => id,
@@ -194,6 +193,7 @@ pub fn fit<'a>(documents: impl Iterator<Item = (&'a str, u64)>, max_features: us
                             terms.push(token.to_string());
                             total.push(0);
                             df.push(0);
+                            counted_in.push(0);
                             id
                         }
                     };
@@ -203,17 +203,20 @@ pub fn fit<'a>(documents: impl Iterator<Item = (&'a str, u64)>, max_features: us
                 line_counts.extend(in_line.drain());
                 (start, line_counts.len() as u32)
             });
+            if first == last {
+                continue;
+            }
+            lines.push((first, last));
             for &(t, c) in &line_counts[first as usize..last as usize] {
-                local.add(t, c);
+                let t = t as usize;
+                total[t] += m * c as u64;
+                if counted_in[t] != doc {
+                    counted_in[t] = doc;
+                    df[t] += m;
+                }
             }
         }
-        let start = counts.len();
-        local.drain_sorted(&mut counts);
-        for &(t, c) in &counts[start..] {
-            total[t as usize] += m * c as u64;
-            df[t as usize] += m;
-        }
-        starts.push(counts.len());
+        starts.push(lines.len());
     }
 
     // Keep the `max_features` most frequent terms, ties alphabetically.
@@ -231,8 +234,23 @@ pub fn fit<'a>(documents: impl Iterator<Item = (&'a str, u64)>, max_features: us
     for &t in &order {
         idf[t as usize] = ((1.0 + n_docs as f64) / (1.0 + df[t as usize] as f64)).ln() + 1.0;
     }
+    // The dropped terms leave the lines' counts: the vectors never see them.
+    if order.len() < terms.len() {
+        let mut kept_before = Vec::with_capacity(line_counts.len() + 1);
+        let mut kept = 0;
+        for &(t, _) in &line_counts {
+            kept_before.push(kept);
+            kept += u32::from(idf[t as usize] != 0.0);
+        }
+        kept_before.push(kept);
+        line_counts.retain(|&(t, _)| idf[t as usize] != 0.0);
+        for (first, last) in &mut lines {
+            (*first, *last) = (kept_before[*first as usize], kept_before[*last as usize]);
+        }
+    }
     Corpus {
-        counts,
+        line_counts,
+        lines,
         starts,
         idf,
         vocabulary_size: order.len(),
@@ -265,9 +283,7 @@ pub(crate) mod tests {
     }
 
     fn vector(corpus: &Corpus, d: u32) -> Vec<(u32, f64)> {
-        let mut v = Vec::new();
-        corpus.vector(d, &mut v);
-        v
+        corpus.vector(d)
     }
 
     /// Dot product of two sparse vectors sorted by term, in term order (ProxMO's tests too).
