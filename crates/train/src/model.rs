@@ -26,6 +26,7 @@ use crate::error::{Context, Error, Result};
 use crate::fused::attach::{attach, attach_all};
 use crate::fused::{attention::attention, rms_norm, rope::rope, swiglu::swiglu};
 use crate::lora::{LoraConfig, Target};
+use crate::rng::SplitMix64;
 use candle_core::backprop::GradStore;
 use candle_core::{DType, Device, Tensor, Var, D};
 use candle_nn::ops;
@@ -144,7 +145,11 @@ pub struct Batch {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Pass {
     Eval,
-    Train,
+    /// A training pass; its dropout masks are drawn from `dropout_seed` alone, so a seed and a
+    /// step give the same masks in every run (a resumed one too).
+    Train {
+        dropout_seed: u64,
+    },
     /// [`Pass::Eval`] off the autograd graph: every weight enters detached, so each activation
     /// is freed once the next is computed instead of being kept for a backward pass that a
     /// scoring pass never runs (on long prompts, the difference between fitting and not).
@@ -336,10 +341,11 @@ impl Model {
         self.logprobs(batch, Pass::Score).ctx("forward pass")
     }
 
-    /// [`Model::action_logprobs`] for a training step: LoRA dropout on, blocks checkpointed if
-    /// asked; differentiate through [`Model::backward`].
-    pub fn train_logprobs(&self, batch: &Batch) -> Result<Tensor> {
-        self.logprobs(batch, Pass::Train).ctx("forward pass")
+    /// [`Model::action_logprobs`] for a training step: LoRA dropout on (its masks drawn from
+    /// `dropout_seed`), blocks checkpointed if asked; differentiate through [`Model::backward`].
+    pub fn train_logprobs(&self, batch: &Batch, dropout_seed: u64) -> Result<Tensor> {
+        self.logprobs(batch, Pass::Train { dropout_seed })
+            .ctx("forward pass")
     }
 
     /// The final hidden state (after the last RMSNorm) at the flat `positions` (`b·T + t`) of the
@@ -414,9 +420,15 @@ impl Model {
         let mut h = for_pass(&self.embed, pass)
             .to_dtype(self.dtype)?
             .index_select(&ids.flatten_all()?, 0)?;
-        for layer in layers {
-            let masks = self.dropout_masks(layer, b * t, pass)?;
-            h = if pass == Pass::Train && self.checkpoint {
+        // On a GPU the masks come from the device's generator, seeded once per pass (a
+        // generator made per mask would cost its set-up each time) and drawn in layer order.
+        let dropout = self.lora.as_ref().is_some_and(|l| l.dropout > 0.0);
+        if let (Pass::Train { dropout_seed }, true, false) = (pass, dropout, self.device.is_cpu()) {
+            self.device.set_seed(dropout_seed)?;
+        }
+        for (index, layer) in layers.iter().enumerate() {
+            let masks = self.dropout_masks(index, layer, b * t, pass)?;
+            h = if matches!(pass, Pass::Train { .. }) && self.checkpoint {
                 self.checkpointed(layer, h, &ctx, masks)?
             } else {
                 block(layer, &h, &ctx, &masks)?
@@ -429,19 +441,35 @@ impl Model {
     }
 
     /// PEFT's dropout on each adapter's input (a separate mask per projection), drawn before the
-    /// block runs so that a checkpointed block recomputes with the same masks.
-    fn dropout_masks(&self, layer: &Layer, rows: usize, pass: Pass) -> candle_core::Result<Masks> {
+    /// block runs so that a checkpointed block recomputes with the same masks. Each mask is its
+    /// own stream of the pass's seed ([`SplitMix64::stream`] of layer and projection) on the
+    /// CPU (candle's CPU `rand` is seeded from the OS, and costs a ChaCha draw and three passes
+    /// per element); on a GPU, the device's generator, seeded by [`Model::hidden`].
+    fn dropout_masks(
+        &self,
+        index: usize,
+        layer: &Layer,
+        rows: usize,
+        pass: Pass,
+    ) -> candle_core::Result<Masks> {
         let mut masks: Masks = Default::default();
-        let p = match &self.lora {
-            Some(l) if pass == Pass::Train && l.dropout > 0.0 => l.dropout,
+        let (p, seed) = match (&self.lora, pass) {
+            (Some(l), Pass::Train { dropout_seed }) if l.dropout > 0.0 => (l.dropout, dropout_seed),
             _ => return Ok(masks),
         };
-        for (slot, proj) in masks.iter_mut().zip(layer.projections()) {
-            if proj.adapter.is_some() {
-                let width = proj.weight.dim(1)?;
-                let keep = Tensor::rand(0f32, 1f32, (rows, width), &self.device)?.ge(p as f32)?;
-                *slot = Some((keep.to_dtype(self.dtype)? * (1.0 / (1.0 - p)))?);
+        let scale = 1.0 / (1.0 - p);
+        for (j, (slot, proj)) in masks.iter_mut().zip(layer.projections()).enumerate() {
+            if proj.adapter.is_none() {
+                continue;
             }
+            let width = proj.weight.dim(1)?;
+            let seed = SplitMix64::stream(seed, &[index as u64, j as u64]);
+            *slot = Some(if self.device.is_cpu() {
+                keep_mask(rows, width, p, seed)?.to_dtype(self.dtype)?
+            } else {
+                let keep = Tensor::rand(0f32, 1f32, (rows, width), &self.device)?.ge(p as f32)?;
+                (keep.to_dtype(self.dtype)? * scale)?
+            });
         }
         Ok(masks)
     }
@@ -710,4 +738,57 @@ fn low_rank(
 /// RMSNorm, w ⊙ x / √(mean(x²) + ε) ([`rms_norm::rms_norm`]).
 fn rms_norm(x: &Tensor, w: &Tensor, ctx: &Ctx) -> candle_core::Result<Tensor> {
     rms_norm::rms_norm(x, w, ctx.eps)
+}
+
+/// A dropout mask on the CPU, `[rows, width]` f32: each element 1/(1 − p) with probability 1 − p
+/// (16 random bits against p·2¹⁶; four elements per draw of `seed`'s stream), else 0.
+fn keep_mask(rows: usize, width: usize, p: f64, seed: u64) -> candle_core::Result<Tensor> {
+    let threshold = (p * 65536.0).round() as u64;
+    let scale = (1.0 / (1.0 - p)) as f32;
+    let mut rng = SplitMix64(seed);
+    let mut mask = vec![0f32; rows * width];
+    for four in mask.chunks_mut(4) {
+        let bits = rng.next_u64();
+        for (i, m) in four.iter_mut().enumerate() {
+            if (bits >> (16 * i)) & 0xffff >= threshold {
+                *m = scale;
+            }
+        }
+    }
+    Tensor::from_vec(mask, (rows, width), &Device::Cpu)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_dropout_mask_keeps_one_minus_p_scaled_and_is_its_seeds() {
+        let p = 0.05;
+        let mask: Vec<f32> = keep_mask(64, 1000, p, 7)
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1()
+            .unwrap();
+        let scale = (1.0 / (1.0 - p)) as f32;
+        assert!(mask.iter().all(|&m| m == 0.0 || m == scale));
+        let kept = mask.iter().filter(|&&m| m == scale).count() as f64 / mask.len() as f64;
+        // 64,000 draws: the share kept is 0.95 ± 0.0009 (one σ).
+        assert!((kept - (1.0 - p)).abs() < 0.004, "kept {kept}");
+        let again: Vec<f32> = keep_mask(64, 1000, p, 7)
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1()
+            .unwrap();
+        let other: Vec<f32> = keep_mask(64, 1000, p, 8)
+            .unwrap()
+            .flatten_all()
+            .unwrap()
+            .to_vec1()
+            .unwrap();
+        assert_eq!(mask, again);
+        assert_ne!(mask, other);
+    }
 }

@@ -13,6 +13,17 @@ impl SplitMix64 {
         z ^ (z >> 31)
     }
 
+    /// A seed of its own for each `parts` (a step, a layer, a projection) under `seed`: streams
+    /// that a resumed run draws again exactly, whatever was drawn before.
+    pub fn stream(seed: u64, parts: &[u64]) -> u64 {
+        parts
+            .iter()
+            .fold(SplitMix64(seed), |mut rng, &part| {
+                SplitMix64(rng.next_u64() ^ part)
+            })
+            .next_u64()
+    }
+
     /// Uniform in [−1, 1), from the top 24 bits (an f32's mantissa).
     pub fn next_signed(&mut self) -> f32 {
         ((self.next_u64() >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0

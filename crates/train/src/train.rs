@@ -261,7 +261,7 @@ pub fn train(
             perm[j * per_step..((j + 1) * per_step).min(samples.len())].to_vec();
         let step_start = Instant::now();
         let lr = warmup_lr(config.lr, k, config.warmup_steps);
-        let mut metrics = session.step(samples, &chosen, &offsets, config, lr)?;
+        let mut metrics = session.step(samples, &chosen, &offsets, config, lr, k)?;
         metrics.step = k + 1;
         metrics.epoch = (k + 1) as f64 / steps_per_epoch as f64;
         let seconds = step_start.elapsed().as_secs_f64();
@@ -527,6 +527,7 @@ impl Session {
         offsets: &[usize],
         config: &TrainConfig,
         lr: f64,
+        k: u64,
     ) -> Result<StepMetrics> {
         let device = self.model.device().clone();
         let n_tokens: usize = chosen.iter().map(|&i| samples[i].action_len()).sum();
@@ -537,13 +538,14 @@ impl Session {
         let (mut pg_sum, mut kl_sum, mut clip_sum, mut tokens) = (0.0, 0.0, 0.0, 0usize);
         let has_init = self.init_logprobs.is_some();
 
-        for micro in chosen.chunks(config.batch_size) {
+        for (m, micro) in chosen.chunks(config.batch_size).enumerate() {
             let refs: Vec<&Sample> = micro.iter().map(|&i| &samples[i]).collect();
             let prepared = prepare(&refs, &device)?;
             tokens += refs.iter().map(|s| s.input_ids.len()).sum::<usize>();
             let per_token =
                 PerToken::build(samples, micro, offsets, self.init_logprobs.as_deref())?;
-            let logp = self.model.train_logprobs(&prepared.batch)?;
+            let dropout_seed = SplitMix64::stream(config.seed, &[k, m as u64]);
+            let logp = self.model.train_logprobs(&prepared.batch, dropout_seed)?;
             let terms = per_token
                 .terms(&logp, &prepared.segment, micro.len(), config, &device)
                 .ctx("computing the loss")?;

@@ -125,7 +125,7 @@ fn only_adapters_train_and_the_base_stays_bit_identical() {
     let mut losses = Vec::new();
     for step in 0..8 {
         // −Σ A·log π: raise the positive-advantage actions, lower the others.
-        let logp = model.train_logprobs(&prepared.batch).unwrap();
+        let logp = model.train_logprobs(&prepared.batch, step).unwrap();
         let loss = (logp * &advantages)
             .unwrap()
             .sum_all()
@@ -297,7 +297,12 @@ fn resumed_lora_run_equals_an_uninterrupted_one() {
         steps: Some(steps),
         batch_size: 2,
         kl_coef: 0.05,
-        lora: Some(lora_config(&[Target::Q, Target::Up], false)),
+        // Dropout on: its masks come from the seed and the step, so the resumed run draws the
+        // ones the uninterrupted run drew.
+        lora: Some(LoraConfig {
+            dropout: 0.25,
+            ..lora_config(&[Target::Q, Target::Up], false)
+        }),
         ..TrainConfig::default()
     };
     let (straight, resumed) = (dir.path().join("a"), dir.path().join("b"));
@@ -358,7 +363,7 @@ fn resumed_lora_run_equals_an_uninterrupted_one() {
 
 /// Every trained tensor's gradient of Σ log π over the batch, by name.
 fn gradients(model: &credit_train::Model, samples: &[Sample]) -> HashMap<String, Vec<f32>> {
-    let logp = model.train_logprobs(&batch(samples).batch).unwrap();
+    let logp = model.train_logprobs(&batch(samples).batch, 0).unwrap();
     let grads = model.backward(&logp.sum_all().unwrap()).unwrap();
     model
         .params()

@@ -361,8 +361,7 @@ fn binary_trains_from_a_handoff_file() {
     let steps: Vec<&str> = stderr.lines().filter(|l| l.starts_with("step ")).collect();
     assert_eq!(steps.len(), 2, "{stderr}");
     assert!(
-        steps[1].starts_with("step 2: loss ")
-            && steps[1].contains(" tok/s · grad-norm "),
+        steps[1].starts_with("step 2: loss ") && steps[1].contains(" tok/s · grad-norm "),
         "{stderr}"
     );
 

@@ -25,6 +25,7 @@ use crate::lora::{self, LoraConfig, ADAPTER_CONFIG, ADAPTER_WEIGHTS};
 use crate::memory;
 use crate::model::{Model, Pass};
 use crate::optim::{clip_grad_norm, gradients, shuffled_epochs, AdamW, AdamWConfig};
+use crate::rng::SplitMix64;
 use candle_core::{DType, Tensor, Var};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -380,11 +381,16 @@ fn fit(
         },
     )?;
     let device = est.model.device().clone();
+    let mut batches = 0;
     let epoch_loss = shuffled_epochs(train, opts.seed, opts.epochs, opts.batch, |chunk, _| {
         let batch: Vec<&Example> = chunk.iter().map(|&i| &examples[i]).collect();
         let target: Vec<f32> = batch.iter().map(|e| e.ret as f32).collect();
         let target = Tensor::from_vec(target, batch.len(), &device).ctx("targets")?;
-        let loss = (est.predicted_returns(&batch, Pass::Train)? - target)
+        let pass = Pass::Train {
+            dropout_seed: SplitMix64::stream(opts.seed, &[batches]),
+        };
+        batches += 1;
+        let loss = (est.predicted_returns(&batch, pass)? - target)
             .and_then(|d| d.sqr()?.mean_all())
             .ctx("progress loss")?;
         let value = f64::from(loss.to_scalar::<f32>().ctx("reading the loss")?);
