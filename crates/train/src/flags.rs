@@ -71,7 +71,7 @@ pub struct PolicyFlags {
 
 impl PolicyFlags {
     /// The flags over [`TrainConfig`]'s defaults; `seed` (`--seed`, shared with MGR's gate, or
-    /// the project file's) seeds the shuffle and LoRA's initial A.
+    /// the project file's) seeds the shuffle, LoRA's initial A and its dropout masks.
     pub fn config(&self, seed: Option<u64>) -> Result<TrainConfig> {
         let d = TrainConfig::default();
         let lora = match self.lora_rank {
