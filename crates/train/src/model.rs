@@ -420,12 +420,6 @@ impl Model {
         let mut h = for_pass(&self.embed, pass)
             .to_dtype(self.dtype)?
             .index_select(&ids.flatten_all()?, 0)?;
-        // On a GPU the masks come from the device's generator, seeded once per pass (a
-        // generator made per mask would cost its set-up each time) and drawn in layer order.
-        let dropout = self.lora.as_ref().is_some_and(|l| l.dropout > 0.0);
-        if let (Pass::Train { dropout_seed }, true, false) = (pass, dropout, self.device.is_cpu()) {
-            self.device.set_seed(dropout_seed)?;
-        }
         for (index, layer) in layers.iter().enumerate() {
             let masks = self.dropout_masks(index, layer, b * t, pass)?;
             h = if matches!(pass, Pass::Train { .. }) && self.checkpoint {
@@ -444,7 +438,8 @@ impl Model {
     /// block runs so that a checkpointed block recomputes with the same masks. Each mask is its
     /// own stream of the pass's seed ([`SplitMix64::stream`] of layer and projection) on the
     /// CPU (candle's CPU `rand` is seeded from the OS, and costs a ChaCha draw and three passes
-    /// per element); on a GPU, the device's generator, seeded by [`Model::hidden`].
+    /// per element); on a GPU, the device's generator, seeded with it at the first layer (a
+    /// generator made per mask would cost its set-up each time) and drawn in layer order.
     fn dropout_masks(
         &self,
         index: usize,
@@ -457,6 +452,9 @@ impl Model {
             (Some(l), Pass::Train { dropout_seed }) if l.dropout > 0.0 => (l.dropout, dropout_seed),
             _ => return Ok(masks),
         };
+        if index == 0 && !self.device.is_cpu() {
+            self.device.set_seed(seed)?;
+        }
         let scale = 1.0 / (1.0 - p);
         for (j, (slot, proj)) in masks.iter_mut().zip(layer.projections()).enumerate() {
             if proj.adapter.is_none() {
@@ -765,29 +763,16 @@ mod tests {
     #[test]
     fn a_dropout_mask_keeps_one_minus_p_scaled_and_is_its_seeds() {
         let p = 0.05;
-        let mask: Vec<f32> = keep_mask(64, 1000, p, 7)
-            .unwrap()
-            .flatten_all()
-            .unwrap()
-            .to_vec1()
-            .unwrap();
+        let mask = |seed| -> Vec<f32> {
+            let mask = keep_mask(64, 1000, p, seed).unwrap();
+            mask.flatten_all().unwrap().to_vec1().unwrap()
+        };
+        let (mask, again, other) = (mask(7), mask(7), mask(8));
         let scale = (1.0 / (1.0 - p)) as f32;
         assert!(mask.iter().all(|&m| m == 0.0 || m == scale));
         let kept = mask.iter().filter(|&&m| m == scale).count() as f64 / mask.len() as f64;
         // 64,000 draws: the share kept is 0.95 ± 0.0009 (one σ).
         assert!((kept - (1.0 - p)).abs() < 0.004, "kept {kept}");
-        let again: Vec<f32> = keep_mask(64, 1000, p, 7)
-            .unwrap()
-            .flatten_all()
-            .unwrap()
-            .to_vec1()
-            .unwrap();
-        let other: Vec<f32> = keep_mask(64, 1000, p, 8)
-            .unwrap()
-            .flatten_all()
-            .unwrap()
-            .to_vec1()
-            .unwrap();
         assert_eq!(mask, again);
         assert_ne!(mask, other);
     }

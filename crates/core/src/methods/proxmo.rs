@@ -500,9 +500,9 @@ impl Group<'_> {
 }
 
 /// Turns the term-major counts into the texts' vectors: w = count·idf, divided by ‖w‖·(1 + 1e-8)
-/// (the weights of `Corpus::vector`, the tests' definition, to the bit). Each ‖w‖² is summed in ascending term order, a
-/// multiply then an add, as the vector's are; the terms a text lacks add +0, which leaves it
-/// unchanged, and a text without terms keeps its zeros.
+/// (the weights of `Corpus::vector`, the tests' definition, to the bit). Each ‖w‖² is summed in
+/// ascending term order, a multiply then an add, as the vector's are; the terms a text lacks add
+/// +0, which leaves it unchanged, and a text without terms keeps its zeros.
 fn weights(
     by_term: &mut [f64],
     stride: usize,

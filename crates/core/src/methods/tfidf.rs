@@ -282,10 +282,6 @@ pub(crate) mod tests {
         (fit(texts.into_iter(), max_features), doc_of_row)
     }
 
-    fn vector(corpus: &Corpus, d: u32) -> Vec<(u32, f64)> {
-        corpus.vector(d)
-    }
-
     /// Dot product of two sparse vectors sorted by term, in term order (ProxMO's tests too).
     pub(crate) fn dot(a: &[(u32, f64)], b: &[(u32, f64)]) -> f64 {
         let (mut i, mut j, mut s) = (0, 0, 0.0);
@@ -330,8 +326,8 @@ pub(crate) mod tests {
         let first_row_of = |text: usize| ROWS.iter().position(|&r| r == text).unwrap();
         for a in 0..6 {
             for b in 0..6 {
-                let va = &vector(&corpus, doc_of_row[first_row_of(a)]);
-                let vb = &vector(&corpus, doc_of_row[first_row_of(b)]);
+                let va = &corpus.vector(doc_of_row[first_row_of(a)]);
+                let vb = &corpus.vector(doc_of_row[first_row_of(b)]);
                 assert!(
                     (dot(va, vb) - expected[a][b]).abs() < 1e-4,
                     "sim({a},{b}) = {}",
@@ -431,7 +427,7 @@ pub(crate) mod tests {
             for (_, w) in &mut v {
                 *w /= norm * (1.0 + 1e-8);
             }
-            let got = vector(&corpus, doc_of_row[row]);
+            let got = corpus.vector(doc_of_row[row]);
             assert_eq!(got.len(), v.len(), "text {r}");
             for ((gt, gw), (et, ew)) in got.iter().zip(&v) {
                 assert_eq!((gt, gw.to_bits()), (et, ew.to_bits()), "text {r}");
@@ -471,11 +467,7 @@ pub(crate) mod tests {
                         .map(|(t, w)| (t, w.to_bits()))
                         .collect::<Vec<_>>()
                 };
-                assert_eq!(
-                    bits(vector(&a, d)),
-                    bits(vector(&b, e)),
-                    "{max_features}: {d}"
-                );
+                assert_eq!(bits(a.vector(d)), bits(b.vector(e)), "{max_features}: {d}");
             }
         }
     }
@@ -492,6 +484,6 @@ pub(crate) mod tests {
         let (corpus, doc_of_row) = fit_transform(["bb aa cc cc", "dd aa"].into_iter().map(Some), 2);
         // totals: aa 2, cc 2, bb 1, dd 1 → keep aa, cc.
         assert_eq!(corpus.vocabulary_size, 2);
-        assert_eq!(vector(&corpus, doc_of_row[1]).len(), 1);
+        assert_eq!(corpus.vector(doc_of_row[1]).len(), 1);
     }
 }
