@@ -14,9 +14,9 @@
 //! character), and observations rendered from templates repeat most of their lines (room
 //! descriptions, inventories, task statements), so each distinct line of a fit is scanned once
 //! and its term counts are kept once. A document is the list of its lines: the fit adds their
-//! counts to the totals and document frequencies, and whoever makes the vectors adds them up
-//! ([`Corpus::lines`]; ProxMO's PSA, straight into its term-major matrix), never merged into
-//! per-document lists. Term ids are numbered in first-seen token order.
+//! counts to the totals and document frequencies (see [`fit`]), and whoever makes the vectors
+//! adds them up ([`Corpus::lines`]; ProxMO's PSA, straight into its term-major matrix), never
+//! merged into per-document lists. Term ids are numbered in first-seen token order.
 
 use polars::prelude::PlHashMap;
 
@@ -49,14 +49,19 @@ impl Corpus {
         &self.line_counts[first as usize..last as usize]
     }
 
+    /// Past the last line's counts: every line's first count is below it.
+    pub fn counts_end(&self) -> usize {
+        self.line_counts.len()
+    }
+
     /// Term `t`'s idf (0 for a term `max_features` drops).
     pub fn idf(&self, t: u32) -> f64 {
         self.idf[t as usize]
     }
 
     /// Document `d`'s vector, (term, weight) sorted by term: weight = count·idf, L2-normalised,
-    /// then divided once more by (‖v‖ + 1e-8) as the ProxMO code does. (ProxMO's PSA makes the
-    /// same weights in its term-major matrix; its tests hold the two together to the bit.)
+    /// then divided once more by (‖v‖ + 1e-8) as the ProxMO code does: the tests' definition
+    /// (ProxMO's PSA computes the cosines of these vectors from the lines' counts).
     #[cfg(test)]
     pub fn vector(&self, d: u32) -> Vec<(u32, f64)> {
         let mut counts = std::collections::BTreeMap::<u32, u32>::new();
@@ -100,20 +105,20 @@ fn each_token(text: &str, scratch: &mut String, mut each: impl FnMut(&str)) {
         return;
     }
     let bytes = text.as_bytes();
-    let word = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
     let mut i = 0;
     while i < bytes.len() {
-        if !word(bytes[i]) {
+        if CLASS[bytes[i] as usize] & WORD == 0 {
             i += 1;
             continue;
         }
-        let start = i;
-        while i < bytes.len() && word(bytes[i]) {
+        let (start, mut classes) = (i, 0);
+        while i < bytes.len() && CLASS[bytes[i] as usize] & WORD != 0 {
+            classes |= CLASS[bytes[i] as usize];
             i += 1;
         }
         if i - start >= 2 {
             let token = &text[start..i];
-            if token.bytes().any(|b| b.is_ascii_uppercase()) {
+            if classes & UPPER != 0 {
                 scratch.clear();
                 scratch.push_str(token);
                 scratch.make_ascii_lowercase();
@@ -124,6 +129,22 @@ fn each_token(text: &str, scratch: &mut String, mut each: impl FnMut(&str)) {
         }
     }
 }
+
+/// The ASCII path's byte classes: a word character (`[A-Za-z0-9_]`), an upper-case one.
+const WORD: u8 = 1;
+const UPPER: u8 = 2;
+static CLASS: [u8; 256] = {
+    let mut class = [0; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        if c.is_ascii_alphanumeric() || c == b'_' {
+            class[b] = WORD | if c.is_ascii_uppercase() { UPPER } else { 0 };
+        }
+        b += 1;
+    }
+    class
+};
 
 /// Term counts in a dense buffer over the term ids, with the touched terms listed: no hashing
 /// per token, and draining costs only what was touched.
@@ -159,6 +180,12 @@ impl Counts {
 /// for; the corpus's document d is the d-th given. A text may be given more than once (once per
 /// group that has it): its terms are numbered when first seen, and its rows' counts add up to the
 /// same totals and document frequencies.
+///
+/// Totals and document frequencies are integers, so they are added in whatever order costs least:
+/// a distinct line's rows are added up while reading and its counts weighted by them at the end;
+/// a document counts a term once however many of its lines have it, so each document's longest
+/// line (its anchor, mostly a room description the group's texts share) is counted like that, and
+/// its other lines add only the terms the anchor lacks.
 pub fn fit<'a>(documents: impl Iterator<Item = (&'a str, u64)>, max_features: usize) -> Corpus {
     let mut n_docs = 0;
     // Corpus totals and document frequencies weighted by multiplicity.
@@ -166,57 +193,120 @@ pub fn fit<'a>(documents: impl Iterator<Item = (&'a str, u64)>, max_features: us
     let mut terms: Vec<String> = Vec::new();
     let mut total: Vec<u64> = Vec::new();
     let mut df: Vec<u64> = Vec::new();
-    // The last document (numbered from 1) that counted each term in `df`.
+    // The last document (numbered from 1) that counted each term in `df`, and the last anchor
+    // whose terms were marked with its index.
     let mut counted_in: Vec<u32> = Vec::new();
+    let mut in_anchor: Vec<u32> = Vec::new();
+    let mut marked = u32::MAX;
     let mut lines: Vec<(u32, u32)> = Vec::new();
     let mut starts: Vec<usize> = vec![0];
-    // Each distinct line's term counts, as a range of `line_counts`.
-    let mut line_ranges: PlHashMap<&str, (u32, u32)> = PlHashMap::default();
+    // Each distinct line's index in `distinct`, which keeps its counts (a range of
+    // `line_counts`), the rows of the documents it is a line of (once per time it is) and the rows
+    // of the documents it is the anchor of.
+    let mut index_of_line: PlHashMap<&str, u32> = PlHashMap::default();
+    let mut distinct: Vec<((u32, u32), u64, u64)> = Vec::new();
     let mut line_counts: Vec<(u32, u32)> = Vec::new();
     let mut in_line = Counts::default();
     let mut scratch = String::new();
+    // The previous document's lines and this one's, (text, index): texts rendered from templates
+    // repeat a line at the same place, which one comparison finds without hashing it.
+    let (mut previous, mut current) = (Vec::<(&str, u32)>::new(), Vec::<(&str, u32)>::new());
     for (doc, (text, m)) in documents.enumerate() {
         n_docs += m;
         let doc = doc as u32 + 1;
-        // Lines found with the memchr crate's vector search (`str::split`'s is a word at a time).
+        current.clear();
+        // Each line is first looked for where the previous document's line of the same number
+        // lies (one comparison of its bytes); otherwise it runs to the next newline, found with
+        // the memchr crate's vector search, and is looked up by its text.
+        let bytes = text.as_bytes();
         let mut from = 0;
-        for end in memchr::memchr_iter(b'\n', text.as_bytes()).chain([text.len()]) {
-            let line = &text[from..end];
-            from = end + 1;
-            let (first, last) = *line_ranges.entry(line).or_insert_with(|| {
-                each_token(line, &mut scratch, |token| {
-                    let id = match term_ids.get(token) {
-                        Some(&id) => id,
-                        None => {
-                            let id = terms.len() as u32;
-                            term_ids.insert(token.to_string(), id);
-                            terms.push(token.to_string());
-                            total.push(0);
-                            df.push(0);
-                            counted_in.push(0);
-                            id
-                        }
-                    };
-                    in_line.add(id, 1);
-                });
-                let start = line_counts.len() as u32;
-                line_counts.extend(in_line.drain());
-                (start, line_counts.len() as u32)
+        loop {
+            let repeated = previous.get(current.len()).and_then(|&(seen, index)| {
+                let end = from + seen.len();
+                let whole = bytes.get(from..end) == Some(seen.as_bytes())
+                    && bytes.get(end).is_none_or(|&b| b == b'\n');
+                whole.then_some((end, index))
             });
+            let (end, index) = match repeated {
+                Some(line) => line,
+                None => {
+                    let end =
+                        memchr::memchr(b'\n', &bytes[from..]).map_or(bytes.len(), |at| from + at);
+                    let index = *index_of_line
+                        .entry(&text[from..end])
+                        .or_insert_with_key(|line| {
+                            each_token(line, &mut scratch, |token| {
+                                let id = match term_ids.get(token) {
+                                    Some(&id) => id,
+                                    None => {
+                                        let id = terms.len() as u32;
+                                        term_ids.insert(token.to_string(), id);
+                                        terms.push(token.to_string());
+                                        total.push(0);
+                                        df.push(0);
+                                        counted_in.push(0);
+                                        in_anchor.push(u32::MAX);
+                                        id
+                                    }
+                                };
+                                in_line.add(id, 1);
+                            });
+                            let start = line_counts.len() as u32;
+                            line_counts.extend(in_line.drain());
+                            distinct.push(((start, line_counts.len() as u32), 0, 0));
+                            (distinct.len() - 1) as u32
+                        });
+                    (end, index)
+                }
+            };
+            current.push((&text[from..end], index));
+            if end == bytes.len() {
+                break;
+            }
+            from = end + 1;
+        }
+        // The document's lines with terms, and its anchor: the first with the most terms.
+        let mut anchor: Option<(u32, u32)> = None;
+        for &(_, index) in &current {
+            let ((first, last), rows, _) = &mut distinct[index as usize];
             if first == last {
                 continue;
             }
-            lines.push((first, last));
-            for &(t, c) in &line_counts[first as usize..last as usize] {
-                let t = t as usize;
-                total[t] += m * c as u64;
-                if counted_in[t] != doc {
-                    counted_in[t] = doc;
-                    df[t] += m;
-                }
+            *rows += m;
+            lines.push((*first, *last));
+            if anchor.is_none_or(|(_, most)| *last - *first > most) {
+                anchor = Some((index, *last - *first));
             }
         }
         starts.push(lines.len());
+        if let Some((anchor, _)) = anchor {
+            let ((first, last), _, anchored) = &mut distinct[anchor as usize];
+            *anchored += m;
+            let anchor_counts = &line_counts[*first as usize..*last as usize];
+            if marked != anchor {
+                for &(t, _) in anchor_counts {
+                    in_anchor[t as usize] = anchor;
+                }
+                marked = anchor;
+            }
+            for &(_, index) in current.iter().filter(|&&(_, index)| index != anchor) {
+                let ((first, last), _, _) = distinct[index as usize];
+                for &(t, _) in &line_counts[first as usize..last as usize] {
+                    let t = t as usize;
+                    if in_anchor[t] != anchor && counted_in[t] != doc {
+                        counted_in[t] = doc;
+                        df[t] += m;
+                    }
+                }
+            }
+        }
+        std::mem::swap(&mut previous, &mut current);
+    }
+    for &((first, last), rows, anchored) in &distinct {
+        for &(t, c) in &line_counts[first as usize..last as usize] {
+            total[t as usize] += rows * c as u64;
+            df[t as usize] += anchored;
+        }
     }
 
     // Keep the `max_features` most frequent terms, ties alphabetically.
@@ -358,11 +448,13 @@ pub(crate) mod tests {
     #[test]
     fn lines_tokenised_once_give_the_whole_text_vectors() {
         // Texts of repeated lines (a room description, an inventory), mixed case, non-ASCII lines,
-        // CRLF, blank lines, one text with 1,500 distinct terms and one with two terms of high
-        // ids (put in term order by sorting; the others through the bitmap): every vector must
-        // be the one computed
-        // from each whole text's tokens, `(?u)\b\w\w+\b` of the lower-cased text, with terms
-        // numbered in first-seen order.
+        // CRLF, blank lines, one text with 1,500 distinct terms, one with two terms of high ids,
+        // a longest line (the anchor) twice in one text and a term in several of its lines, texts
+        // repeating the previous one's lines at the same places, its last line followed by more
+        // and a line cut short by the end of the text:
+        // every vector must be the one computed from each whole text's tokens, `(?u)\b\w\w+\b`
+        // of the lower-cased text, with terms numbered in first-seen order (and so the totals
+        // and document frequencies those are made of).
         let room =
             "You are in the middle of a Room. You see a cabinet 1, a Drawer 2 and a fridge 1.";
         let many: String = (0..1500).map(|i| format!("w{i} ")).collect();
@@ -374,8 +466,11 @@ pub(crate) mod tests {
             format!("{room}\nw1499 w3"),
             format!("ÉTÉ Café naïve\n{room}\n"),
             "w1499 zz".to_string(),
+            format!("{room}\nYou are carrying: a mug 1.\n{room}\nmug MUG carrying"),
+            format!("{room}\nYou are carrying: a mug 1.\n{room}\nmug MUG carrying more"),
+            format!("{room}\nYou are carrying: a mug 1"),
         ];
-        let rows = [0, 1, 2, 0, 3, 4, 5, 1, 4, 6];
+        let rows = [0, 1, 2, 0, 3, 4, 5, 1, 4, 6, 7, 0, 8, 9];
         let (corpus, doc_of_row) =
             fit_transform(rows.iter().map(|&i| Some(texts[i].as_str())), 1024);
 
