@@ -176,6 +176,16 @@ impl Counts {
     }
 }
 
+/// A distinct line of a fit.
+struct DistinctLine {
+    /// Its term counts, a range of `line_counts`.
+    counts: (u32, u32),
+    /// The rows of the documents it is a line of (once per time it is in one).
+    rows: u64,
+    /// The rows of the documents it is the anchor of.
+    anchored: u64,
+}
+
 /// Fits on `documents`, each a text and the number of rows (the corpus's documents) it stands
 /// for; the corpus's document d is the d-th given. A text may be given more than once (once per
 /// group that has it): its terms are numbered when first seen, and its rows' counts add up to the
@@ -183,9 +193,9 @@ impl Counts {
 ///
 /// Totals and document frequencies are integers, so they are added in whatever order costs least:
 /// a distinct line's rows are added up while reading and its counts weighted by them at the end;
-/// a document counts a term once however many of its lines have it, so each document's longest
-/// line (its anchor, mostly a room description the group's texts share) is counted like that, and
-/// its other lines add only the terms the anchor lacks.
+/// a document counts a term once however many of its lines have it, so each document's line with
+/// the most terms (its anchor, mostly a room description the group's texts share) is counted like
+/// that, and its other lines add only the terms the anchor lacks.
 pub fn fit<'a>(documents: impl Iterator<Item = (&'a str, u64)>, max_features: usize) -> Corpus {
     let mut n_docs = 0;
     // Corpus totals and document frequencies weighted by multiplicity.
@@ -200,11 +210,9 @@ pub fn fit<'a>(documents: impl Iterator<Item = (&'a str, u64)>, max_features: us
     let mut marked = u32::MAX;
     let mut lines: Vec<(u32, u32)> = Vec::new();
     let mut starts: Vec<usize> = vec![0];
-    // Each distinct line's index in `distinct`, which keeps its counts (a range of
-    // `line_counts`), the rows of the documents it is a line of (once per time it is) and the rows
-    // of the documents it is the anchor of.
+    // Each distinct line's index in `distinct`.
     let mut index_of_line: PlHashMap<&str, u32> = PlHashMap::default();
-    let mut distinct: Vec<((u32, u32), u64, u64)> = Vec::new();
+    let mut distinct: Vec<DistinctLine> = Vec::new();
     let mut line_counts: Vec<(u32, u32)> = Vec::new();
     let mut in_line = Counts::default();
     let mut scratch = String::new();
@@ -253,7 +261,11 @@ pub fn fit<'a>(documents: impl Iterator<Item = (&'a str, u64)>, max_features: us
                             });
                             let start = line_counts.len() as u32;
                             line_counts.extend(in_line.drain());
-                            distinct.push(((start, line_counts.len() as u32), 0, 0));
+                            distinct.push(DistinctLine {
+                                counts: (start, line_counts.len() as u32),
+                                rows: 0,
+                                anchored: 0,
+                            });
                             (distinct.len() - 1) as u32
                         });
                     (end, index)
@@ -268,21 +280,23 @@ pub fn fit<'a>(documents: impl Iterator<Item = (&'a str, u64)>, max_features: us
         // The document's lines with terms, and its anchor: the first with the most terms.
         let mut anchor: Option<(u32, u32)> = None;
         for &(_, index) in &current {
-            let ((first, last), rows, _) = &mut distinct[index as usize];
+            let line = &mut distinct[index as usize];
+            let (first, last) = line.counts;
             if first == last {
                 continue;
             }
-            *rows += m;
-            lines.push((*first, *last));
-            if anchor.is_none_or(|(_, most)| *last - *first > most) {
-                anchor = Some((index, *last - *first));
+            line.rows += m;
+            lines.push((first, last));
+            if anchor.is_none_or(|(_, most)| last - first > most) {
+                anchor = Some((index, last - first));
             }
         }
         starts.push(lines.len());
         if let Some((anchor, _)) = anchor {
-            let ((first, last), _, anchored) = &mut distinct[anchor as usize];
-            *anchored += m;
-            let anchor_counts = &line_counts[*first as usize..*last as usize];
+            let line = &mut distinct[anchor as usize];
+            line.anchored += m;
+            let (first, last) = line.counts;
+            let anchor_counts = &line_counts[first as usize..last as usize];
             if marked != anchor {
                 for &(t, _) in anchor_counts {
                     in_anchor[t as usize] = anchor;
@@ -290,7 +304,7 @@ pub fn fit<'a>(documents: impl Iterator<Item = (&'a str, u64)>, max_features: us
                 marked = anchor;
             }
             for &(_, index) in current.iter().filter(|&&(_, index)| index != anchor) {
-                let ((first, last), _, _) = distinct[index as usize];
+                let (first, last) = distinct[index as usize].counts;
                 for &(t, _) in &line_counts[first as usize..last as usize] {
                     let t = t as usize;
                     if in_anchor[t] != anchor && counted_in[t] != doc {
@@ -302,10 +316,10 @@ pub fn fit<'a>(documents: impl Iterator<Item = (&'a str, u64)>, max_features: us
         }
         std::mem::swap(&mut previous, &mut current);
     }
-    for &((first, last), rows, anchored) in &distinct {
-        for &(t, c) in &line_counts[first as usize..last as usize] {
-            total[t as usize] += rows * c as u64;
-            df[t as usize] += anchored;
+    for line in &distinct {
+        for &(t, c) in &line_counts[line.counts.0 as usize..line.counts.1 as usize] {
+            total[t as usize] += line.rows * c as u64;
+            df[t as usize] += line.anchored;
         }
     }
 
@@ -449,11 +463,11 @@ pub(crate) mod tests {
     fn lines_tokenised_once_give_the_whole_text_vectors() {
         // Texts of repeated lines (a room description, an inventory), mixed case, non-ASCII lines,
         // CRLF, blank lines, one text with 1,500 distinct terms, one with two terms of high ids,
-        // a longest line (the anchor) twice in one text and a term in several of its lines, texts
-        // repeating the previous one's lines at the same places, its last line followed by more
-        // and a line cut short by the end of the text:
-        // every vector must be the one computed from each whole text's tokens, `(?u)\b\w\w+\b`
-        // of the lower-cased text, with terms numbered in first-seen order (and so the totals
+        // the line with the most terms (the anchor) twice in one text and a term in several of
+        // its lines, texts repeating the previous one's lines at the same places, its last line
+        // followed by more and a line cut short by the end of the text: every vector must be the
+        // one computed from each whole text's tokens, `(?u)\b\w\w+\b` of the lower-cased text,
+        // with terms numbered in first-seen order (and so the totals
         // and document frequencies those are made of).
         let room =
             "You are in the middle of a Room. You see a cabinet 1, a Drawer 2 and a fridge 1.";
