@@ -364,14 +364,7 @@ struct Scratch {
     common: Vec<u32>,
     common_count: Vec<u32>,
     shared: Vec<f64>,
-    /// The subset's distinct lines (each one's bucket in `line_slot`, by its first count), the
-    /// texts that have each (`texts_of_line[run_start[k]..run_start[k + 1]]`) and a cursor per
-    /// bucket.
-    line_slot: Vec<u32>,
-    lines_seen: Vec<(u32, u32)>,
-    run_start: Vec<u32>,
-    texts_of_line: Vec<u32>,
-    cursor: Vec<u32>,
+    lines: LineBuckets,
     by_term: Vec<f64>,
     norm: Vec<f64>,
     active: Vec<u32>,
@@ -379,6 +372,76 @@ struct Scratch {
     num: Vec<f64>,
     den: Vec<f64>,
     value: Vec<f64>,
+}
+
+/// A subset's distinct lines, each with the texts that have it, in ascending order: bucketed by
+/// the line's first count (unique to it) instead of sorted.
+#[derive(Default)]
+struct LineBuckets {
+    /// Each line's bucket, by its first count (all unset between subsets).
+    slot: Vec<u32>,
+    lines: Vec<(u32, u32)>,
+    /// Bucket k's texts are `texts[start[k]..start[k + 1]]`.
+    start: Vec<u32>,
+    texts: Vec<u32>,
+    cursor: Vec<u32>,
+}
+
+impl LineBuckets {
+    /// Buckets the lines of texts 0..u (`lines_of`); a line without kept terms adds nothing to
+    /// a vector and is left out.
+    fn fill<'c>(
+        &mut self,
+        corpus: &Corpus,
+        u: usize,
+        lines_of: impl Fn(usize) -> &'c [(u32, u32)],
+    ) {
+        let with_terms = |b: usize| lines_of(b).iter().filter(|line| line.0 != line.1);
+        self.lines.clear();
+        self.start.clear();
+        if self.slot.len() < corpus.counts_end() {
+            self.slot.resize(corpus.counts_end(), u32::MAX);
+        }
+        for b in 0..u {
+            for &line in with_terms(b) {
+                let slot = &mut self.slot[line.0 as usize];
+                if *slot == u32::MAX {
+                    *slot = self.lines.len() as u32;
+                    self.lines.push(line);
+                    self.start.push(0);
+                }
+                self.start[*slot as usize] += 1;
+            }
+        }
+        let mut end = 0;
+        for start in self.start.iter_mut() {
+            (*start, end) = (end, end + *start);
+        }
+        self.start.push(end);
+        self.texts.clear();
+        self.texts.resize(end as usize, 0);
+        self.cursor.clear();
+        self.cursor
+            .extend_from_slice(&self.start[..self.lines.len()]);
+        for b in 0..u {
+            for &line in with_terms(b) {
+                let at = &mut self.cursor[self.slot[line.0 as usize] as usize];
+                self.texts[*at as usize] = b as u32;
+                *at += 1;
+            }
+        }
+        for &line in &self.lines {
+            self.slot[line.0 as usize] = u32::MAX;
+        }
+    }
+
+    /// (line, the texts that have it, ascending, a text as often as it has the line).
+    fn runs(&self) -> impl Iterator<Item = ((u32, u32), &[u32])> + Clone + '_ {
+        self.lines
+            .iter()
+            .zip(self.start.windows(2))
+            .map(|(&line, run)| (line, &self.texts[run[0] as usize..run[1] as usize]))
+    }
 }
 
 impl Group<'_> {
@@ -460,55 +523,12 @@ impl Group<'_> {
             s.slot_of_row.push(*k);
         }
         let u = s.distinct.len();
-        // Each distinct line of the subset with the texts that have it, in ascending order (most
-        // texts of a group share most of their lines: a room, an inventory, the task), bucketed
-        // by the line's first count (unique to it; a line without kept terms adds nothing and
-        // is left out). `line_slot` is all unset between subsets.
-        s.lines_seen.clear();
-        s.run_start.clear();
-        if s.line_slot.len() < self.corpus.counts_end() {
-            s.line_slot.resize(self.corpus.counts_end(), u32::MAX);
-        }
-        let lines_of = |b: usize| {
-            let lines = self.corpus.lines(self.first + s.distinct[b]);
-            lines.iter().filter(|line| line.0 != line.1)
-        };
-        for b in 0..u {
-            for &line in lines_of(b) {
-                let slot = &mut s.line_slot[line.0 as usize];
-                if *slot == u32::MAX {
-                    *slot = s.lines_seen.len() as u32;
-                    s.lines_seen.push(line);
-                    s.run_start.push(0);
-                }
-                s.run_start[*slot as usize] += 1;
-            }
-        }
-        let mut end = 0;
-        for start in s.run_start.iter_mut() {
-            (*start, end) = (end, end + *start);
-        }
-        s.run_start.push(end);
-        s.texts_of_line.clear();
-        s.texts_of_line.resize(end as usize, 0);
-        s.cursor.clear();
-        s.cursor
-            .extend_from_slice(&s.run_start[..s.lines_seen.len()]);
-        for b in 0..u {
-            for &line in lines_of(b) {
-                let at = &mut s.cursor[s.line_slot[line.0 as usize] as usize];
-                s.texts_of_line[*at as usize] = b as u32;
-                *at += 1;
-            }
-        }
-        for &line in &s.lines_seen {
-            s.line_slot[line.0 as usize] = u32::MAX;
-        }
-        let runs = s
-            .lines_seen
-            .iter()
-            .zip(s.run_start.windows(2))
-            .map(|(&line, run)| (line, &s.texts_of_line[run[0] as usize..run[1] as usize]));
+        // Each distinct line of the subset with the texts that have it (most texts of a group
+        // share most of their lines: a room, an inventory, the task).
+        let first = self.first;
+        s.lines
+            .fill(self.corpus, u, |b| self.corpus.lines(first + s.distinct[b]));
+        let runs = s.lines.runs();
         // A line every text has once (a room, a task) adds the same counts to every text's
         // vector: those lines' counts are summed once (`common`) and the matrix holds only the
         // other lines' terms, numbered in ascending order (`column` and `common_count` are all
