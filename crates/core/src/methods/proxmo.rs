@@ -621,8 +621,8 @@ struct Common {
 }
 
 impl Common {
-    /// Weights the term-major counts by idf (x) and writes each text's σ·x_a into `shared`
-    /// (`stride` long); σ·σ is summed in ascending term order.
+    /// Weights the term-major counts by idf (x), writes each text's σ·x_a into `shared`
+    /// (`stride` long) and sums σ·σ over the common lines' terms.
     fn weigh(
         by_term: &mut [f64],
         stride: usize,
@@ -714,8 +714,9 @@ impl Common {
     }
 }
 
-/// The largest (s − shift)/τ the shared shift allows: every e^((s − shift)/τ) then stays above
-/// e^−300, far from underflow, whatever a row's own largest similarity is.
+/// The largest shift/τ one shift serves a group at: similarities are ≥ 0, so every
+/// e^((s − shift)/τ) then stays above e^−300, far from underflow, whatever a row's own largest
+/// similarity is.
 const SHIFT_LIMIT: f64 = 300.0;
 
 /// For each distinct text a: Σ_b e^((sim(a,b) − m)/τ)·sum_b over the same with count_b, from the
